@@ -1,0 +1,1 @@
+//! Library side of the `knot` command: model conversion and the subcommands' logic.
