@@ -1,0 +1,467 @@
+//! The llama-family forward pass, llama2.c-style: weights are borrowed views into the file's
+//! bytes, the run state (activations, KV cache) is allocated by the session and reused.
+//!
+//! A forward pass over a batch of tokens is split so a caller can stream layers:
+//! [`Session::begin`] embeds the batch, [`Session::run_layer`] runs it through one layer (all
+//! positions at once: matrix-matrix in prefill, matrix-vector in decode), and
+//! [`Session::finish`] applies the final norm and the LM head.
+
+use crate::ops::{axpy, dot, rmsnorm, softmax, swiglu, Rope};
+use crate::quant::{matmul, MatmulScratch, QMatrix, QuantError};
+use knot::{DType, ModelConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("token id {id} is out of range for a vocabulary of {vocab}")]
+    TokenOutOfRange { id: u32, vocab: usize },
+    #[error("the context is full: {needed} positions needed, the session holds {max}")]
+    ContextFull { needed: usize, max: usize },
+    #[error("empty batch: at least one token is needed")]
+    EmptyBatch,
+    #[error("missing tensor {0}")]
+    MissingTensor(String),
+    #[error("tensor {name} has shape {got:?}, expected {expected:?}")]
+    BadShape { name: String, got: Vec<u64>, expected: Vec<u64> },
+    #[error("layers must run in order: expected layer {expected}, got {got}")]
+    LayerOrder { expected: usize, got: usize },
+    #[error("unsupported architecture {0:?}")]
+    UnsupportedArchitecture(String),
+    #[error("invalid config: {0}")]
+    BadConfig(String),
+    #[error(transparent)]
+    Quant(#[from] QuantError),
+}
+
+/// A tensor as a caller found it in a knot file: its format, shape (outermost first) and bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorRef<'a> {
+    pub dtype: DType,
+    pub shape: &'a [u64],
+    pub data: &'a [u8],
+}
+
+/// Fetches a tensor by its GGUF name (`blk.3.attn_q.weight`).
+pub trait TensorSource<'a> {
+    fn tensor(&self, name: &str) -> Option<TensorRef<'a>>;
+}
+
+impl<'a, F: Fn(&str) -> Option<TensorRef<'a>>> TensorSource<'a> for F {
+    fn tensor(&self, name: &str) -> Option<TensorRef<'a>> {
+        self(name)
+    }
+}
+
+/// Tensors of a whole knot file held in memory (`file` is every byte of it).
+pub fn knot_tensors<'a>(
+    knot: &'a knot::Knot,
+    file: &'a [u8],
+) -> impl Fn(&str) -> Option<TensorRef<'a>> + 'a {
+    move |name: &str| {
+        let entry = knot.meta.tensors.iter().find(|t| t.name == name)?;
+        let start = usize::try_from(knot.payload_offset.checked_add(entry.offset)?).ok()?;
+        let data = file.get(start..start.checked_add(usize::try_from(entry.size).ok()?)?)?;
+        Some(TensorRef {
+            dtype: DType::from_name(&entry.dtype)?,
+            shape: &entry.shape,
+            data,
+        })
+    }
+}
+
+/// Looks a tensor up and checks its shape, giving a matrix view `[rows, cols]`.
+fn matrix<'a>(
+    src: &impl TensorSource<'a>,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<QMatrix<'a>, EngineError> {
+    let t = src
+        .tensor(name)
+        .ok_or_else(|| EngineError::MissingTensor(name.to_string()))?;
+    // Vectors are stored 1-D; matrices [out, in].
+    let expected: Vec<u64> = if rows == 1 {
+        vec![cols as u64]
+    } else {
+        vec![rows as u64, cols as u64]
+    };
+    if t.shape != expected.as_slice() {
+        return Err(EngineError::BadShape {
+            name: name.to_string(),
+            got: t.shape.to_vec(),
+            expected,
+        });
+    }
+    Ok(QMatrix::new(t.dtype, rows, cols, t.data)?)
+}
+
+/// Tensors that stay resident for the whole session.
+pub struct ResidentWeights<'a> {
+    pub token_embd: QMatrix<'a>,
+    pub output_norm: QMatrix<'a>,
+    /// The LM head; the token embedding itself when embeddings are tied.
+    pub output: QMatrix<'a>,
+}
+
+impl<'a> ResidentWeights<'a> {
+    pub fn load(cfg: &ModelConfig, src: &impl TensorSource<'a>) -> Result<Self, EngineError> {
+        let token_embd = matrix(src, "token_embd.weight", cfg.vocab_size, cfg.dim)?;
+        let output = if cfg.tie_word_embeddings {
+            token_embd
+        } else {
+            matrix(src, "output.weight", cfg.vocab_size, cfg.dim)?
+        };
+        Ok(ResidentWeights {
+            token_embd,
+            output_norm: matrix(src, "output_norm.weight", 1, cfg.dim)?,
+            output,
+        })
+    }
+}
+
+/// One transformer block's weights.
+pub struct LayerWeights<'a> {
+    pub attn_norm: QMatrix<'a>,
+    pub attn_q: QMatrix<'a>,
+    pub attn_k: QMatrix<'a>,
+    pub attn_v: QMatrix<'a>,
+    pub attn_output: QMatrix<'a>,
+    pub ffn_norm: QMatrix<'a>,
+    pub ffn_gate: QMatrix<'a>,
+    pub ffn_up: QMatrix<'a>,
+    pub ffn_down: QMatrix<'a>,
+}
+
+impl<'a> LayerWeights<'a> {
+    pub fn load(
+        cfg: &ModelConfig,
+        layer: usize,
+        src: &impl TensorSource<'a>,
+    ) -> Result<Self, EngineError> {
+        let (dim, q_dim, kv_dim, ffn) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim);
+        let m = |role: &str, rows, cols| matrix(src, &format!("blk.{layer}.{role}.weight"), rows, cols);
+        Ok(LayerWeights {
+            attn_norm: m("attn_norm", 1, dim)?,
+            attn_q: m("attn_q", q_dim, dim)?,
+            attn_k: m("attn_k", kv_dim, dim)?,
+            attn_v: m("attn_v", kv_dim, dim)?,
+            attn_output: m("attn_output", dim, q_dim)?,
+            ffn_norm: m("ffn_norm", 1, dim)?,
+            ffn_gate: m("ffn_gate", ffn, dim)?,
+            ffn_up: m("ffn_up", ffn, dim)?,
+            ffn_down: m("ffn_down", dim, ffn)?,
+        })
+    }
+}
+
+/// Architectures this engine runs.
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama"];
+
+/// Rejects architectures the forward pass does not implement, naming them.
+pub fn check_architecture(name: &str) -> Result<(), EngineError> {
+    if SUPPORTED_ARCHITECTURES.contains(&name) {
+        Ok(())
+    } else {
+        Err(EngineError::UnsupportedArchitecture(name.to_string()))
+    }
+}
+
+/// Derived sizes the config does not store.
+pub trait ConfigExt {
+    fn q_dim(&self) -> usize;
+    fn kv_dim(&self) -> usize;
+    fn validate(&self) -> Result<(), EngineError>;
+}
+
+impl ConfigExt for ModelConfig {
+    fn q_dim(&self) -> usize {
+        self.n_heads * self.head_dim
+    }
+    fn kv_dim(&self) -> usize {
+        self.n_kv_heads * self.head_dim
+    }
+    fn validate(&self) -> Result<(), EngineError> {
+        let bad = |m: &str| Err(EngineError::BadConfig(m.to_string()));
+        if self.dim == 0 || self.n_heads == 0 || self.n_kv_heads == 0 || self.head_dim == 0 {
+            return bad("dim, heads and head_dim must be positive");
+        }
+        if self.n_heads % self.n_kv_heads != 0 {
+            return bad("n_heads must be a multiple of n_kv_heads");
+        }
+        if self.rope_dim > self.head_dim || self.rope_dim % 2 != 0 {
+            return bad("rope_dim must be even and at most head_dim");
+        }
+        if self.vocab_size == 0 || self.ffn_dim == 0 || self.n_layers == 0 {
+            return bad("vocab_size, ffn_dim and n_layers must be positive");
+        }
+        Ok(())
+    }
+}
+
+/// One layer's KV cache: `[position][kv_head][head_dim]`, grown as positions arrive.
+#[derive(Default)]
+struct LayerCache {
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+/// The run state of one sequence: activations for the current batch and the KV cache.
+pub struct Session {
+    cfg: ModelConfig,
+    rope: Rope,
+    max_ctx: usize,
+    /// Positions already in the KV cache.
+    pos: usize,
+    /// Tokens in the current batch, and the next layer it must go through.
+    n: usize,
+    next_layer: usize,
+    kv: Vec<LayerCache>,
+    // Batch activations, row-major [n, width].
+    x: Vec<f32>,
+    xb: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    hb: Vec<f32>,
+    hb2: Vec<f32>,
+    scores: Vec<f32>,
+    norm_w: Vec<f32>,
+    logits: Vec<f32>,
+    scratch: MatmulScratch,
+}
+
+impl Session {
+    /// A session holding at most `max_ctx` positions (capped by the model's context length).
+    pub fn new(cfg: &ModelConfig, max_ctx: usize) -> Result<Self, EngineError> {
+        cfg.validate()?;
+        let max_ctx = max_ctx.min(cfg.context_length.max(1));
+        Ok(Session {
+            rope: Rope::new(cfg.rope_style, cfg.rope_dim, cfg.rope_theta),
+            cfg: cfg.clone(),
+            max_ctx,
+            pos: 0,
+            n: 0,
+            next_layer: 0,
+            kv: (0..cfg.n_layers).map(|_| LayerCache::default()).collect(),
+            x: Vec::new(),
+            xb: Vec::new(),
+            q: Vec::new(),
+            k: Vec::new(),
+            v: Vec::new(),
+            att: Vec::new(),
+            hb: Vec::new(),
+            hb2: Vec::new(),
+            scores: Vec::new(),
+            norm_w: Vec::new(),
+            logits: Vec::new(),
+            scratch: MatmulScratch::default(),
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// Positions already processed (the KV cache length).
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    pub fn max_context(&self) -> usize {
+        self.max_ctx
+    }
+
+    /// Forgets the sequence; buffers are kept for reuse.
+    pub fn reset(&mut self) {
+        self.pos = 0;
+        self.n = 0;
+        self.next_layer = 0;
+        for c in &mut self.kv {
+            c.k.clear();
+            c.v.clear();
+        }
+    }
+
+    /// Starts a batch: checks the ids and embeds them into the residual stream.
+    pub fn begin(&mut self, tokens: &[u32], w: &ResidentWeights) -> Result<(), EngineError> {
+        let vocab = self.cfg.vocab_size;
+        if tokens.is_empty() {
+            return Err(EngineError::EmptyBatch);
+        }
+        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= vocab) {
+            return Err(EngineError::TokenOutOfRange { id, vocab });
+        }
+        let needed = self.pos + tokens.len();
+        if needed > self.max_ctx {
+            return Err(EngineError::ContextFull { needed, max: self.max_ctx });
+        }
+        let n = tokens.len();
+        let c = &self.cfg;
+        let (dim, q_dim, kv_dim, ffn) = (c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim);
+        for (buf, width) in [
+            (&mut self.x, dim),
+            (&mut self.xb, dim),
+            (&mut self.q, q_dim),
+            (&mut self.k, kv_dim),
+            (&mut self.v, kv_dim),
+            (&mut self.att, q_dim),
+            (&mut self.hb, ffn),
+            (&mut self.hb2, ffn),
+        ] {
+            buf.resize(n * width, 0.0);
+        }
+        for (row, &id) in self.x.chunks_exact_mut(dim).zip(tokens) {
+            w.token_embd.dequantize_row(id as usize, row);
+        }
+        self.n = n;
+        self.next_layer = 0;
+        Ok(())
+    }
+
+    /// Runs the current batch through layer `layer` (layers must come in order).
+    pub fn run_layer(&mut self, layer: usize, w: &LayerWeights) -> Result<(), EngineError> {
+        if self.n == 0 {
+            return Err(EngineError::EmptyBatch);
+        }
+        if layer != self.next_layer {
+            return Err(EngineError::LayerOrder { expected: self.next_layer, got: layer });
+        }
+        let (n, pos, eps) = (self.n, self.pos, self.cfg.norm_eps);
+        let (hd, kv_dim) = (self.cfg.head_dim, self.cfg.kv_dim());
+
+        // Attention: x += Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
+        load_vector(&w.attn_norm, &mut self.norm_w);
+        rmsnorm(&mut self.xb, &self.x, &self.norm_w, eps);
+        matmul(&w.attn_q, &self.xb, n, &mut self.q, &mut self.scratch);
+        matmul(&w.attn_k, &self.xb, n, &mut self.k, &mut self.scratch);
+        matmul(&w.attn_v, &self.xb, n, &mut self.v, &mut self.scratch);
+        for t in 0..n {
+            let q_dim = self.cfg.q_dim();
+            self.rope.apply(&mut self.q[t * q_dim..(t + 1) * q_dim], hd, pos + t);
+            self.rope.apply(&mut self.k[t * kv_dim..(t + 1) * kv_dim], hd, pos + t);
+        }
+        let cache = &mut self.kv[layer];
+        cache.k.extend_from_slice(&self.k);
+        cache.v.extend_from_slice(&self.v);
+        self.attention(layer);
+        matmul(&w.attn_output, &self.att, n, &mut self.xb, &mut self.scratch);
+        add(&mut self.x, &self.xb);
+
+        // Feed-forward: x += Wdown · (silu(Wgate·norm(x)) * Wup·norm(x))
+        load_vector(&w.ffn_norm, &mut self.norm_w);
+        rmsnorm(&mut self.xb, &self.x, &self.norm_w, eps);
+        matmul(&w.ffn_gate, &self.xb, n, &mut self.hb, &mut self.scratch);
+        matmul(&w.ffn_up, &self.xb, n, &mut self.hb2, &mut self.scratch);
+        swiglu(&mut self.hb, &self.hb2);
+        matmul(&w.ffn_down, &self.hb, n, &mut self.xb, &mut self.scratch);
+        add(&mut self.x, &self.xb);
+
+        self.next_layer += 1;
+        Ok(())
+    }
+
+    /// Causal grouped-query attention of the batch's queries over the layer's cache.
+    fn attention(&mut self, layer: usize) {
+        let c = &self.cfg;
+        let (hd, n_heads, kv_dim) = (c.head_dim, c.n_heads, c.kv_dim());
+        let group = n_heads / c.n_kv_heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let cache = &self.kv[layer];
+        for t in 0..self.n {
+            let len = self.pos + t + 1; // causal: this token sees itself and everything before
+            self.scores.resize(len, 0.0);
+            for h in 0..n_heads {
+                let q = &self.q[(t * n_heads + h) * hd..][..hd];
+                let kv_off = (h / group) * hd;
+                for (s, score) in self.scores.iter_mut().enumerate() {
+                    *score = dot(q, &cache.k[s * kv_dim + kv_off..][..hd]) * scale;
+                }
+                softmax(&mut self.scores);
+                let out = &mut self.att[(t * n_heads + h) * hd..][..hd];
+                out.fill(0.0);
+                for (s, &p) in self.scores.iter().enumerate() {
+                    axpy(out, p, &cache.v[s * kv_dim + kv_off..][..hd]);
+                }
+            }
+        }
+    }
+
+    /// Ends the batch: final norm and LM head. Returns the logits of the last position, or of
+    /// every position (`[n, vocab]`) when `all_positions`.
+    pub fn finish(
+        &mut self,
+        w: &ResidentWeights,
+        all_positions: bool,
+    ) -> Result<&[f32], EngineError> {
+        if self.n == 0 {
+            return Err(EngineError::EmptyBatch);
+        }
+        if self.next_layer != self.cfg.n_layers {
+            return Err(EngineError::LayerOrder {
+                expected: self.next_layer,
+                got: self.cfg.n_layers,
+            });
+        }
+        let (n, dim, vocab) = (self.n, self.cfg.dim, self.cfg.vocab_size);
+        load_vector(&w.output_norm, &mut self.norm_w);
+        let rows = if all_positions { 0..n } else { n - 1..n };
+        let m = rows.len();
+        rmsnorm(
+            &mut self.xb[..m * dim],
+            &self.x[rows.start * dim..rows.end * dim],
+            &self.norm_w,
+            self.cfg.norm_eps,
+        );
+        self.logits.resize(m * vocab, 0.0);
+        matmul(&w.output, &self.xb[..m * dim], m, &mut self.logits, &mut self.scratch);
+        self.pos += n;
+        self.n = 0;
+        Ok(&self.logits)
+    }
+}
+
+/// A whole model held in memory: resident tensors plus every layer.
+pub struct Model<'a> {
+    pub config: ModelConfig,
+    pub resident: ResidentWeights<'a>,
+    pub layers: Vec<LayerWeights<'a>>,
+}
+
+impl<'a> Model<'a> {
+    pub fn load(config: &ModelConfig, src: &impl TensorSource<'a>) -> Result<Self, EngineError> {
+        config.validate()?;
+        Ok(Model {
+            config: config.clone(),
+            resident: ResidentWeights::load(config, src)?,
+            layers: (0..config.n_layers)
+                .map(|l| LayerWeights::load(config, l, src))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Runs `tokens` through every layer; returns the last position's logits (or all of them).
+    pub fn forward<'s>(
+        &self,
+        session: &'s mut Session,
+        tokens: &[u32],
+        all_positions: bool,
+    ) -> Result<&'s [f32], EngineError> {
+        session.begin(tokens, &self.resident)?;
+        for (l, layer) in self.layers.iter().enumerate() {
+            session.run_layer(l, layer)?;
+        }
+        session.finish(&self.resident, all_positions)
+    }
+}
+
+fn add(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// Dequantizes a 1-row tensor (a norm weight) into `out`.
+fn load_vector(w: &QMatrix, out: &mut Vec<f32>) {
+    out.resize(w.cols(), 0.0);
+    w.dequantize_row(0, out);
+}

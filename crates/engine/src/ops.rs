@@ -1,0 +1,150 @@
+//! Small numeric kernels of the forward pass that are not matrix products.
+
+use knot::RopeStyle;
+
+/// Dot product of two f32 slices with several accumulators, so the compiler can vectorise it
+/// without reassociating (which it may not do for floats on its own).
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut acc = [0.0f32; 8];
+    let chunks = a.len() / 8;
+    for c in 0..chunks {
+        let (x, y) = (&a[c * 8..c * 8 + 8], &b[c * 8..c * 8 + 8]);
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut sum = acc.iter().sum::<f32>();
+    for i in chunks * 8..a.len() {
+        sum += a[i] * b[i];
+    }
+    sum
+}
+
+/// `y += a * x`
+#[inline]
+pub fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+    for (yi, xi) in y.iter_mut().zip(x) {
+        *yi += a * xi;
+    }
+}
+
+/// RMSNorm of each `weight.len()`-wide row of `x` into `out`: `out = x / rms(x) * weight`.
+pub fn rmsnorm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
+    let dim = weight.len();
+    for (o, xr) in out.chunks_exact_mut(dim).zip(x.chunks_exact(dim)) {
+        let ss = xr.iter().map(|v| v * v).sum::<f32>() / dim as f32;
+        let scale = 1.0 / (ss + eps).sqrt();
+        for ((oi, xi), wi) in o.iter_mut().zip(xr).zip(weight) {
+            *oi = xi * scale * wi;
+        }
+    }
+}
+
+/// In-place softmax.
+pub fn softmax(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    let inv = 1.0 / sum;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// SiLU(gate) * up, in place in `gate`.
+pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    for (g, u) in gate.iter_mut().zip(up) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
+    }
+}
+
+/// Rotary position embedding tables: one (cos, sin) pair per rotated pair of dims.
+pub struct Rope {
+    style: RopeStyle,
+    rope_dim: usize,
+    inv_freq: Vec<f32>,
+}
+
+impl Rope {
+    pub fn new(style: RopeStyle, rope_dim: usize, theta: f32) -> Self {
+        // Same formula and precision as HF: inv_freq computed once in f32.
+        let inv_freq = (0..rope_dim / 2)
+            .map(|i| 1.0 / theta.powf((2 * i) as f32 / rope_dim as f32))
+            .collect();
+        Rope { style, rope_dim, inv_freq }
+    }
+
+    /// Rotates every head of `x` (`n_heads * head_dim` values) for position `pos`.
+    pub fn apply(&self, x: &mut [f32], head_dim: usize, pos: usize) {
+        let half = self.rope_dim / 2;
+        for head in x.chunks_exact_mut(head_dim) {
+            for (i, &f) in self.inv_freq.iter().enumerate() {
+                let (sin, cos) = (pos as f32 * f).sin_cos();
+                let (a, b) = match self.style {
+                    RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                    RopeStyle::Neox => (i, i + half),
+                };
+                let (x0, x1) = (head[a], head[b]);
+                head[a] = x0 * cos - x1 * sin;
+                head[b] = x0 * sin + x1 * cos;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_matches_naive_for_odd_lengths() {
+        let a: Vec<f32> = (0..37).map(|i| i as f32 * 0.5 - 3.0).collect();
+        let b: Vec<f32> = (0..37).map(|i| (i as f32).sin()).collect();
+        let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!((dot(&a, &b) - naive).abs() < 1e-4);
+    }
+
+    #[test]
+    fn rmsnorm_unit_weight_gives_unit_rms() {
+        let x = [3.0f32, -4.0, 0.0, 5.0];
+        let mut out = [0.0; 4];
+        rmsnorm(&mut out, &x, &[1.0; 4], 0.0);
+        let rms = (out.iter().map(|v| v * v).sum::<f32>() / 4.0).sqrt();
+        assert!((rms - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn softmax_sums_to_one_and_keeps_order() {
+        let mut x = [1.0f32, 2.0, 3.0, f32::NEG_INFINITY];
+        softmax(&mut x);
+        assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert!(x[0] < x[1] && x[1] < x[2] && x[3] == 0.0);
+    }
+
+    #[test]
+    fn rope_styles_agree_up_to_a_permutation() {
+        // Interleaved pairs (2i, 2i+1) on a permuted vector equal rotate-half pairs (i, i+d/2).
+        let d = 8;
+        let x: Vec<f32> = (0..d).map(|i| i as f32 + 1.0).collect();
+        let perm: Vec<usize> = (0..d / 2).flat_map(|i| [i, i + d / 2]).collect();
+        let mut neox = x.clone();
+        Rope::new(RopeStyle::Neox, d, 10000.0).apply(&mut neox, d, 7);
+        let mut inter: Vec<f32> = perm.iter().map(|&p| x[p]).collect();
+        Rope::new(RopeStyle::Interleaved, d, 10000.0).apply(&mut inter, d, 7);
+        for (j, &p) in perm.iter().enumerate() {
+            assert!((inter[j] - neox[p]).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn rope_at_position_zero_is_identity() {
+        let mut x = [1.0f32, 2.0, 3.0, 4.0];
+        Rope::new(RopeStyle::Neox, 4, 10000.0).apply(&mut x, 4, 0);
+        assert_eq!(x, [1.0, 2.0, 3.0, 4.0]);
+    }
+}

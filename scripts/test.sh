@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run). Installs what it needs on a fresh machine:
+# the wasm targets, the default model. Node (for the wasm32 tests) comes with the machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '\n== %s\n' "$*"; }
+
+step "toolchain targets"
+rustup target add wasm32-unknown-unknown wasm32-wasip1
+
+step "default model"
+scripts/prepare-model.sh
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "native tests"
+# A missing model fails the model tests instead of skipping them.
+export KNOT_REQUIRE_MODELS=1
+cargo test --workspace
+
+step "wasm32 build (the crates the wasm package is made of)"
+cargo build --target wasm32-unknown-unknown -p knot -p engine
+
+step "wasm32 tests in Node (WASI): kernels, tokenizer, sampler, parity"
+cargo test --target wasm32-wasip1 -p knot -p engine
+cargo test --target wasm32-wasip1 -p knot-suite --test parity --test tokenizer

@@ -1,0 +1,106 @@
+//! Helpers shared by the cross-crate tests: fixture paths and schemas, model loading.
+
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// Absolute path under tests/fixtures (absolute so it also resolves under WASI).
+pub fn fixture(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+}
+
+/// Absolute path under the git-ignored models/ cache that scripts/fetch-model.sh fills.
+pub fn model_path(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models").join(rel)
+}
+
+/// Returns the model file if present. When `KNOT_REQUIRE_MODELS` is set (the test command sets
+/// it), a missing model is a failure, so CI can never pass by skipping.
+pub fn require_model(rel: &str) -> Option<PathBuf> {
+    let p = model_path(rel);
+    if p.exists() {
+        return Some(p);
+    }
+    if std::env::var_os("KNOT_REQUIRE_MODELS").is_some() {
+        panic!("{} is missing: run scripts/fetch-model.sh", p.display());
+    }
+    eprintln!("skipping: {} not present (run scripts/fetch-model.sh)", p.display());
+    None
+}
+
+/// The reference oracle's output (scripts/reference/): one file per model.
+#[derive(Debug, Deserialize)]
+pub struct Reference {
+    pub model: String,
+    pub cases: Vec<ReferenceCase>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ReferenceCase {
+    pub name: String,
+    #[serde(default)]
+    pub prompt: Option<String>,
+    pub prompt_ids: Vec<u32>,
+    pub greedy_ids: Vec<u32>,
+    pub teacher_forced: TeacherForced,
+    #[serde(default)]
+    pub full_logits_last: Option<Vec<f32>>,
+    #[serde(default)]
+    pub chat: Option<ChatCase>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TeacherForced {
+    pub ids: Vec<u32>,
+    pub positions: Vec<TopK>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TopK {
+    pub ids: Vec<u32>,
+    pub logits: Vec<f32>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ChatCase {
+    pub messages: Vec<ChatMessageFixture>,
+    pub rendered: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ChatMessageFixture {
+    pub role: String,
+    pub content: String,
+}
+
+pub fn load_reference(rel: &str) -> Reference {
+    let p = fixture(rel);
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// A knot file read whole, ready to build an `engine::Model` from.
+pub struct KnotFile {
+    pub bytes: Vec<u8>,
+    pub knot: knot::Knot,
+}
+
+impl KnotFile {
+    pub fn read(path: &std::path::Path) -> KnotFile {
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let knot = knot::Knot::from_bytes(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        KnotFile { bytes, knot }
+    }
+
+    pub fn model(&self) -> engine::Model<'_> {
+        let src = engine::model::knot_tensors(&self.knot, &self.bytes);
+        engine::Model::load(&self.knot.meta.config, &src).expect("model loads")
+    }
+
+    pub fn tokenizer(&self) -> engine::tokenizer::Tokenizer {
+        let span = self.knot.meta.tokenizer.blob;
+        let start = (self.knot.payload_offset + span.offset) as usize;
+        let data: knot::TokenizerData =
+            serde_json::from_slice(&self.bytes[start..start + span.size as usize]).expect("tokenizer blob");
+        engine::tokenizer::Tokenizer::from_data(&data).expect("tokenizer")
+    }
+}
