@@ -76,7 +76,9 @@ mod tests {
 
     #[test]
     fn activation_blocks_reconstruct_within_half_a_step() {
-        let x: Vec<f32> = (0..64).map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.3).collect();
+        let x: Vec<f32> = (0..64)
+            .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.3)
+            .collect();
         let mut acts = Q8Acts::default();
         acts.quantize(&x, true);
         for b in 0..2 {

@@ -8,6 +8,9 @@
 //!
 //! All loads are unaligned: weight bytes come straight from files.
 
+// Token and accumulator indices walk several per-token arrays in step.
+#![allow(clippy::needless_range_loop)]
+
 use std::arch::x86_64::*;
 
 use super::act::{Q8Acts, ACT_BLOCK};
@@ -65,7 +68,11 @@ unsafe fn dot_q4<const HAS_MIN: bool, const NT: usize>(
         let (d, m, nib) = unsafe {
             if HAS_MIN {
                 let dm = load_f16_pair(p);
-                (_mm_cvtss_f32(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm)), p.add(4))
+                (
+                    _mm_cvtss_f32(dm),
+                    _mm_cvtss_f32(_mm_movehdup_ps(dm)),
+                    p.add(4),
+                )
             } else {
                 let d = _mm_cvtss_f32(load_f16_pair(p));
                 (d, -8.0 * d, p.add(2))
@@ -88,8 +95,11 @@ unsafe fn dot_q4<const HAS_MIN: bool, const NT: usize>(
                 )
             };
             let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
-            acc[half][t] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * dx), acc[half][t]);
+            acc[half][t] = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(dot),
+                _mm256_set1_ps(d * dx),
+                acc[half][t],
+            );
             min_acc[half][t] += m * sx;
         }
     }
@@ -120,7 +130,10 @@ unsafe fn dot_q8_0<const NT: usize>(
         // inside the 34-byte block.
         let (d, w) = unsafe {
             let p = row.as_ptr().add(b * 34);
-            (_mm_cvtss_f32(load_f16_pair(p)), _mm256_loadu_si256(p.add(2).cast()))
+            (
+                _mm_cvtss_f32(load_f16_pair(p)),
+                _mm256_loadu_si256(p.add(2).cast()),
+            )
         };
         // maddubs wants its first operand unsigned: move w's sign onto x. |−128| reads as
         // 128 unsigned, which is still right.
@@ -129,11 +142,17 @@ unsafe fn dot_q8_0<const NT: usize>(
             let ab = (t0 + t) * blocks + b;
             // SAFETY: as in dot_q4.
             let (x, dx) = unsafe {
-                (_mm256_loadu_si256(qs.add(ab * ACT_BLOCK).cast()), *acts.d.get_unchecked(ab))
+                (
+                    _mm256_loadu_si256(qs.add(ab * ACT_BLOCK).cast()),
+                    *acts.d.get_unchecked(ab),
+                )
             };
             let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w)), ones);
-            acc[half][t] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * dx), acc[half][t]);
+            acc[half][t] = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(dot),
+                _mm256_set1_ps(d * dx),
+                acc[half][t],
+            );
         }
     }
     let mut out = [0.0f32; NT];

@@ -41,7 +41,12 @@ pub(crate) fn le_u16(bytes: &[u8], i: usize) -> u16 {
 
 #[inline]
 pub(crate) fn le_f32(bytes: &[u8], i: usize) -> f32 {
-    f32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]])
+    f32::from_le_bytes([
+        bytes[4 * i],
+        bytes[4 * i + 1],
+        bytes[4 * i + 2],
+        bytes[4 * i + 3],
+    ])
 }
 
 pub(crate) fn dequantize_f32(bytes: &[u8], out: &mut [f32]) {

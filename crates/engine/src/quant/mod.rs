@@ -33,17 +33,43 @@ pub enum QuantError {
     #[error("{dtype} is not supported by the matrix kernels yet")]
     Unsupported { dtype: DType },
     #[error("{dtype} packs {block_len} elements per block, but the row length is {cols}")]
-    ColsNotWholeBlocks { dtype: DType, block_len: usize, cols: usize },
+    ColsNotWholeBlocks {
+        dtype: DType,
+        block_len: usize,
+        cols: usize,
+    },
     #[error("{dtype} matrix [{rows}, {cols}] is too large to address")]
-    ShapeOverflow { dtype: DType, rows: usize, cols: usize },
+    ShapeOverflow {
+        dtype: DType,
+        rows: usize,
+        cols: usize,
+    },
     #[error("{dtype} matrix [{rows}, {cols}] needs {expected} bytes, got {actual}")]
-    MatrixSize { dtype: DType, rows: usize, cols: usize, expected: usize, actual: usize },
+    MatrixSize {
+        dtype: DType,
+        rows: usize,
+        cols: usize,
+        expected: usize,
+        actual: usize,
+    },
     #[error("{len} bytes are not a whole number of {dtype} blocks ({block_bytes} bytes each)")]
-    BytesNotWholeBlocks { dtype: DType, block_bytes: usize, len: usize },
+    BytesNotWholeBlocks {
+        dtype: DType,
+        block_bytes: usize,
+        len: usize,
+    },
     #[error("{len} values are not a whole number of {dtype} blocks ({block_len} values each)")]
-    ValuesNotWholeBlocks { dtype: DType, block_len: usize, len: usize },
+    ValuesNotWholeBlocks {
+        dtype: DType,
+        block_len: usize,
+        len: usize,
+    },
     #[error("{dtype} bytes hold {elements} values but the output has room for {out_len}")]
-    OutputLength { dtype: DType, elements: usize, out_len: usize },
+    OutputLength {
+        dtype: DType,
+        elements: usize,
+        out_len: usize,
+    },
 }
 
 /// Formats the kernels of this module handle.
@@ -79,9 +105,7 @@ fn as_blocks<B: QuantBlock>(bytes: &[u8]) -> &[B] {
     assert_eq!(bytes.len() % std::mem::size_of::<B>(), 0);
     // SAFETY: B has alignment 1 and no invalid bit patterns (QuantBlock's contract), and the
     // slice covers exactly the bytes borrowed, for the same lifetime.
-    unsafe {
-        std::slice::from_raw_parts(bytes.as_ptr().cast::<B>(), bytes.len() / size_of::<B>())
-    }
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<B>(), bytes.len() / size_of::<B>()) }
 }
 
 /// A borrowed row-major weight matrix [rows, cols] in its stored format (rows = out features).
@@ -98,8 +122,12 @@ impl<'a> QMatrix<'a> {
     pub fn new(dtype: DType, rows: usize, cols: usize, data: &'a [u8]) -> Result<Self, QuantError> {
         check_supported(dtype)?;
         let block_len = dtype.block_len();
-        if cols % block_len != 0 {
-            return Err(QuantError::ColsNotWholeBlocks { dtype, block_len, cols });
+        if !cols.is_multiple_of(block_len) {
+            return Err(QuantError::ColsNotWholeBlocks {
+                dtype,
+                block_len,
+                cols,
+            });
         }
         let row_bytes = cols / block_len * dtype.block_bytes();
         let expected = rows
@@ -107,9 +135,21 @@ impl<'a> QMatrix<'a> {
             .filter(|_| rows.checked_mul(cols).is_some())
             .ok_or(QuantError::ShapeOverflow { dtype, rows, cols })?;
         if data.len() != expected {
-            return Err(QuantError::MatrixSize { dtype, rows, cols, expected, actual: data.len() });
+            return Err(QuantError::MatrixSize {
+                dtype,
+                rows,
+                cols,
+                expected,
+                actual: data.len(),
+            });
         }
-        Ok(QMatrix { dtype, rows, cols, row_bytes, data })
+        Ok(QMatrix {
+            dtype,
+            rows,
+            cols,
+            row_bytes,
+            data,
+        })
     }
 
     pub fn dtype(&self) -> DType {
@@ -162,12 +202,20 @@ pub fn matmul(w: &QMatrix, x: &[f32], n: usize, out: &mut [f32], scratch: &mut M
 pub fn dequantize(dtype: DType, bytes: &[u8], out: &mut [f32]) -> Result<(), QuantError> {
     check_supported(dtype)?;
     let block_bytes = dtype.block_bytes();
-    if bytes.len() % block_bytes != 0 {
-        return Err(QuantError::BytesNotWholeBlocks { dtype, block_bytes, len: bytes.len() });
+    if !bytes.len().is_multiple_of(block_bytes) {
+        return Err(QuantError::BytesNotWholeBlocks {
+            dtype,
+            block_bytes,
+            len: bytes.len(),
+        });
     }
     let elements = bytes.len() / block_bytes * dtype.block_len();
     if out.len() != elements {
-        return Err(QuantError::OutputLength { dtype, elements, out_len: out.len() });
+        return Err(QuantError::OutputLength {
+            dtype,
+            elements,
+            out_len: out.len(),
+        });
     }
     dequantize_unchecked(dtype, bytes, out);
     Ok(())
@@ -200,8 +248,12 @@ fn dequantize_unchecked(dtype: DType, bytes: &[u8], out: &mut [f32]) {
 pub fn quantize(dtype: DType, x: &[f32], out: &mut Vec<u8>) -> Result<(), QuantError> {
     check_supported(dtype)?;
     let block_len = dtype.block_len();
-    if x.len() % block_len != 0 {
-        return Err(QuantError::ValuesNotWholeBlocks { dtype, block_len, len: x.len() });
+    if !x.len().is_multiple_of(block_len) {
+        return Err(QuantError::ValuesNotWholeBlocks {
+            dtype,
+            block_len,
+            len: x.len(),
+        });
     }
     fn blocks<B: QuantBlock>(x: &[f32], out: &mut Vec<u8>) {
         out.resize(x.len() / B::DTYPE.block_len() * B::DTYPE.block_bytes(), 0);
@@ -209,9 +261,8 @@ pub fn quantize(dtype: DType, x: &[f32], out: &mut Vec<u8>) -> Result<(), QuantE
         blocks.extend(x.chunks_exact(B::DTYPE.block_len()).map(B::from_float));
         for (dst, b) in out.chunks_exact_mut(B::DTYPE.block_bytes()).zip(&blocks) {
             // SAFETY: B is a byte-only struct of exactly block_bytes bytes (QuantBlock contract).
-            let bytes = unsafe {
-                std::slice::from_raw_parts((b as *const B).cast::<u8>(), size_of::<B>())
-            };
+            let bytes =
+                unsafe { std::slice::from_raw_parts((b as *const B).cast::<u8>(), size_of::<B>()) };
             dst.copy_from_slice(bytes);
         }
     }
@@ -313,8 +364,15 @@ pub fn matmul_with(
     scratch: &mut MatmulScratch,
 ) {
     assert_eq!(x.len(), n * w.cols, "matmul: x must hold n * cols values");
-    assert_eq!(out.len(), n * w.rows, "matmul: out must hold n * rows values");
-    assert!(available_kernels().contains(&kernel), "matmul: kernel {kernel:?} is not available here");
+    assert_eq!(
+        out.len(),
+        n * w.rows,
+        "matmul: out must hold n * rows values"
+    );
+    assert!(
+        available_kernels().contains(&kernel),
+        "matmul: kernel {kernel:?} is not available here"
+    );
     if n == 0 || w.rows == 0 {
         return;
     }

@@ -67,7 +67,10 @@ fn pack_nibbles(q: &[u8; 32]) -> [u8; 16] {
 #[inline]
 fn nibble_dot(qs: &[u8; 16], xq: &[i8]) -> i32 {
     let q = nibbles(qs);
-    q.iter().zip(xq).map(|(&w, &x)| i32::from(w) * i32::from(x)).sum()
+    q.iter()
+        .zip(xq)
+        .map(|(&w, &x)| i32::from(w) * i32::from(x))
+        .sum()
 }
 
 // SAFETY: only byte arrays, so size 18 with alignment 1 and every bit pattern valid.
@@ -99,7 +102,10 @@ unsafe impl QuantBlock for BlockQ4_0 {
             // Truncation toward zero of a value ≥ 0.5 (up to rounding) equals ggml's int8 cast.
             *q = ((v * id + 8.5) as i8).clamp(0, 15) as u8;
         }
-        BlockQ4_0 { d: f32_to_f16(d).to_le_bytes(), qs: pack_nibbles(&q) }
+        BlockQ4_0 {
+            d: f32_to_f16(d).to_le_bytes(),
+            qs: pack_nibbles(&q),
+        }
     }
 
     fn vec_dot(row: &[Self], act: Q8Row<'_>) -> f32 {

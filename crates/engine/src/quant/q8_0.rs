@@ -39,14 +39,22 @@ unsafe impl QuantBlock for BlockQ8_0 {
         for (q, &v) in qs.iter_mut().zip(x) {
             *q = ((v * id).round() as i8) as u8;
         }
-        BlockQ8_0 { d: f32_to_f16(d).to_le_bytes(), qs }
+        BlockQ8_0 {
+            d: f32_to_f16(d).to_le_bytes(),
+            qs,
+        }
     }
 
     fn vec_dot(row: &[Self], act: Q8Row<'_>) -> f32 {
         let mut sum = 0.0f32;
         for (b, blk) in row.iter().enumerate() {
             let xq = &act.qs[b * ACT_BLOCK..][..ACT_BLOCK];
-            let dot: i32 = blk.qs.iter().zip(xq).map(|(&w, &x)| i32::from(w as i8) * i32::from(x)).sum();
+            let dot: i32 = blk
+                .qs
+                .iter()
+                .zip(xq)
+                .map(|(&w, &x)| i32::from(w as i8) * i32::from(x))
+                .sum();
             sum += blk.d() * act.d[b] * dot as f32;
         }
         sum

@@ -1,8 +1,14 @@
 use super::*;
 use proptest::prelude::*;
 
-const FORMATS: [DType; 6] =
-    [DType::F32, DType::F16, DType::Bf16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
+const FORMATS: [DType; 6] = [
+    DType::F32,
+    DType::F16,
+    DType::Bf16,
+    DType::Q8_0,
+    DType::Q4_0,
+    DType::Q4_1,
+];
 
 /// Deterministic pseudo-random values in [-scale, scale) (xorshift; tests must not depend on
 /// a seed source).
@@ -63,7 +69,10 @@ fn every_format_round_trips_within_its_error() {
             for (xb, yb) in x.chunks(block).zip(y.chunks(block)) {
                 for (&a, &b) in xb.iter().zip(yb) {
                     let bound = roundtrip_bound(dtype, xb, a) * 1.0001 + 1e-30;
-                    assert!((a - b).abs() <= bound, "{dtype}: {a} -> {b} (bound {bound})");
+                    assert!(
+                        (a - b).abs() <= bound,
+                        "{dtype}: {a} -> {b} (bound {bound})"
+                    );
                 }
             }
         }
@@ -74,7 +83,10 @@ fn every_format_round_trips_within_its_error() {
 fn quantize_sizes_follow_the_block_layout() {
     let x = values(64, 9, 1.0);
     for dtype in FORMATS {
-        assert_eq!(quantized(dtype, &x).len(), 64 / dtype.block_len() * dtype.block_bytes());
+        assert_eq!(
+            quantized(dtype, &x).len(),
+            64 / dtype.block_len() * dtype.block_bytes()
+        );
     }
     // quantize replaces earlier contents.
     let mut out = vec![1, 2, 3];
@@ -166,7 +178,11 @@ fn bad_sizes_are_errors() {
     ));
     assert!(matches!(
         QMatrix::new(DType::Q8_0, 3, 64, &bytes),
-        Err(QuantError::MatrixSize { expected: 204, actual: 136, .. })
+        Err(QuantError::MatrixSize {
+            expected: 204,
+            actual: 136,
+            ..
+        })
     ));
     assert!(matches!(
         QMatrix::new(DType::F32, usize::MAX / 2, 4, &bytes),
@@ -185,7 +201,11 @@ fn bad_sizes_are_errors() {
     ));
     assert!(matches!(
         dequantize(DType::Q4_1, &[0u8; 40], &mut out),
-        Err(QuantError::OutputLength { elements: 64, out_len: 32, .. })
+        Err(QuantError::OutputLength {
+            elements: 64,
+            out_len: 32,
+            ..
+        })
     ));
     assert!(matches!(
         dequantize(DType::F16, &[0u8; 3], &mut out),
@@ -222,7 +242,14 @@ fn dequantize_row_reads_one_row() {
 
 /// Runs `matmul_with` on weights quantized from random values; `offset` shifts the weight bytes
 /// off any alignment.
-fn run(kernel: Kernel, dtype: DType, rows: usize, cols: usize, n: usize, offset: usize) -> Vec<f32> {
+fn run(
+    kernel: Kernel,
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    n: usize,
+    offset: usize,
+) -> Vec<f32> {
     let wf = values(rows * cols, (rows * 31 + cols) as u64, 1.0);
     let mut buf = vec![0u8; offset];
     buf.extend(quantized(dtype, &wf));
@@ -237,7 +264,11 @@ fn run(kernel: Kernel, dtype: DType, rows: usize, cols: usize, n: usize, offset:
 fn every_kernel_matches_scalar() {
     for kernel in available_kernels() {
         for dtype in FORMATS {
-            let col_choices: &[usize] = if dtype.block_len() == 1 { &[45, 64, 96] } else { &[64, 96] };
+            let col_choices: &[usize] = if dtype.block_len() == 1 {
+                &[45, 64, 96]
+            } else {
+                &[64, 96]
+            };
             for &cols in col_choices {
                 for (rows, n) in [(37, 1), (37, 5), (17, 4), (3, 9), (1, 2)] {
                     let want = run(Kernel::Scalar, dtype, rows, cols, n, 0);
@@ -264,12 +295,23 @@ fn quantized_matmul_is_close_to_the_dequantized_product() {
         let wf = dequantized(dtype, &bytes);
         let w = QMatrix::new(dtype, rows, cols, &bytes).unwrap();
         let mut out = vec![0.0; n * rows];
-        matmul_with(Kernel::Scalar, &w, &x, n, &mut out, &mut MatmulScratch::default());
+        matmul_with(
+            Kernel::Scalar,
+            &w,
+            &x,
+            n,
+            &mut out,
+            &mut MatmulScratch::default(),
+        );
         for t in 0..n {
             let xt = &x[t * cols..(t + 1) * cols];
             for r in 0..rows {
                 let wr = &wf[r * cols..(r + 1) * cols];
-                let exact: f64 = wr.iter().zip(xt).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+                let exact: f64 = wr
+                    .iter()
+                    .zip(xt)
+                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                    .sum();
                 let magnitude: f32 = wr.iter().zip(xt).map(|(a, b)| (a * b).abs()).sum();
                 // Block formats see x rounded to the nearest step of amax/127 per 32 values, so
                 // each term moves by at most |w|·step/2; the rest is f32 summation rounding.
@@ -308,7 +350,14 @@ fn matmul_uses_the_best_kernel_and_reuses_scratch() {
     // A smaller call with the same scratch must not see stale activations.
     let mut single = vec![0.0; rows];
     matmul(&w, &x[cols..], 1, &mut single, &mut scratch);
-    matmul_with(*available_kernels().last().unwrap(), &w, &x, 2, &mut b, &mut scratch);
+    matmul_with(
+        *available_kernels().last().unwrap(),
+        &w,
+        &x,
+        2,
+        &mut b,
+        &mut scratch,
+    );
     assert_eq!(a, b);
     assert_eq!(&single[..], &a[rows..]);
 }
@@ -342,4 +391,19 @@ proptest! {
             prop_assert!((a - b).abs() <= roundtrip_bound(DType::Q4_1, &x, a) * 1.0001 + 1e-30);
         }
     }
+}
+
+#[test]
+fn simd_kernels_are_offered_where_built() {
+    let kernels = available_kernels();
+    assert_eq!(kernels[0], Kernel::Scalar);
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    assert!(kernels.contains(&Kernel::Simd128));
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(
+        kernels.contains(&Kernel::Avx2),
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    );
 }
