@@ -1,0 +1,237 @@
+//! x86_64 kernels: AVX2 + FMA + F16C, chosen at run time.
+//!
+//! Block formats: weights are unpacked to 32 bytes per block and multiplied with the i8
+//! activations by `vpmaddubsw` (unsigned × signed byte pairs into i16; no saturation since
+//! |w| ≤ 128 and |x| ≤ 127 keep each pair below 2^15) then `vpmaddwd` by ones into i32 lanes;
+//! one float multiply-add per block applies the two scales. Each weight row is unpacked once per
+//! group of up to four tokens.
+//!
+//! All loads are unaligned: weight bytes come straight from files.
+
+use std::arch::x86_64::*;
+
+use super::act::{Q8Acts, ACT_BLOCK};
+use super::float::FloatFormat;
+use super::{tiled_matmul, QMatrix};
+
+pub(super) fn detected() -> bool {
+    // std caches the CPUID answers, so this is cheap after the first call.
+    is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// Two adjacent little-endian f16 values at `p` as f32 (lanes 0 and 1).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load_f16_pair(p: *const u8) -> __m128 {
+    // SAFETY: the caller guarantees 4 readable bytes at p; read_unaligned allows any address.
+    let bits = unsafe { p.cast::<i32>().read_unaligned() };
+    _mm_cvtph_ps(_mm_cvtsi32_si128(bits))
+}
+
+/// Σ over blocks of a q4_0/q4_1 row with `NT` tokens starting at `t0`.
+/// `HAS_MIN`: q4_1 (f16 d, f16 m); otherwise q4_0 (f16 d, implicit m = −8·d).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q4<const HAS_MIN: bool, const NT: usize>(
+    row: &[u8],
+    acts: &Q8Acts,
+    t0: usize,
+    blocks: usize,
+) -> [f32; NT] {
+    let block_bytes = if HAS_MIN { 20 } else { 18 };
+    debug_assert_eq!(row.len(), blocks * block_bytes);
+    debug_assert!(acts.d.len() >= (t0 + NT) * blocks);
+    let low4 = _mm_set1_epi8(0x0f);
+    let ones = _mm256_set1_epi16(1);
+    // Two accumulator sets (even/odd blocks) hide the FMA latency when NT is small.
+    let mut acc = [[_mm256_setzero_ps(); NT]; 2];
+    let mut min_acc = [[0.0f32; NT]; 2];
+    let qs = acts.qs.as_ptr();
+    for b in 0..blocks {
+        let half = b & 1;
+        // SAFETY: block b lies inside `row` (length checked above).
+        let p = unsafe { row.as_ptr().add(b * block_bytes) };
+        let (d, m, nib) = unsafe {
+            if HAS_MIN {
+                let dm = load_f16_pair(p);
+                (_mm_cvtss_f32(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm)), p.add(4))
+            } else {
+                let d = _mm_cvtss_f32(load_f16_pair(p));
+                (d, -8.0 * d, p.add(2))
+            }
+        };
+        // SAFETY: 16 nibble bytes follow the scales inside the block.
+        let raw = unsafe { _mm_loadu_si128(nib.cast()) };
+        let lo = _mm_and_si128(raw, low4);
+        let hi = _mm_and_si128(_mm_srli_epi16::<4>(raw), low4);
+        let w = _mm256_set_m128i(hi, lo);
+        for t in 0..NT {
+            let ab = (t0 + t) * blocks + b;
+            // SAFETY: activation block ab exists (debug-asserted above; the driver passes
+            // t0 + NT ≤ n and acts holds n tokens of `blocks` blocks).
+            let (x, dx, sx) = unsafe {
+                (
+                    _mm256_loadu_si256(qs.add(ab * ACT_BLOCK).cast()),
+                    *acts.d.get_unchecked(ab),
+                    *acts.s.get_unchecked(ab),
+                )
+            };
+            let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
+            acc[half][t] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * dx), acc[half][t]);
+            min_acc[half][t] += m * sx;
+        }
+    }
+    let mut out = [0.0f32; NT];
+    for t in 0..NT {
+        out[t] = hsum(_mm256_add_ps(acc[0][t], acc[1][t])) + (min_acc[0][t] + min_acc[1][t]);
+    }
+    out
+}
+
+/// q8_0 row (f16 d, 32 × i8) with `NT` tokens.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q8_0<const NT: usize>(
+    row: &[u8],
+    acts: &Q8Acts,
+    t0: usize,
+    blocks: usize,
+) -> [f32; NT] {
+    debug_assert_eq!(row.len(), blocks * 34);
+    debug_assert!(acts.d.len() >= (t0 + NT) * blocks);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [[_mm256_setzero_ps(); NT]; 2];
+    let qs = acts.qs.as_ptr();
+    for b in 0..blocks {
+        let half = b & 1;
+        // SAFETY: block b lies inside `row`; its scale needs 2 bytes but reading 4 stays
+        // inside the 34-byte block.
+        let (d, w) = unsafe {
+            let p = row.as_ptr().add(b * 34);
+            (_mm_cvtss_f32(load_f16_pair(p)), _mm256_loadu_si256(p.add(2).cast()))
+        };
+        // maddubs wants its first operand unsigned: move w's sign onto x. |−128| reads as
+        // 128 unsigned, which is still right.
+        let w_abs = _mm256_abs_epi8(w);
+        for t in 0..NT {
+            let ab = (t0 + t) * blocks + b;
+            // SAFETY: as in dot_q4.
+            let (x, dx) = unsafe {
+                (_mm256_loadu_si256(qs.add(ab * ACT_BLOCK).cast()), *acts.d.get_unchecked(ab))
+            };
+            let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w)), ones);
+            acc[half][t] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * dx), acc[half][t]);
+        }
+    }
+    let mut out = [0.0f32; NT];
+    for t in 0..NT {
+        out[t] = hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
+    }
+    out
+}
+
+/// # Safety
+/// AVX2, FMA and F16C must be available; `acts` must hold `n` tokens of `w`'s row length.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn matmul_q4<const HAS_MIN: bool>(
+    w: &QMatrix,
+    acts: &Q8Acts,
+    n: usize,
+    out: &mut [f32],
+) {
+    let blocks = w.cols() / ACT_BLOCK;
+    tiled_matmul!(w.rows(), n, out, |r, t0, NT| unsafe {
+        dot_q4::<HAS_MIN, NT>(w.row(r), acts, t0, blocks)
+    });
+}
+
+/// # Safety
+/// As `matmul_q4`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn matmul_q8_0(w: &QMatrix, acts: &Q8Acts, n: usize, out: &mut [f32]) {
+    let blocks = w.cols() / ACT_BLOCK;
+    tiled_matmul!(w.rows(), n, out, |r, t0, NT| unsafe {
+        dot_q8_0::<NT>(w.row(r), acts, t0, blocks)
+    });
+}
+
+/// 8 weights of a float row starting at element `i`, as f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load8(format: FloatFormat, row: *const u8, i: usize) -> __m256 {
+    // SAFETY: the caller guarantees elements i..i+8 are inside the row.
+    unsafe {
+        match format {
+            FloatFormat::F32 => _mm256_loadu_ps(row.add(4 * i).cast()),
+            FloatFormat::F16 => _mm256_cvtph_ps(_mm_loadu_si128(row.add(2 * i).cast())),
+            FloatFormat::Bf16 => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(
+                _mm256_cvtepu16_epi32(_mm_loadu_si128(row.add(2 * i).cast())),
+            )),
+        }
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_float<const NT: usize>(
+    format: FloatFormat,
+    row: &[u8],
+    x: &[f32],
+    t0: usize,
+    cols: usize,
+) -> [f32; NT] {
+    debug_assert!(x.len() >= (t0 + NT) * cols);
+    let mut acc = [[_mm256_setzero_ps(); NT]; 2];
+    let body = cols / 16 * 16;
+    let mut i = 0;
+    while i < body {
+        for k in 0..2 {
+            // SAFETY: i + 8k + 8 ≤ body ≤ cols, inside the row and every token's x.
+            let wv = unsafe { load8(format, row.as_ptr(), i + 8 * k) };
+            for t in 0..NT {
+                let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add((t0 + t) * cols + i + 8 * k)) };
+                acc[k][t] = _mm256_fmadd_ps(wv, xv, acc[k][t]);
+            }
+        }
+        i += 16;
+    }
+    let mut out = [0.0f32; NT];
+    for t in 0..NT {
+        let mut s = hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
+        let xt = &x[(t0 + t) * cols..(t0 + t + 1) * cols];
+        for (c, &xv) in xt.iter().enumerate().skip(body) {
+            s += format.element(row, c) * xv;
+        }
+        out[t] = s;
+    }
+    out
+}
+
+/// # Safety
+/// AVX2, FMA and F16C must be available; `x` must hold `n` tokens of `w.cols()` values.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn matmul_float(
+    format: FloatFormat,
+    w: &QMatrix,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+) {
+    let cols = w.cols();
+    tiled_matmul!(w.rows(), n, out, |r, t0, NT| unsafe {
+        dot_float::<NT>(format, w.row(r), x, t0, cols)
+    });
+}

@@ -1,0 +1,345 @@
+use super::*;
+use proptest::prelude::*;
+
+const FORMATS: [DType; 6] =
+    [DType::F32, DType::F16, DType::Bf16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
+
+/// Deterministic pseudo-random values in [-scale, scale) (xorshift; tests must not depend on
+/// a seed source).
+fn values(len: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
+fn quantized(dtype: DType, x: &[f32]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    quantize(dtype, x, &mut bytes).unwrap();
+    bytes
+}
+
+fn dequantized(dtype: DType, bytes: &[u8]) -> Vec<f32> {
+    let mut out = vec![0.0; bytes.len() / dtype.block_bytes() * dtype.block_len()];
+    dequantize(dtype, bytes, &mut out).unwrap();
+    out
+}
+
+/// Largest round-trip error each format allows for element `x` of a block `xb`.
+fn roundtrip_bound(dtype: DType, xb: &[f32], x: f32) -> f32 {
+    let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let min = xb.iter().fold(f32::MAX, |m, &v| m.min(v));
+    let max = xb.iter().fold(f32::MIN, |m, &v| m.max(v));
+    // The f16 scale carries a relative error up to 2^-11, multiplied by |q| ≤ 128.
+    let f16_scale = 128.0 * 2f32.powi(-11);
+    match dtype {
+        DType::F32 => 0.0,
+        // Below 2^-14 f16 is subnormal, with a fixed step of 2^-24.
+        DType::F16 => x.abs() * 2f32.powi(-11) + 2f32.powi(-25),
+        DType::Bf16 => x.abs() * 2f32.powi(-8),
+        // Half a step of amax/127.
+        DType::Q8_0 => amax / 127.0 * (0.5 + f16_scale),
+        // Steps of amax/8; values on the far side of the extreme clamp at 7 steps, so up to a
+        // whole step away.
+        DType::Q4_0 => amax / 8.0 * (1.0 + f16_scale),
+        // Half a step of (max-min)/15, plus the f16 rounding of the minimum.
+        DType::Q4_1 => (max - min) / 15.0 * (0.5 + f16_scale) + min.abs() * 2f32.powi(-11),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn every_format_round_trips_within_its_error() {
+    for dtype in FORMATS {
+        for (seed, scale) in [(1, 1.0), (2, 0.01), (3, 300.0)] {
+            let x = values(32 * 8, seed, scale);
+            let y = dequantized(dtype, &quantized(dtype, &x));
+            let block = dtype.block_len().max(32);
+            for (xb, yb) in x.chunks(block).zip(y.chunks(block)) {
+                for (&a, &b) in xb.iter().zip(yb) {
+                    let bound = roundtrip_bound(dtype, xb, a) * 1.0001 + 1e-30;
+                    assert!((a - b).abs() <= bound, "{dtype}: {a} -> {b} (bound {bound})");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn quantize_sizes_follow_the_block_layout() {
+    let x = values(64, 9, 1.0);
+    for dtype in FORMATS {
+        assert_eq!(quantized(dtype, &x).len(), 64 / dtype.block_len() * dtype.block_bytes());
+    }
+    // quantize replaces earlier contents.
+    let mut out = vec![1, 2, 3];
+    quantize(DType::Q8_0, &x, &mut out).unwrap();
+    assert_eq!(out.len(), 68);
+}
+
+#[test]
+fn zero_blocks_quantize_to_zero() {
+    for dtype in FORMATS {
+        let y = dequantized(dtype, &quantized(dtype, &[0.0; 32]));
+        assert!(y.iter().all(|&v| v == 0.0), "{dtype}");
+    }
+}
+
+#[test]
+fn hand_built_q8_0_block() {
+    // d = 0.5 (f16 0x3800), q_j = j - 16.
+    let mut bytes = vec![0x00, 0x38];
+    bytes.extend((0..32).map(|j| (j as i8 - 16) as u8));
+    let want: Vec<f32> = (0..32).map(|j| (j as f32 - 16.0) * 0.5).collect();
+    assert_eq!(dequantized(DType::Q8_0, &bytes), want);
+}
+
+#[test]
+fn hand_built_q4_0_block() {
+    // d = 2.0 (f16 0x4000); byte j holds element j (low nibble) and j+16 (high nibble).
+    let mut bytes = vec![0x00, 0x40];
+    bytes.extend((0..16u8).map(|j| j | ((15 - j) << 4)));
+    let y = dequantized(DType::Q4_0, &bytes);
+    for j in 0..16 {
+        assert_eq!(y[j], (j as f32 - 8.0) * 2.0);
+        assert_eq!(y[j + 16], ((15 - j) as f32 - 8.0) * 2.0);
+    }
+}
+
+#[test]
+fn hand_built_q4_1_block() {
+    // d = 0.25 (f16 0x3400), m = -1.5 (f16 0xbe00).
+    let mut bytes = vec![0x00, 0x34, 0x00, 0xbe];
+    bytes.extend((0..16u8).map(|j| (j % 16) | (((j * 3) % 16) << 4)));
+    let y = dequantized(DType::Q4_1, &bytes);
+    for j in 0..16u8 {
+        assert_eq!(y[j as usize], f32::from(j) * 0.25 - 1.5);
+        assert_eq!(y[j as usize + 16], f32::from((j * 3) % 16) * 0.25 - 1.5);
+    }
+}
+
+#[test]
+fn q8_0_rounds_ties_away_from_zero_like_ggml() {
+    // amax 127 makes d = 1 exactly, so x = ±2.5 is a tie: roundf gives ±3 (ties-even would give ±2).
+    let mut x = vec![0.0f32; 32];
+    x[0] = 127.0;
+    x[1] = 2.5;
+    x[2] = -2.5;
+    let bytes = quantized(DType::Q8_0, &x);
+    assert_eq!(&bytes[..2], &[0x00, 0x3c]); // d = 1.0
+    assert_eq!(bytes[2..5], [127, 3, (-3i8) as u8]);
+}
+
+#[test]
+fn q4_0_maps_the_signed_extreme_to_minus_eight() {
+    // max = -16 (largest magnitude) gives d = 2, the extreme quantizes to q = 0, zero to q = 8,
+    // and +14 (7 steps) to q = 15.
+    let mut x = vec![0.0f32; 32];
+    x[0] = -16.0;
+    x[17] = 14.0;
+    let bytes = quantized(DType::Q4_0, &x);
+    assert_eq!(&bytes[..2], &[0x00, 0x40]);
+    assert_eq!(bytes[2], 0x80); // element 0 low nibble 0, element 16 high nibble 8
+    assert_eq!(bytes[3], 0xf8); // element 1 → 8, element 17 → 15
+}
+
+#[test]
+fn q4_1_spans_min_to_max() {
+    // min 0, max 15: d = 1, m = 0, q = x rounded half up.
+    let x: Vec<f32> = (0..32).map(|j| (j % 16) as f32).collect();
+    let bytes = quantized(DType::Q4_1, &x);
+    assert_eq!(&bytes[..4], &[0x00, 0x3c, 0x00, 0x00]);
+    assert_eq!(dequantized(DType::Q4_1, &bytes), x);
+}
+
+#[test]
+fn bad_sizes_are_errors() {
+    let bytes = vec![0u8; 34 * 4];
+    assert!(matches!(
+        QMatrix::new(DType::Q8_0, 2, 48, &bytes),
+        Err(QuantError::ColsNotWholeBlocks { cols: 48, .. })
+    ));
+    assert!(matches!(
+        QMatrix::new(DType::Q8_0, 3, 64, &bytes),
+        Err(QuantError::MatrixSize { expected: 204, actual: 136, .. })
+    ));
+    assert!(matches!(
+        QMatrix::new(DType::F32, usize::MAX / 2, 4, &bytes),
+        Err(QuantError::ShapeOverflow { .. })
+    ));
+    assert!(matches!(
+        QMatrix::new(DType::Q4K, 1, 256, &[0u8; 144]),
+        Err(QuantError::Unsupported { dtype: DType::Q4K })
+    ));
+    assert!(QMatrix::new(DType::Q8_0, 2, 64, &bytes).is_ok());
+
+    let mut out = vec![0.0; 32];
+    assert!(matches!(
+        dequantize(DType::Q4_1, &[0u8; 21], &mut out),
+        Err(QuantError::BytesNotWholeBlocks { len: 21, .. })
+    ));
+    assert!(matches!(
+        dequantize(DType::Q4_1, &[0u8; 40], &mut out),
+        Err(QuantError::OutputLength { elements: 64, out_len: 32, .. })
+    ));
+    assert!(matches!(
+        dequantize(DType::F16, &[0u8; 3], &mut out),
+        Err(QuantError::BytesNotWholeBlocks { .. })
+    ));
+    assert!(matches!(
+        dequantize(DType::Q6K, &[0u8; 210], &mut vec![0.0; 256]),
+        Err(QuantError::Unsupported { .. })
+    ));
+    let mut bytes_out = Vec::new();
+    assert!(matches!(
+        quantize(DType::Q4_0, &[0.0; 33], &mut bytes_out),
+        Err(QuantError::ValuesNotWholeBlocks { len: 33, .. })
+    ));
+    assert!(matches!(
+        quantize(DType::Q5_0, &[0.0; 32], &mut bytes_out),
+        Err(QuantError::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn dequantize_row_reads_one_row() {
+    let x = values(3 * 64, 4, 1.0);
+    for dtype in FORMATS {
+        let bytes = quantized(dtype, &x);
+        let all = dequantized(dtype, &bytes);
+        let w = QMatrix::new(dtype, 3, 64, &bytes).unwrap();
+        assert_eq!(w.row_bytes(), 64 / dtype.block_len() * dtype.block_bytes());
+        let mut row = vec![0.0; 64];
+        w.dequantize_row(2, &mut row);
+        assert_eq!(row, &all[128..]);
+    }
+}
+
+/// Runs `matmul_with` on weights quantized from random values; `offset` shifts the weight bytes
+/// off any alignment.
+fn run(kernel: Kernel, dtype: DType, rows: usize, cols: usize, n: usize, offset: usize) -> Vec<f32> {
+    let wf = values(rows * cols, (rows * 31 + cols) as u64, 1.0);
+    let mut buf = vec![0u8; offset];
+    buf.extend(quantized(dtype, &wf));
+    let w = QMatrix::new(dtype, rows, cols, &buf[offset..]).unwrap();
+    let x = values(n * cols, 77 + n as u64, 2.0);
+    let mut out = vec![f32::NAN; n * rows];
+    matmul_with(kernel, &w, &x, n, &mut out, &mut MatmulScratch::default());
+    out
+}
+
+#[test]
+fn every_kernel_matches_scalar() {
+    for kernel in available_kernels() {
+        for dtype in FORMATS {
+            let col_choices: &[usize] = if dtype.block_len() == 1 { &[45, 64, 96] } else { &[64, 96] };
+            for &cols in col_choices {
+                for (rows, n) in [(37, 1), (37, 5), (17, 4), (3, 9), (1, 2)] {
+                    let want = run(Kernel::Scalar, dtype, rows, cols, n, 0);
+                    let got = run(kernel, dtype, rows, cols, n, 1);
+                    for (i, (a, b)) in want.iter().zip(&got).enumerate() {
+                        // Only the float summation order differs.
+                        assert!(
+                            (a - b).abs() <= 1e-5 * (1.0 + a.abs()) * (cols as f32).sqrt(),
+                            "{kernel:?} {dtype} [{rows},{cols}] n={n} out[{i}]: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn quantized_matmul_is_close_to_the_dequantized_product() {
+    let (rows, cols, n) = (23, 128, 3);
+    let x = values(n * cols, 5, 3.0);
+    for dtype in FORMATS {
+        let bytes = quantized(dtype, &values(rows * cols, 6, 1.0));
+        let wf = dequantized(dtype, &bytes);
+        let w = QMatrix::new(dtype, rows, cols, &bytes).unwrap();
+        let mut out = vec![0.0; n * rows];
+        matmul_with(Kernel::Scalar, &w, &x, n, &mut out, &mut MatmulScratch::default());
+        for t in 0..n {
+            let xt = &x[t * cols..(t + 1) * cols];
+            for r in 0..rows {
+                let wr = &wf[r * cols..(r + 1) * cols];
+                let exact: f64 = wr.iter().zip(xt).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+                let magnitude: f32 = wr.iter().zip(xt).map(|(a, b)| (a * b).abs()).sum();
+                // Block formats see x rounded to the nearest step of amax/127 per 32 values, so
+                // each term moves by at most |w|·step/2; the rest is f32 summation rounding.
+                let act_err: f32 = if dtype.block_len() == 1 {
+                    0.0
+                } else {
+                    xt.chunks(32)
+                        .zip(wr.chunks(32))
+                        .map(|(xb, wb)| {
+                            let step = xb.iter().fold(0.0f32, |m, v| m.max(v.abs())) / 127.0;
+                            wb.iter().map(|w| w.abs()).sum::<f32>() * step / 2.0
+                        })
+                        .sum()
+                };
+                let bound = act_err * 1.001 + magnitude * 1e-5;
+                let got = out[t * rows + r];
+                assert!(
+                    (f64::from(got) - exact).abs() <= f64::from(bound),
+                    "{dtype} t={t} r={r}: {got} vs {exact} (bound {bound})"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_uses_the_best_kernel_and_reuses_scratch() {
+    let (rows, cols) = (9, 64);
+    let bytes = quantized(DType::Q4_1, &values(rows * cols, 8, 1.0));
+    let w = QMatrix::new(DType::Q4_1, rows, cols, &bytes).unwrap();
+    let mut scratch = MatmulScratch::default();
+    let mut a = vec![0.0; 2 * rows];
+    let mut b = vec![0.0; 2 * rows];
+    let x = values(2 * cols, 10, 1.0);
+    matmul(&w, &x, 2, &mut a, &mut scratch);
+    // A smaller call with the same scratch must not see stale activations.
+    let mut single = vec![0.0; rows];
+    matmul(&w, &x[cols..], 1, &mut single, &mut scratch);
+    matmul_with(*available_kernels().last().unwrap(), &w, &x, 2, &mut b, &mut scratch);
+    assert_eq!(a, b);
+    assert_eq!(&single[..], &a[rows..]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn kernels_agree_on_random_shapes(
+        dtype_index in 0usize..FORMATS.len(),
+        rows in 1usize..40,
+        col_blocks in 1usize..6,
+        n in 1usize..7,
+        offset in 0usize..4,
+    ) {
+        let dtype = FORMATS[dtype_index];
+        let cols = col_blocks * 32;
+        let want = run(Kernel::Scalar, dtype, rows, cols, n, 0);
+        for kernel in available_kernels() {
+            let got = run(kernel, dtype, rows, cols, n, offset);
+            for (a, b) in want.iter().zip(&got) {
+                prop_assert!((a - b).abs() <= 1e-5 * (1.0 + a.abs()) * (cols as f32).sqrt());
+            }
+        }
+    }
+
+    #[test]
+    fn q4_1_round_trip_stays_within_half_a_step(x in proptest::collection::vec(-100.0f32..100.0, 32)) {
+        let y = dequantized(DType::Q4_1, &quantized(DType::Q4_1, &x));
+        for (&a, &b) in x.iter().zip(&y) {
+            prop_assert!((a - b).abs() <= roundtrip_bound(DType::Q4_1, &x, a) * 1.0001 + 1e-30);
+        }
+    }
+}
