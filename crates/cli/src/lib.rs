@@ -1,1 +1,5 @@
 //! Library side of the `knot` command: model conversion and the subcommands' logic.
+
+pub mod convert;
+pub mod gguf;
+pub mod progress;

@@ -85,7 +85,7 @@ impl DType {
     /// of blocks or the size overflows.
     pub fn bytes_for(self, n_elements: u64) -> Option<u64> {
         let bl = self.block_len() as u64;
-        if n_elements % bl != 0 {
+        if !n_elements.is_multiple_of(bl) {
             return None;
         }
         (n_elements / bl).checked_mul(self.block_bytes() as u64)

@@ -1,0 +1,86 @@
+//! Choosing and producing output dtypes for `--dtype`.
+
+use engine::quant;
+use knot::DType;
+
+use super::{ConvertError, SourceTensor, TargetDType};
+
+/// 2-D weight matrices take the target dtype when their rows are whole blocks of it (otherwise
+/// they keep their dtype); 1-D tensors (norms, biases) become f32 so the engine's norm code
+/// sees one format. `Keep` changes nothing.
+pub fn output_dtype(t: &SourceTensor, target: TargetDType) -> DType {
+    let Some(target) = target.dtype() else {
+        return t.dtype;
+    };
+    match t.shape.as_slice() {
+        [_] => DType::F32,
+        [_, row] if row % target.block_len() as u64 == 0 => target,
+        _ => t.dtype,
+    }
+}
+
+/// Re-encodes `bytes` (in `t.dtype`) as `to`, going through f32.
+pub fn convert(t: &SourceTensor, bytes: &[u8], to: DType) -> Result<Vec<u8>, ConvertError> {
+    let n: u64 = t.shape.iter().product();
+    let n = usize::try_from(n).map_err(|_| ConvertError::Tensor {
+        tensor: t.name.clone(),
+        message: "too many elements for this machine".into(),
+    })?;
+    let err = |e: quant::QuantError| ConvertError::Tensor {
+        tensor: t.name.clone(),
+        message: format!("converting {} to {to}: {e}", t.dtype),
+    };
+    let mut values = vec![0f32; n];
+    quant::dequantize(t.dtype, bytes, &mut values).map_err(err)?;
+    let mut out = Vec::new();
+    quant::quantize(to, &values, &mut out).map_err(err)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(shape: Vec<u64>, dtype: DType) -> SourceTensor {
+        SourceTensor {
+            name: "x".into(),
+            dtype,
+            shape,
+        }
+    }
+
+    #[test]
+    fn dtype_choice() {
+        let m = t(vec![64, 64], DType::Q4_1);
+        assert_eq!(output_dtype(&m, TargetDType::Keep), DType::Q4_1);
+        assert_eq!(output_dtype(&m, TargetDType::Q8_0), DType::Q8_0);
+        assert_eq!(output_dtype(&m, TargetDType::F16), DType::F16);
+        let norm = t(vec![64], DType::Bf16);
+        assert_eq!(output_dtype(&norm, TargetDType::Keep), DType::Bf16);
+        assert_eq!(output_dtype(&norm, TargetDType::Q4_0), DType::F32);
+        // Rows of 48 are not whole 32-element blocks: keep the source format.
+        let odd = t(vec![4, 48], DType::F16);
+        assert_eq!(output_dtype(&odd, TargetDType::Q4_0), DType::F16);
+        assert_eq!(output_dtype(&odd, TargetDType::F32), DType::F32);
+    }
+
+    #[test]
+    fn f16_to_f32_and_q8_0() {
+        let values: Vec<f32> = (0..64).map(|i| i as f32 / 8.0 - 4.0).collect();
+        let src: Vec<u8> = values
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect();
+        let m = t(vec![2, 32], DType::F16);
+        let f32s = convert(&m, &src, DType::F32).unwrap();
+        let back: Vec<f32> = f32s
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(back, values);
+        let q = convert(&m, &src, DType::Q8_0).unwrap();
+        assert_eq!(q.len(), 2 * 34);
+        let bad = convert(&m, &src[..10], DType::F32);
+        assert!(matches!(bad, Err(ConvertError::Tensor { .. })));
+    }
+}
