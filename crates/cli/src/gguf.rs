@@ -880,6 +880,30 @@ mod tests {
     }
 
     #[test]
+    fn rejects_misaligned_tensor_offset() {
+        let mut b = file(
+            &[],
+            &[RawTensor {
+                name: "a".into(),
+                dims: vec![8],
+                type_id: 0,
+                data: vec![0; 32],
+            }],
+        );
+        // Header 24, name 8+1, n_dims 4, dims 8, type 4: the offset field is at 49.
+        assert_eq!(&b[49..57], &[0; 8]);
+        b[49] = 4;
+        assert!(matches!(
+            err(b),
+            GgufError::Misaligned {
+                offset: 4,
+                alignment: 32,
+                ..
+            }
+        ));
+    }
+
+    #[test]
     fn custom_alignment_moves_the_data_section() {
         let b = file(&[("general.alignment", GgufValue::U32(64))], &[]);
         let g = GgufFile::read(&mut Cursor::new(b)).unwrap();
