@@ -71,7 +71,11 @@ pub enum GgufError {
     #[error("tensor {0} appears twice")]
     DuplicateTensor(String),
     #[error("tensor {tensor}: {n_dims} dimensions (at most {max})")]
-    TooManyDims { tensor: String, n_dims: u32, max: u32 },
+    TooManyDims {
+        tensor: String,
+        n_dims: u32,
+        max: u32,
+    },
     #[error("tensor {tensor}: unsupported ggml type {type_id}")]
     UnknownGgmlType { tensor: String, type_id: u32 },
     #[error("tensor {tensor}: invalid dimensions {dims:?} for {dtype}")]
@@ -80,13 +84,17 @@ pub enum GgufError {
         dims: Vec<u64>,
         dtype: DType,
     },
-    #[error("tensor {tensor}: data offset {offset} is not a multiple of the alignment {alignment}")]
+    #[error(
+        "tensor {tensor}: data offset {offset} is not a multiple of the alignment {alignment}"
+    )]
     Misaligned {
         tensor: String,
         offset: u64,
         alignment: u64,
     },
-    #[error("tensor {tensor}: data ends at byte {end}, beyond the end of the file ({file_len} bytes)")]
+    #[error(
+        "tensor {tensor}: data ends at byte {end}, beyond the end of the file ({file_len} bytes)"
+    )]
     TensorBeyondEof {
         tensor: String,
         end: u64,
@@ -378,7 +386,9 @@ impl GgufFile {
         reader.seek(SeekFrom::Start(self.data_offset + tensor.offset))?;
         let len = usize::try_from(tensor.size).map_err(|_| GgufError::Truncated("tensor data"))?;
         let mut buf = vec![0u8; len];
-        reader.read_exact(&mut buf).map_err(|e| eof_as("tensor data", e))?;
+        reader
+            .read_exact(&mut buf)
+            .map_err(|e| eof_as("tensor data", e))?;
         Ok(buf)
     }
 }
@@ -651,11 +661,17 @@ mod tests {
                 ("a.f64", GgufValue::F64(2.25)),
                 (
                     "a.arr",
-                    GgufValue::Array(vec![GgufValue::String("x".into()), GgufValue::String("yz".into())]),
+                    GgufValue::Array(vec![
+                        GgufValue::String("x".into()),
+                        GgufValue::String("yz".into()),
+                    ]),
                 ),
                 (
                     "a.nested",
-                    GgufValue::Array(vec![GgufValue::Array(vec![GgufValue::I32(1), GgufValue::I32(2)])]),
+                    GgufValue::Array(vec![GgufValue::Array(vec![
+                        GgufValue::I32(1),
+                        GgufValue::I32(2),
+                    ])]),
                 ),
             ],
             &[
@@ -683,7 +699,10 @@ mod tests {
         assert_eq!(g.version, 3);
         assert_eq!(g.alignment, 32);
         assert_eq!(g.data_offset % 32, 0);
-        assert_eq!(g.get("general.architecture").unwrap().as_str(), Some("llama"));
+        assert_eq!(
+            g.get("general.architecture").unwrap().as_str(),
+            Some("llama")
+        );
         assert_eq!(g.get("a.u8").unwrap().as_u64(), Some(7));
         assert_eq!(g.get("a.i8").unwrap().as_i64(), Some(-7));
         assert_eq!(g.get("a.i8").unwrap().as_u64(), None);
@@ -705,7 +724,10 @@ mod tests {
         assert_eq!((a.dtype, a.shape(), a.size), (DType::F32, vec![2, 3], 24));
         let b = g.tensor("b").unwrap();
         assert_eq!((b.dtype, b.size, b.offset), (DType::Q8_0, 34, 32));
-        assert_eq!(g.read_tensor(&mut cur, a).unwrap(), (0..24).collect::<Vec<u8>>());
+        assert_eq!(
+            g.read_tensor(&mut cur, a).unwrap(),
+            (0..24).collect::<Vec<u8>>()
+        );
         assert_eq!(g.read_tensor(&mut cur, b).unwrap(), vec![9; 34]);
     }
 
@@ -740,7 +762,10 @@ mod tests {
         for cut in 0..g.data_offset as usize - 32 {
             let e = err(b[..cut].to_vec());
             assert!(
-                matches!(e, GgufError::Truncated(_) | GgufError::TensorBeyondEof { .. }),
+                matches!(
+                    e,
+                    GgufError::Truncated(_) | GgufError::TensorBeyondEof { .. }
+                ),
                 "cut {cut}: {e:?}"
             );
         }
@@ -753,7 +778,13 @@ mod tests {
         assert!(matches!(err(b), GgufError::TooMany { what: "tensor", .. }));
         let mut b = tiny();
         b[16..24].copy_from_slice(&(1u64 << 62).to_le_bytes());
-        assert!(matches!(err(b), GgufError::TooMany { what: "metadata key-value", .. }));
+        assert!(matches!(
+            err(b),
+            GgufError::TooMany {
+                what: "metadata key-value",
+                ..
+            }
+        ));
         // First key's length.
         let mut b = tiny();
         b[24..32].copy_from_slice(&(u64::MAX - 1).to_le_bytes());
@@ -762,15 +793,18 @@ mod tests {
         let mut b = tiny();
         b[24..32].copy_from_slice(&(1u64 << 20).to_le_bytes());
         assert!(matches!(err(b), GgufError::Truncated(_)));
-        let huge_array = file(
-            &[("x", GgufValue::Array(vec![GgufValue::U8(1)]))],
-            &[],
-        );
+        let huge_array = file(&[("x", GgufValue::Array(vec![GgufValue::U8(1)]))], &[]);
         let mut b = huge_array;
         // Array length sits after key (8+1), value type (4), element type (4).
         let at = 24 + 9 + 4 + 4;
         b[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
-        assert!(matches!(err(b), GgufError::TooMany { what: "array element", .. }));
+        assert!(matches!(
+            err(b),
+            GgufError::TooMany {
+                what: "array element",
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -784,7 +818,10 @@ mod tests {
                 data: vec![0; 84],
             }],
         );
-        assert!(matches!(err(b), GgufError::UnknownGgmlType { type_id: 10, .. }));
+        assert!(matches!(
+            err(b),
+            GgufError::UnknownGgmlType { type_id: 10, .. }
+        ));
     }
 
     #[test]
@@ -840,6 +877,30 @@ mod tests {
         assert!(matches!(err(b), GgufError::BadAlignment(24)));
         let b = file(&[("k", GgufValue::U8(1)), ("k", GgufValue::U8(2))], &[]);
         assert!(matches!(err(b), GgufError::DuplicateKey(_)));
+    }
+
+    #[test]
+    fn rejects_misaligned_tensor_offset() {
+        let mut b = file(
+            &[],
+            &[RawTensor {
+                name: "a".into(),
+                dims: vec![8],
+                type_id: 0,
+                data: vec![0; 32],
+            }],
+        );
+        // Header 24, name 8+1, n_dims 4, dims 8, type 4: the offset field is at 49.
+        assert_eq!(&b[49..57], &[0; 8]);
+        b[49] = 4;
+        assert!(matches!(
+            err(b),
+            GgufError::Misaligned {
+                offset: 4,
+                alignment: 32,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -35,11 +35,13 @@ fn model_source(g: &GgufFile, input: &Path) -> Result<ModelSource, ConvertError>
     let architecture = g
         .get("general.architecture")
         .ok_or_else(|| ConvertError::MissingKey("general.architecture".into()))?;
-    let architecture = architecture.as_str().ok_or_else(|| ConvertError::WrongType {
-        key: "general.architecture".into(),
-        expected: "string",
-        found: architecture.type_name().into(),
-    })?;
+    let architecture = architecture
+        .as_str()
+        .ok_or_else(|| ConvertError::WrongType {
+            key: "general.architecture".into(),
+            expected: "string",
+            found: architecture.type_name().into(),
+        })?;
     let spec = arch::spec(architecture)?;
 
     let mut tok = tokenizer::from_gguf(g)?;

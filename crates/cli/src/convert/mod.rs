@@ -171,8 +171,11 @@ pub(crate) fn write_knot(
         source.tokenizer,
     );
     builder.chat_template = source.chat_template;
-    let by_name: std::collections::HashMap<&str, &SourceTensor> =
-        source.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
+    let by_name: std::collections::HashMap<&str, &SourceTensor> = source
+        .tensors
+        .iter()
+        .map(|t| (t.name.as_str(), t))
+        .collect();
     for t in &source.tensors {
         builder.add_tensor(
             t.name.clone(),

@@ -24,7 +24,11 @@ fn wrong(key: &str, expected: &'static str, v: &GgufValue) -> ConvertError {
 
 fn opt_str(g: &GgufFile, key: &str) -> Result<Option<String>, ConvertError> {
     g.get(key)
-        .map(|v| v.as_str().map(str::to_string).ok_or_else(|| wrong(key, "string", v)))
+        .map(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| wrong(key, "string", v))
+        })
         .transpose()
 }
 
@@ -56,7 +60,11 @@ fn strings(g: &GgufFile, key: &str) -> Result<Vec<String>, ConvertError> {
     };
     items
         .iter()
-        .map(|v| v.as_str().map(str::to_string).ok_or_else(|| wrong(key, "array of strings", v)))
+        .map(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| wrong(key, "array of strings", v))
+        })
         .collect()
 }
 
@@ -146,7 +154,11 @@ fn check_ids(data: &TokenizerData) -> Result<(), ConvertError> {
 /// eos, then the given extras, then known end-of-turn tokens present in the vocabulary;
 /// no duplicates, order stable.
 pub fn eos_ids(data: &TokenizerData, extra: &[u32]) -> Vec<u32> {
-    let mut ids: Vec<u32> = data.eos_id.into_iter().chain(extra.iter().copied()).collect();
+    let mut ids: Vec<u32> = data
+        .eos_id
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
     for tok in END_OF_TURN_TOKENS {
         if let Some(i) = data.tokens.iter().position(|t| t == tok) {
             ids.push(i as u32);
@@ -185,9 +197,9 @@ pub fn from_hf_json(json: &Value, vocab_size: usize) -> Result<TokenizerData, Co
 
     let mut entries: Vec<(u64, String, i32)> = Vec::with_capacity(vocab.len());
     for (tok, id) in vocab {
-        let id = id
-            .as_u64()
-            .ok_or_else(|| ConvertError::Tokenizer(format!("vocab id of {tok:?} is not an integer")))?;
+        let id = id.as_u64().ok_or_else(|| {
+            ConvertError::Tokenizer(format!("vocab id of {tok:?} is not an integer"))
+        })?;
         entries.push((id, tok.clone(), TOKEN_NORMAL));
     }
     let added = json.get("added_tokens").and_then(Value::as_array);
@@ -198,12 +210,18 @@ pub fn from_hf_json(json: &Value, vocab_size: usize) -> Result<TokenizerData, Co
             return Err(err("added token without id or content"));
         };
         let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
-        let kind = if special { TOKEN_CONTROL } else { TOKEN_USER_DEFINED };
+        let kind = if special {
+            TOKEN_CONTROL
+        } else {
+            TOKEN_USER_DEFINED
+        };
         entries.push((id, content.to_string(), kind));
     }
     let max_id = entries.iter().map(|e| e.0).max().unwrap_or(0);
     if max_id >= MAX_HF_VOCAB {
-        return Err(ConvertError::Tokenizer(format!("token id {max_id} is too large")));
+        return Err(ConvertError::Tokenizer(format!(
+            "token id {max_id} is too large"
+        )));
     }
     let len = (max_id as usize + 1).max(vocab_size);
     let mut tokens: Vec<Option<String>> = vec![None; len];
@@ -313,5 +331,8 @@ fn post_processor_prepends(json: &Value, data: &TokenizerData) -> bool {
 
 /// Looks a token string up (for `bos_token`-style settings given as text).
 pub fn token_id(data: &TokenizerData, token: &str) -> Option<u32> {
-    data.tokens.iter().position(|t| t == token).map(|i| i as u32)
+    data.tokens
+        .iter()
+        .position(|t| t == token)
+        .map(|i| i as u32)
 }
