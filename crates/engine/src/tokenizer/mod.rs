@@ -1,1 +1,356 @@
+//! Byte-level BPE tokenizer (GGUF `tokenizer.ggml.model = "gpt2"`), built from
+//! [`knot::TokenizerData`].
+//!
+//! Encoding: control and user-defined tokens written literally in the text are matched first
+//! (longest match, leftmost), as Hugging Face does for added tokens; the text between them is cut
+//! by the model's [`PreTokenizer`], each piece spelled in the GPT-2 byte alphabet and merged by
+//! rank. Bytes whose symbol is missing from the vocabulary are dropped, as HF's BPE does without
+//! an unknown token. Decoding maps tokens back to bytes; invalid UTF-8 becomes U+FFFD.
 
+mod bpe;
+mod letters;
+mod pretokenize;
+
+use std::collections::HashMap;
+
+pub use pretokenize::{is_letter, PreTokenizer};
+
+use bpe::{byte_to_char, char_to_byte_table, Merges};
+
+/// GGUF token types that are matched literally in text and decoded as their own text.
+const TOKEN_TYPE_CONTROL: i32 = 3;
+const TOKEN_TYPE_USER_DEFINED: i32 = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    #[error("unsupported tokenizer model {0:?} (only byte-level BPE \"gpt2\" is supported)")]
+    UnknownModel(String),
+    #[error("unsupported pre-tokenizer {0:?}")]
+    UnknownPreTokenizer(String),
+    #[error("the vocabulary is empty")]
+    EmptyVocabulary,
+    #[error("the vocabulary has {0} tokens, more than u32 ids can address")]
+    VocabularyTooLarge(usize),
+    #[error("{types} token types for {tokens} tokens")]
+    TokenTypeCount { types: usize, tokens: usize },
+    #[error("merge {index} ({merge:?}) is not two tokens separated by one space")]
+    MalformedMerge { index: usize, merge: String },
+    #[error("merge {index} ({merge:?}) uses or makes {token:?}, which is not in the vocabulary")]
+    MergeTokenUnknown {
+        index: usize,
+        merge: String,
+        token: String,
+    },
+    #[error("{which} token id {id} is outside the vocabulary of {vocab_size}")]
+    SpecialIdOutOfRange {
+        which: &'static str,
+        id: u32,
+        vocab_size: usize,
+    },
+    #[error("token id {id} is outside the vocabulary of {vocab_size}")]
+    IdOutOfRange { id: u32, vocab_size: usize },
+}
+
+/// A byte-level BPE tokenizer.
+#[derive(Debug)]
+pub struct Tokenizer {
+    pre: PreTokenizer,
+    tokens: Vec<String>,
+    /// The bytes of token `i` are `token_bytes[token_offsets[i]..token_offsets[i + 1]]`.
+    token_bytes: Vec<u8>,
+    token_offsets: Vec<u32>,
+    /// Id of each byte's single-byte token, if the vocabulary has one.
+    byte_ids: [Option<u32>; 256],
+    merges: Merges,
+    /// Literal-match tokens grouped by first byte, longest first.
+    specials_by_first_byte: Vec<Vec<(Box<str>, u32)>>,
+    bos_id: Option<u32>,
+    eos_id: Option<u32>,
+    add_bos: bool,
+}
+
+impl Tokenizer {
+    pub fn from_data(data: &knot::TokenizerData) -> Result<Self, TokenizerError> {
+        if data.model != "gpt2" {
+            return Err(TokenizerError::UnknownModel(data.model.clone()));
+        }
+        let pre = PreTokenizer::from_name(data.pre.as_deref())?;
+        let vocab_size = data.tokens.len();
+        if vocab_size == 0 {
+            return Err(TokenizerError::EmptyVocabulary);
+        }
+        if u32::try_from(vocab_size).is_err() {
+            return Err(TokenizerError::VocabularyTooLarge(vocab_size));
+        }
+        if !data.token_types.is_empty() && data.token_types.len() != vocab_size {
+            return Err(TokenizerError::TokenTypeCount {
+                types: data.token_types.len(),
+                tokens: vocab_size,
+            });
+        }
+        for (which, id) in [("bos", data.bos_id), ("eos", data.eos_id)] {
+            if let Some(id) = id.filter(|&id| id as usize >= vocab_size) {
+                return Err(TokenizerError::SpecialIdOutOfRange {
+                    which,
+                    id,
+                    vocab_size,
+                });
+            }
+        }
+        let is_literal = |id: usize| {
+            matches!(
+                data.token_types.get(id),
+                Some(&(TOKEN_TYPE_CONTROL | TOKEN_TYPE_USER_DEFINED))
+            )
+        };
+
+        // A repeated token string resolves to its last id, as a Python dict built from the list.
+        let ids: HashMap<&str, u32> = data
+            .tokens
+            .iter()
+            .enumerate()
+            .map(|(id, token)| (token.as_str(), id as u32))
+            .collect();
+
+        let mut byte_ids = [None; 256];
+        for (b, slot) in byte_ids.iter_mut().enumerate() {
+            *slot = ids
+                .get(byte_to_char(b as u8).encode_utf8(&mut [0; 4]) as &str)
+                .copied();
+        }
+
+        let mut merges = Merges::with_capacity(data.merges.len());
+        let mut joined = String::new();
+        for (index, merge) in data.merges.iter().enumerate() {
+            let malformed = || TokenizerError::MalformedMerge {
+                index,
+                merge: merge.clone(),
+            };
+            let (left, right) = merge.split_once(' ').ok_or_else(malformed)?;
+            if left.is_empty() || right.is_empty() || right.contains(' ') {
+                return Err(malformed());
+            }
+            joined.clear();
+            joined.push_str(left);
+            joined.push_str(right);
+            let lookup = |token: &str| {
+                ids.get(token)
+                    .copied()
+                    .ok_or_else(|| TokenizerError::MergeTokenUnknown {
+                        index,
+                        merge: merge.clone(),
+                        token: token.to_string(),
+                    })
+            };
+            let rank = u32::try_from(index).map_err(|_| malformed())?;
+            merges.insert(lookup(left)?, lookup(right)?, rank, lookup(&joined)?);
+        }
+
+        let char_to_byte = char_to_byte_table();
+        let mut token_bytes = Vec::new();
+        let mut token_offsets = Vec::with_capacity(vocab_size + 1);
+        token_offsets.push(0u32);
+        for (id, token) in data.tokens.iter().enumerate() {
+            if is_literal(id) {
+                token_bytes.extend_from_slice(token.as_bytes());
+            } else {
+                for ch in token.chars() {
+                    match char_to_byte.get(ch as usize).copied().flatten() {
+                        Some(b) => token_bytes.push(b),
+                        // Not in the byte alphabet: keep the char's own UTF-8, as HF's decoder.
+                        None => {
+                            token_bytes.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes())
+                        }
+                    }
+                }
+            }
+            let end = u32::try_from(token_bytes.len())
+                .map_err(|_| TokenizerError::VocabularyTooLarge(vocab_size))?;
+            token_offsets.push(end);
+        }
+
+        let mut specials_by_first_byte: Vec<Vec<(Box<str>, u32)>> = vec![Vec::new(); 256];
+        for (id, token) in data.tokens.iter().enumerate() {
+            if is_literal(id) && !token.is_empty() {
+                specials_by_first_byte[token.as_bytes()[0] as usize]
+                    .push((token.as_str().into(), id as u32));
+            }
+        }
+        for group in &mut specials_by_first_byte {
+            group.sort_by_key(|(text, id)| (std::cmp::Reverse(text.len()), *id));
+        }
+
+        Ok(Self {
+            pre,
+            tokens: data.tokens.clone(),
+            token_bytes,
+            token_offsets,
+            byte_ids,
+            merges,
+            specials_by_first_byte,
+            bos_id: data.bos_id,
+            eos_id: data.eos_id,
+            add_bos: data.add_bos,
+        })
+    }
+
+    /// Token ids for `text`, without BOS. Control and user-defined tokens written in the text
+    /// (e.g. `<|im_start|>`) become their single ids.
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 1);
+        let mut plain_start = 0;
+        let mut at = 0;
+        let bytes = text.as_bytes();
+        while at < bytes.len() {
+            match self.special_at(text, at) {
+                Some((len, id)) => {
+                    self.encode_plain(&text[plain_start..at], &mut out);
+                    out.push(id);
+                    at += len;
+                    plain_start = at;
+                }
+                None => at += 1,
+            }
+        }
+        self.encode_plain(&text[plain_start..], &mut out);
+        out
+    }
+
+    /// [`Tokenizer::encode`] with BOS prepended when the model asks for it (GGUF
+    /// `tokenizer.ggml.add_bos_token`).
+    pub fn encode_with_bos(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        if let (true, Some(bos)) = (self.add_bos, self.bos_id) {
+            out.push(bos);
+        }
+        out.extend(self.encode(text));
+        out
+    }
+
+    /// The text of `ids`: control tokens as their text, invalid UTF-8 as U+FFFD.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        let mut bytes = Vec::new();
+        for &id in ids {
+            bytes.extend_from_slice(self.bytes_of(id)?);
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// The token as the vocabulary spells it (byte-level alphabet, e.g. `Ġthe`).
+    pub fn token(&self, id: u32) -> Option<&str> {
+        self.tokens.get(id as usize).map(String::as_str)
+    }
+
+    /// The bytes token `id` stands for when decoded.
+    pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        let i = id as usize;
+        let start = *self.token_offsets.get(i)? as usize;
+        let end = *self.token_offsets.get(i + 1)? as usize;
+        Some(&self.token_bytes[start..end])
+    }
+
+    pub fn bos_id(&self) -> Option<u32> {
+        self.bos_id
+    }
+
+    pub fn eos_id(&self) -> Option<u32> {
+        self.eos_id
+    }
+
+    pub fn add_bos(&self) -> bool {
+        self.add_bos
+    }
+
+    pub fn pre_tokenizer(&self) -> PreTokenizer {
+        self.pre
+    }
+
+    fn bytes_of(&self, id: u32) -> Result<&[u8], TokenizerError> {
+        self.token_bytes(id).ok_or(TokenizerError::IdOutOfRange {
+            id,
+            vocab_size: self.vocab_size(),
+        })
+    }
+
+    /// The longest literal-match token starting at byte `at`, as (byte length, id).
+    fn special_at(&self, text: &str, at: usize) -> Option<(usize, u32)> {
+        let rest = &text.as_bytes()[at..];
+        self.specials_by_first_byte[rest[0] as usize]
+            .iter()
+            .find(|(special, _)| rest.starts_with(special.as_bytes()))
+            .map(|(special, id)| (special.len(), *id))
+    }
+
+    fn encode_plain(&self, text: &str, out: &mut Vec<u32>) {
+        let mut symbols = Vec::new();
+        self.pre.split(text, |piece| {
+            symbols.clear();
+            symbols.extend(piece.bytes().filter_map(|b| self.byte_ids[b as usize]));
+            self.merges.apply(&mut symbols);
+            out.extend_from_slice(&symbols);
+        });
+    }
+}
+
+/// Incremental decoding for streamed generation: each [`StreamDecoder::push`] returns the text
+/// completed by that token, holding back a UTF-8 sequence split across tokens until it is whole.
+/// The pushes plus [`StreamDecoder::finish`] concatenate to [`Tokenizer::decode`] of all ids.
+#[derive(Debug)]
+pub struct StreamDecoder<'a> {
+    tokenizer: &'a Tokenizer,
+    pending: Vec<u8>,
+}
+
+impl<'a> StreamDecoder<'a> {
+    pub fn new(tokenizer: &'a Tokenizer) -> Self {
+        Self {
+            tokenizer,
+            pending: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, id: u32) -> Result<String, TokenizerError> {
+        self.pending.extend_from_slice(self.tokenizer.bytes_of(id)?);
+        let mut out = String::new();
+        let mut consumed = 0;
+        loop {
+            match std::str::from_utf8(&self.pending[consumed..]) {
+                Ok(valid) => {
+                    out.push_str(valid);
+                    consumed = self.pending.len();
+                    break;
+                }
+                Err(error) => {
+                    let valid_end = consumed + error.valid_up_to();
+                    // The prefix up to `valid_up_to` is valid UTF-8 by definition.
+                    out.push_str(&String::from_utf8_lossy(&self.pending[consumed..valid_end]));
+                    consumed = valid_end;
+                    match error.error_len() {
+                        // Truncated sequence at the end: wait for the next token.
+                        None => break,
+                        Some(len) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            consumed += len;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending.drain(..consumed);
+        Ok(out)
+    }
+
+    /// Flushes what is held back; an unfinished UTF-8 sequence becomes U+FFFD.
+    pub fn finish(&mut self) -> String {
+        let out = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

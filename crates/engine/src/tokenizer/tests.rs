@@ -1,0 +1,348 @@
+use super::*;
+use knot::TokenizerData;
+
+/// A vocabulary of the 256 byte symbols, a few merges and three literal-match tokens.
+fn tiny_data() -> TokenizerData {
+    let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_to_char(b).to_string()).collect();
+    let mut token_types = vec![1; 256];
+    let merges = [
+        "h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "Ġwor l", "Ġworl d",
+    ];
+    for merge in merges {
+        tokens.push(merge.replace(' ', ""));
+        token_types.push(1);
+    }
+    for (special, token_type) in [("<|im_start|>", 3), ("<|im_end|>", 3), ("<think>", 4)] {
+        tokens.push(special.to_string());
+        token_types.push(token_type);
+    }
+    TokenizerData {
+        model: "gpt2".into(),
+        pre: Some("smollm".into()),
+        tokens,
+        token_types,
+        merges: merges.iter().map(|m| m.to_string()).collect(),
+        bos_id: Some(265),
+        eos_id: Some(266),
+        add_bos: true,
+        ..Default::default()
+    }
+}
+
+fn tiny() -> Tokenizer {
+    Tokenizer::from_data(&tiny_data()).unwrap()
+}
+
+fn id_of(tok: &Tokenizer, token: &str) -> u32 {
+    (0..tok.vocab_size() as u32)
+        .find(|&id| tok.token(id) == Some(token))
+        .unwrap()
+}
+
+#[test]
+fn encodes_with_merges_and_literal_tokens() {
+    let tok = tiny();
+    let hello = id_of(&tok, "hello");
+    let world = id_of(&tok, "Ġworld");
+    assert_eq!(tok.encode("hello world"), [hello, world]);
+    assert_eq!(
+        tok.encode("<|im_start|>hello<think> world<|im_end|>"),
+        [265, hello, 267, world, 266]
+    );
+    // A partial special token is ordinary text.
+    let partial = tok.encode("<|im_start");
+    assert!(!partial.contains(&265));
+    assert_eq!(tok.decode(&partial).unwrap(), "<|im_start");
+    assert_eq!(tok.encode(""), Vec::<u32>::new());
+    assert_eq!(tok.encode_with_bos("hello"), [265, hello]);
+    assert_eq!(tok.bos_id(), Some(265));
+    assert_eq!(tok.eos_id(), Some(266));
+}
+
+#[test]
+fn without_add_bos_no_bos_is_prepended() {
+    let data = TokenizerData {
+        add_bos: false,
+        ..tiny_data()
+    };
+    let tok = Tokenizer::from_data(&data).unwrap();
+    assert_eq!(tok.encode_with_bos("he"), tok.encode("he"));
+}
+
+#[test]
+fn decodes_bytes_and_control_tokens() {
+    let tok = tiny();
+    let ids = tok.encode("<|im_start|>héllo 中 😀\n");
+    assert_eq!(tok.decode(&ids).unwrap(), "<|im_start|>héllo 中 😀\n");
+    assert_eq!(tok.token_bytes(id_of(&tok, "Ġworld")), Some(&b" world"[..]));
+    // A lone continuation byte and a truncated sequence become U+FFFD, as in HF.
+    let lone = tok.byte_ids[0x80].unwrap();
+    assert_eq!(tok.decode(&[lone]).unwrap(), "\u{FFFD}");
+    let e4 = tok.byte_ids[0xE4].unwrap();
+    let a = tok.byte_ids[b'a' as usize].unwrap();
+    assert_eq!(tok.decode(&[e4, a]).unwrap(), "\u{FFFD}a");
+}
+
+#[test]
+fn decode_rejects_out_of_range_ids() {
+    let tok = tiny();
+    let n = tok.vocab_size() as u32;
+    assert!(matches!(
+        tok.decode(&[0, n]),
+        Err(TokenizerError::IdOutOfRange { id, .. }) if id == n
+    ));
+    assert!(matches!(
+        StreamDecoder::new(&tok).push(u32::MAX),
+        Err(TokenizerError::IdOutOfRange { .. })
+    ));
+    assert_eq!(tok.token(n), None);
+    assert_eq!(tok.token_bytes(n), None);
+}
+
+#[test]
+fn stream_decoder_holds_back_split_characters() {
+    let tok = tiny();
+    let text = "a中😀b";
+    let ids: Vec<u32> = text
+        .bytes()
+        .map(|b| tok.byte_ids[b as usize].unwrap())
+        .collect();
+    let mut stream = StreamDecoder::new(&tok);
+    let pieces: Vec<String> = ids.iter().map(|&id| stream.push(id).unwrap()).collect();
+    assert_eq!(pieces[0], "a");
+    assert_eq!(pieces[1], "");
+    assert_eq!(pieces[2], "");
+    assert_eq!(pieces[3], "中");
+    assert_eq!(pieces.concat() + &stream.finish(), text);
+
+    // An unfinished sequence at the end is flushed as U+FFFD; invalid bytes mid-stream too.
+    let mut stream = StreamDecoder::new(&tok);
+    let e4 = tok.byte_ids[0xE4].unwrap();
+    let ff = tok.byte_ids[0xFF].unwrap();
+    assert_eq!(stream.push(e4).unwrap(), "");
+    assert_eq!(stream.push(ff).unwrap(), "\u{FFFD}\u{FFFD}");
+    assert_eq!(stream.push(e4).unwrap(), "");
+    assert_eq!(stream.finish(), "\u{FFFD}");
+    assert_eq!(stream.finish(), "");
+}
+
+#[test]
+fn bad_data_is_a_typed_error() {
+    let check = |data: TokenizerData| Tokenizer::from_data(&data).unwrap_err();
+    let base = tiny_data;
+    assert!(matches!(
+        check(TokenizerData { model: "llama".into(), ..base() }),
+        TokenizerError::UnknownModel(m) if m == "llama"
+    ));
+    assert!(matches!(
+        check(TokenizerData {
+            pre: Some("mystery".into()),
+            ..base()
+        }),
+        TokenizerError::UnknownPreTokenizer(_)
+    ));
+    assert!(matches!(
+        check(TokenizerData {
+            tokens: vec![],
+            token_types: vec![],
+            merges: vec![],
+            bos_id: None,
+            eos_id: None,
+            ..base()
+        }),
+        TokenizerError::EmptyVocabulary
+    ));
+    assert!(matches!(
+        check(TokenizerData {
+            token_types: vec![1; 3],
+            ..base()
+        }),
+        TokenizerError::TokenTypeCount { types: 3, .. }
+    ));
+    for bad in ["he", "h  e", " he", "h e ", ""] {
+        let mut data = base();
+        data.merges.push(bad.into());
+        assert!(
+            matches!(check(data), TokenizerError::MalformedMerge { index: 9, .. }),
+            "{bad:?}"
+        );
+    }
+    let mut data = base();
+    data.merges.push("q zz".into());
+    assert!(matches!(
+        check(data),
+        TokenizerError::MergeTokenUnknown { token, .. } if token == "zz"
+    ));
+    let mut data = base();
+    data.merges.push("w o".into()); // "wo" is not a token
+    assert!(matches!(
+        check(data),
+        TokenizerError::MergeTokenUnknown { token, .. } if token == "wo"
+    ));
+    assert!(matches!(
+        check(TokenizerData {
+            eos_id: Some(10_000),
+            ..base()
+        }),
+        TokenizerError::SpecialIdOutOfRange {
+            which: "eos",
+            id: 10_000,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn missing_token_types_mean_no_literal_tokens() {
+    let data = TokenizerData {
+        token_types: vec![],
+        ..tiny_data()
+    };
+    let tok = Tokenizer::from_data(&data).unwrap();
+    assert!(!tok.encode("<think>").contains(&267));
+}
+
+#[test]
+fn bytes_without_a_token_are_dropped() {
+    let mut data = tiny_data();
+    // Rename the symbol of byte 0x04 so no token spells it.
+    data.tokens[4] = "unused-symbol".into();
+    let tok = Tokenizer::from_data(&data).unwrap();
+    assert_eq!(tok.decode(&tok.encode("a\u{4}b")).unwrap(), "ab");
+}
+
+// ---- Parity with Hugging Face on SmolLM2 (fixtures from scripts/reference/gen_tokenizer_fixtures.py)
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/../../tests/fixtures/tokenizer/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn smollm2() -> Tokenizer {
+    let data: TokenizerData = serde_json::from_str(&fixture("smollm2_tokenizer.json")).unwrap();
+    Tokenizer::from_data(&data).unwrap()
+}
+
+#[derive(serde::Deserialize)]
+struct Cases {
+    cases: Vec<Case>,
+}
+
+#[derive(serde::Deserialize)]
+struct Case {
+    text: String,
+    ids: Vec<u32>,
+}
+
+fn smollm2_cases() -> Vec<Case> {
+    let cases: Cases = serde_json::from_str(&fixture("smollm2.json")).unwrap();
+    assert!(cases.cases.len() > 100);
+    cases.cases
+}
+
+/// `text` with the bytes the vocabulary cannot spell removed: what a round trip gives back.
+fn spellable(tok: &Tokenizer, text: &str) -> String {
+    let bytes: Vec<u8> = text
+        .bytes()
+        .filter(|&b| tok.byte_ids[b as usize].is_some())
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[test]
+fn smollm2_matches_hugging_face() {
+    let tok = smollm2();
+    assert_eq!(tok.vocab_size(), 49152);
+    assert_eq!(tok.pre_tokenizer(), PreTokenizer::DigitsGpt2);
+    let mut failures = Vec::new();
+    for case in smollm2_cases() {
+        let ids = tok.encode(&case.text);
+        if ids != case.ids {
+            failures.push(format!("{:?}: got {ids:?}, want {:?}", case.text, case.ids));
+        }
+        assert_eq!(
+            tok.decode(&ids).unwrap(),
+            spellable(&tok, &case.text),
+            "round trip of {:?}",
+            case.text
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn smollm2_stream_decoding_matches_decode() {
+    let tok = smollm2();
+    for case in smollm2_cases() {
+        let mut stream = StreamDecoder::new(&tok);
+        let mut text = String::new();
+        for &id in &case.ids {
+            // Every push returns whole chars only: a String cannot hold a split one, and
+            // U+FFFD appears only where the input itself had an unspellable byte.
+            text.push_str(&stream.push(id).unwrap());
+        }
+        text.push_str(&stream.finish());
+        assert_eq!(text, tok.decode(&case.ids).unwrap(), "{:?}", case.text);
+        assert!(!text.contains('\u{FFFD}') || case.text.contains('\u{FFFD}'));
+    }
+}
+
+#[test]
+fn pre_tokenizers_match_hugging_face_regexes() {
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        families: HashMap<String, Vec<PreCase>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PreCase {
+        text: String,
+        pieces: Vec<String>,
+    }
+    let fixture: Fixture = serde_json::from_str(&fixture("pretokenize.json")).unwrap();
+    assert_eq!(fixture.families.len(), 4);
+    let mut failures = Vec::new();
+    for (family, cases) in &fixture.families {
+        let pre = PreTokenizer::from_name(Some(family)).unwrap();
+        assert!(cases.len() > 300);
+        for case in cases {
+            let mut pieces = Vec::new();
+            pre.split(&case.text, |piece| pieces.push(piece));
+            if pieces != case.pieces {
+                failures.push(format!(
+                    "{family} {:?}: got {pieces:?}, want {:?}",
+                    case.text, case.pieces
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Run with `cargo test -p engine --release --lib tokenizer::tests::encode_speed -- --ignored --nocapture`.
+#[test]
+#[ignore = "timing, not a check"]
+fn encode_speed() {
+    let data: TokenizerData = serde_json::from_str(&fixture("smollm2_tokenizer.json")).unwrap();
+    let start = std::time::Instant::now();
+    let tok = Tokenizer::from_data(&data).unwrap();
+    println!("from_data: {:?}", start.elapsed());
+    let mut text = String::new();
+    for case in smollm2_cases() {
+        text.push_str(&case.text);
+        text.push(' ');
+    }
+    while text.len() < 10_000 {
+        text.push_str("The quick brown fox jumps over the lazy dog; fn main() { x += 1234; }\n");
+    }
+    let start = std::time::Instant::now();
+    let rounds = 50;
+    let mut n = 0;
+    for _ in 0..rounds {
+        n = tok.encode(&text).len();
+    }
+    let per = start.elapsed() / rounds;
+    println!("{} bytes -> {n} tokens in {per:?}", text.len());
+}
