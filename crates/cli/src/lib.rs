@@ -3,3 +3,6 @@
 pub mod convert;
 pub mod gguf;
 pub mod progress;
+pub mod bench;
+pub mod inspect;
+pub mod loaded;

@@ -1,9 +1,10 @@
 //! `knot`: convert models to knot files, inspect them, and run them.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use engine::sampler::{Sampler, SamplerConfig};
 use engine::tokenizer::StreamDecoder;
 use engine::Session;
+use knot_cli::convert::{ConvertOptions, TargetDType};
 use knot_cli::loaded::LoadedKnot;
 use std::io::Write;
 use std::path::PathBuf;
@@ -26,8 +27,9 @@ enum Command {
         input: PathBuf,
         output: PathBuf,
         /// Storage format of the weight matrices (`keep` copies them unchanged).
-        #[arg(long, value_enum, default_value_t = DTypeArg::Keep)]
-        dtype: DTypeArg,
+        /// keep, f32, f16, q8_0 or q4_0.
+        #[arg(long, default_value = "keep")]
+        dtype: TargetDType,
     },
     /// Show the header, config, tensor table and spans of a knot file.
     Inspect {
@@ -75,17 +77,6 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum DTypeArg {
-    Keep,
-    F32,
-    F16,
-    #[value(name = "q8_0")]
-    Q8_0,
-    #[value(name = "q4_0")]
-    Q4_0,
 }
 
 #[derive(Args)]
@@ -173,23 +164,10 @@ fn run(command: Command) -> Result<()> {
     }
 }
 
-fn convert(input: PathBuf, output: PathBuf, dtype: DTypeArg) -> Result<()> {
-    use knot_cli::convert::{ConvertOptions, TargetDType};
-    let target = match dtype {
-        DTypeArg::Keep => TargetDType::Keep,
-        DTypeArg::F32 => TargetDType::To(knot::DType::F32),
-        DTypeArg::F16 => TargetDType::To(knot::DType::F16),
-        DTypeArg::Q8_0 => TargetDType::To(knot::DType::Q8_0),
-        DTypeArg::Q4_0 => TargetDType::To(knot::DType::Q4_0),
-    };
-    let opts = ConvertOptions { dtype: target };
+fn convert(input: PathBuf, output: PathBuf, dtype: TargetDType) -> Result<()> {
+    let opts = ConvertOptions { dtype, name: None };
     let bar = knot_cli::progress::bar_if_terminal();
-    let progress = |done: u64, total: u64| {
-        if let Some(bar) = &bar {
-            bar.set_length(total);
-            bar.set_position(done);
-        }
-    };
+    let progress = knot_cli::progress::callback(bar.as_ref());
     let summary = if input.is_dir() {
         knot_cli::convert::hf_to_knot(&input, &output, &opts, &progress)?
     } else {
@@ -198,7 +176,16 @@ fn convert(input: PathBuf, output: PathBuf, dtype: DTypeArg) -> Result<()> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    eprintln!("wrote {} ({summary})", output.display());
+    eprintln!(
+        "wrote {}: {} ({}), {} layers, {} tensors ({} re-encoded), {:.1} MiB",
+        output.display(),
+        summary.name,
+        summary.architecture,
+        summary.n_layers,
+        summary.n_tensors,
+        summary.converted_tensors,
+        summary.file_len as f64 / (1024.0 * 1024.0)
+    );
     Ok(())
 }
 
