@@ -44,11 +44,10 @@ impl Merges {
         }
     }
 
-    /// Records a merge unless the pair already has a better (earlier) rank.
+    /// Records a merge; a pair listed twice keeps its last rank, as in Hugging Face's BPE (whose
+    /// merge map is a dict built in list order).
     pub fn insert(&mut self, left: u32, right: u32, rank: u32, merged: u32) {
-        self.pairs
-            .entry((left, right))
-            .or_insert(Merge { rank, merged });
+        self.pairs.insert((left, right), Merge { rank, merged });
     }
 
     fn get(&self, left: u32, right: u32) -> Option<Merge> {
