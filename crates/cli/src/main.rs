@@ -173,7 +173,7 @@ fn convert(input: PathBuf, output: PathBuf, dtype: TargetDType) -> Result<()> {
     } else {
         knot_cli::convert::gguf_to_knot(&input, &output, &opts, &progress)?
     };
-    if let Some(bar) = bar {
+    if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
     eprintln!(
