@@ -87,6 +87,7 @@ fn smollm2_matches_reference() {
     let reference = load_reference("smollm2.json");
     let (mut agree, mut total) = (0usize, 0usize);
     let mut max_diff = 0.0f32;
+    let mut diverged = Vec::new();
     for case in &reference.cases {
         let tf = teacher_forced(&model, &case.teacher_forced.ids);
         for (ours, theirs) in tf.iter().zip(&case.teacher_forced.positions) {
@@ -99,9 +100,22 @@ fn smollm2_matches_reference() {
         let g = greedy_continuation(&model, &case.prompt_ids, case.greedy_ids.len());
         let same = g.iter().zip(&case.greedy_ids).take_while(|(a, b)| a == b).count();
         eprintln!("{}: greedy agrees for {same}/{} tokens", case.name, g.len());
-        assert!(same >= 16, "{}: greedy diverges at token {same}: {g:?} vs {:?}", case.name, case.greedy_ids);
+        if same < 16 {
+            diverged.push(format!("{} at token {same}: {g:?} vs {:?}", case.name, case.greedy_ids));
+        }
     }
     let rate = agree as f64 / total as f64;
     eprintln!("smollm2: teacher-forced argmax agreement {agree}/{total} ({:.2}%), max |logit diff| at reference top-8 {max_diff:.3}", rate * 100.0);
     assert!(rate >= 0.99, "argmax agreement {rate}");
+    assert!(diverged.is_empty(), "greedy diverges before 16 tokens: {diverged:#?}");
+}
+
+#[test]
+fn tiny_llama_tied_gguf_matches_reference() {
+    check_tiny("tiny/llama-tied-f32.knot", &load_reference("tiny/llama-tied-f32.json"), 1e-4);
+}
+
+#[test]
+fn tiny_llama_tied_safetensors_matches_reference() {
+    check_tiny("tiny/llama-tied-f32-hf.knot", &load_reference("tiny/llama-tied-f32.json"), 1e-4);
 }
