@@ -42,13 +42,11 @@ fn dot_block(w: &[v128; 4], qs16: &[i16], ab: usize) -> v128 {
     )
 }
 
-/// Adds one weight block (widened to `w`, scales `d` and `m`) times activation blocks
+/// Adds one unpacked weight block (i16 lanes `w`, scales `d` and `m`) times activation blocks
 /// `ab0 + t·stride`, t < NT, into `acc` and `min_acc`.
 #[inline]
 fn block_step<const NT: usize>(
-    w: &[v128; 4],
-    d: f32,
-    m: f32,
+    (w, d, m): &([v128; 4], f32, f32),
     acts: &Q8Acts,
     ab0: usize,
     stride: usize,
@@ -58,9 +56,9 @@ fn block_step<const NT: usize>(
     for t in 0..NT {
         let ab = ab0 + t * stride;
         let dot = dot_block(w, &acts.qs16, ab);
-        let scaled = f32x4_mul(f32x4_convert_i32x4(dot), f32x4_splat(d * acts.d[ab]));
+        let scaled = f32x4_mul(f32x4_convert_i32x4(dot), f32x4_splat(*d * acts.d[ab]));
         acc[t] = f32x4_add(acc[t], scaled);
-        min_acc[t] += m * acts.s[ab];
+        min_acc[t] += *m * acts.s[ab];
     }
 }
 
@@ -117,15 +115,15 @@ fn dot_row<const NT: usize>(
     let mut pairs = row.chunks_exact(2 * block_bytes);
     let mut ab = t0 * blocks;
     for pair in &mut pairs {
-        let (w, d, m) = unpack(&pair[..block_bytes]);
-        block_step(&w, d, m, acts, ab, blocks, &mut acc0, &mut min0);
-        let (w, d, m) = unpack(&pair[block_bytes..]);
-        block_step(&w, d, m, acts, ab + 1, blocks, &mut acc1, &mut min1);
+        let even = unpack(&pair[..block_bytes]);
+        block_step(&even, acts, ab, blocks, &mut acc0, &mut min0);
+        let odd = unpack(&pair[block_bytes..]);
+        block_step(&odd, acts, ab + 1, blocks, &mut acc1, &mut min1);
         ab += 2;
     }
     if !pairs.remainder().is_empty() {
-        let (w, d, m) = unpack(pairs.remainder());
-        block_step(&w, d, m, acts, ab, blocks, &mut acc0, &mut min0);
+        let last = unpack(pairs.remainder());
+        block_step(&last, acts, ab, blocks, &mut acc0, &mut min0);
     }
     let mut out = [0.0f32; NT];
     for t in 0..NT {
