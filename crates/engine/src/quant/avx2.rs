@@ -42,122 +42,181 @@ unsafe fn load_f16_pair(p: *const u8) -> __m128 {
     _mm_cvtph_ps(_mm_cvtsi32_si128(bits))
 }
 
-/// Σ over blocks of a q4_0/q4_1 row with `NT` tokens starting at `t0`.
+/// Activation pointers of one matmul call; block `ab` of the activations is at `qs + 32·ab`,
+/// `d + ab`, `s + ab`.
+#[derive(Clone, Copy)]
+struct ActPtrs {
+    qs: *const i8,
+    d: *const f32,
+    s: *const f32,
+}
+
+impl ActPtrs {
+    fn new(acts: &Q8Acts) -> Self {
+        ActPtrs {
+            qs: acts.qs.as_ptr(),
+            d: acts.d.as_ptr(),
+            s: acts.s.as_ptr(),
+        }
+    }
+}
+
+/// One q4_0/q4_1 block at `p` against activation blocks `ab0 + t·stride`, t < NT.
 /// `HAS_MIN`: q4_1 (f16 d, f16 m); otherwise q4_0 (f16 d, implicit m = −8·d).
+///
+/// # Safety
+/// `p` points at a whole block and every activation block named exists.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_q4<const HAS_MIN: bool, const NT: usize>(
+unsafe fn q4_block<const HAS_MIN: bool, const NT: usize>(
+    p: *const u8,
+    act: ActPtrs,
+    ab0: usize,
+    stride: usize,
+    acc: &mut [__m256; NT],
+    min_acc: &mut [f32; NT],
+) {
+    let low4 = _mm_set1_epi8(0x0f);
+    let ones = _mm256_set1_epi16(1);
+    // SAFETY (whole body): pointers inside the block and the activations, per the contract.
+    unsafe {
+        let (d, m, nibbles) = if HAS_MIN {
+            let dm = load_f16_pair(p);
+            (
+                _mm_cvtss_f32(dm),
+                _mm_cvtss_f32(_mm_movehdup_ps(dm)),
+                p.add(4),
+            )
+        } else {
+            let d = _mm_cvtss_f32(load_f16_pair(p));
+            (d, -8.0 * d, p.add(2))
+        };
+        let raw = _mm_loadu_si128(nibbles.cast());
+        let lo = _mm_and_si128(raw, low4);
+        let hi = _mm_and_si128(_mm_srli_epi16::<4>(raw), low4);
+        let w = _mm256_set_m128i(hi, lo);
+        for t in 0..NT {
+            let ab = ab0 + t * stride;
+            let x = _mm256_loadu_si256(act.qs.add(ab * ACT_BLOCK).cast());
+            let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
+            let scale = _mm256_set1_ps(d * *act.d.add(ab));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[t]);
+            min_acc[t] += m * *act.s.add(ab);
+        }
+    }
+}
+
+/// A q4_0/q4_1 row against `NT` tokens starting at `t0`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_q4<const HAS_MIN: bool, const NT: usize>(
     row: &[u8],
     acts: &Q8Acts,
     t0: usize,
     blocks: usize,
 ) -> [f32; NT] {
     let block_bytes = if HAS_MIN { 20 } else { 18 };
-    debug_assert_eq!(row.len(), blocks * block_bytes);
-    debug_assert!(acts.d.len() >= (t0 + NT) * blocks);
-    let low4 = _mm_set1_epi8(0x0f);
-    let ones = _mm256_set1_epi16(1);
-    // Two accumulator sets (even/odd blocks) hide the FMA latency when NT is small.
-    let mut acc = [[_mm256_setzero_ps(); NT]; 2];
-    let mut min_acc = [[0.0f32; NT]; 2];
-    let qs = acts.qs.as_ptr();
-    for b in 0..blocks {
-        let half = b & 1;
-        // SAFETY: block b lies inside `row` (length checked above).
-        let p = unsafe { row.as_ptr().add(b * block_bytes) };
-        let (d, m, nib) = unsafe {
-            if HAS_MIN {
-                let dm = load_f16_pair(p);
-                (
-                    _mm_cvtss_f32(dm),
-                    _mm_cvtss_f32(_mm_movehdup_ps(dm)),
-                    p.add(4),
-                )
-            } else {
-                let d = _mm_cvtss_f32(load_f16_pair(p));
-                (d, -8.0 * d, p.add(2))
-            }
-        };
-        // SAFETY: 16 nibble bytes follow the scales inside the block.
-        let raw = unsafe { _mm_loadu_si128(nib.cast()) };
-        let lo = _mm_and_si128(raw, low4);
-        let hi = _mm_and_si128(_mm_srli_epi16::<4>(raw), low4);
-        let w = _mm256_set_m128i(hi, lo);
-        for t in 0..NT {
-            let ab = (t0 + t) * blocks + b;
-            // SAFETY: activation block ab exists (debug-asserted above; the driver passes
-            // t0 + NT ≤ n and acts holds n tokens of `blocks` blocks).
-            let (x, dx, sx) = unsafe {
-                (
-                    _mm256_loadu_si256(qs.add(ab * ACT_BLOCK).cast()),
-                    *acts.d.get_unchecked(ab),
-                    *acts.s.get_unchecked(ab),
-                )
-            };
-            let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
-            acc[half][t] = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(dot),
-                _mm256_set1_ps(d * dx),
-                acc[half][t],
+    assert_eq!(row.len(), blocks * block_bytes);
+    assert!(acts.d.len() >= (t0 + NT) * blocks && acts.qs.len() >= (t0 + NT) * blocks * 32);
+    let act = ActPtrs::new(acts);
+    // Two accumulator sets (even/odd blocks) hide the FMA latency when NT is small; named
+    // separately so they stay in registers.
+    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); NT], [_mm256_setzero_ps(); NT]);
+    let (mut min0, mut min1) = ([0.0f32; NT], [0.0f32; NT]);
+    let p = row.as_ptr();
+    let mut b = 0;
+    // SAFETY: b < blocks keeps every block inside `row`; activation blocks (t0 + t)·blocks + b
+    // exist by the assert above.
+    unsafe {
+        while b + 2 <= blocks {
+            let ab = t0 * blocks + b;
+            q4_block::<HAS_MIN, NT>(
+                p.add(b * block_bytes),
+                act,
+                ab,
+                blocks,
+                &mut acc0,
+                &mut min0,
             );
-            min_acc[half][t] += m * sx;
+            let (p1, ab1) = (p.add((b + 1) * block_bytes), ab + 1);
+            q4_block::<HAS_MIN, NT>(p1, act, ab1, blocks, &mut acc1, &mut min1);
+            b += 2;
+        }
+        if b < blocks {
+            let ab = t0 * blocks + b;
+            q4_block::<HAS_MIN, NT>(
+                p.add(b * block_bytes),
+                act,
+                ab,
+                blocks,
+                &mut acc0,
+                &mut min0,
+            );
         }
     }
     let mut out = [0.0f32; NT];
     for t in 0..NT {
-        out[t] = hsum(_mm256_add_ps(acc[0][t], acc[1][t])) + (min_acc[0][t] + min_acc[1][t]);
+        out[t] = hsum(_mm256_add_ps(acc0[t], acc1[t])) + (min0[t] + min1[t]);
     }
     out
 }
 
-/// q8_0 row (f16 d, 32 × i8) with `NT` tokens.
+/// One q8_0 block (f16 d, 32 × i8) at `p` against activation blocks `ab0 + t·stride`.
+///
+/// # Safety
+/// As `q4_block`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_q8_0<const NT: usize>(
-    row: &[u8],
-    acts: &Q8Acts,
-    t0: usize,
-    blocks: usize,
-) -> [f32; NT] {
-    debug_assert_eq!(row.len(), blocks * 34);
-    debug_assert!(acts.d.len() >= (t0 + NT) * blocks);
+unsafe fn q8_0_block<const NT: usize>(
+    p: *const u8,
+    act: ActPtrs,
+    ab0: usize,
+    stride: usize,
+    acc: &mut [__m256; NT],
+) {
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [[_mm256_setzero_ps(); NT]; 2];
-    let qs = acts.qs.as_ptr();
-    for b in 0..blocks {
-        let half = b & 1;
-        // SAFETY: block b lies inside `row`; its scale needs 2 bytes but reading 4 stays
-        // inside the 34-byte block.
-        let (d, w) = unsafe {
-            let p = row.as_ptr().add(b * 34);
-            (
-                _mm_cvtss_f32(load_f16_pair(p)),
-                _mm256_loadu_si256(p.add(2).cast()),
-            )
-        };
-        // maddubs wants its first operand unsigned: move w's sign onto x. |−128| reads as
-        // 128 unsigned, which is still right.
+    // SAFETY (whole body): per the contract. The scale read takes 4 bytes, still inside the
+    // 34-byte block.
+    unsafe {
+        let d = _mm_cvtss_f32(load_f16_pair(p));
+        let w = _mm256_loadu_si256(p.add(2).cast());
+        // maddubs wants its first operand unsigned: move w's sign onto x. |−128| reads as 128
+        // unsigned, which is still right.
         let w_abs = _mm256_abs_epi8(w);
         for t in 0..NT {
-            let ab = (t0 + t) * blocks + b;
-            // SAFETY: as in dot_q4.
-            let (x, dx) = unsafe {
-                (
-                    _mm256_loadu_si256(qs.add(ab * ACT_BLOCK).cast()),
-                    *acts.d.get_unchecked(ab),
-                )
-            };
+            let ab = ab0 + t * stride;
+            let x = _mm256_loadu_si256(act.qs.add(ab * ACT_BLOCK).cast());
             let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w)), ones);
-            acc[half][t] = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(dot),
-                _mm256_set1_ps(d * dx),
-                acc[half][t],
-            );
+            let scale = _mm256_set1_ps(d * *act.d.add(ab));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[t]);
+        }
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_q8_0<const NT: usize>(row: &[u8], acts: &Q8Acts, t0: usize, blocks: usize) -> [f32; NT] {
+    assert_eq!(row.len(), blocks * 34);
+    assert!(acts.d.len() >= (t0 + NT) * blocks && acts.qs.len() >= (t0 + NT) * blocks * 32);
+    let act = ActPtrs::new(acts);
+    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); NT], [_mm256_setzero_ps(); NT]);
+    let p = row.as_ptr();
+    let mut b = 0;
+    // SAFETY: as in dot_q4.
+    unsafe {
+        while b + 2 <= blocks {
+            let ab = t0 * blocks + b;
+            q8_0_block::<NT>(p.add(b * 34), act, ab, blocks, &mut acc0);
+            q8_0_block::<NT>(p.add((b + 1) * 34), act, ab + 1, blocks, &mut acc1);
+            b += 2;
+        }
+        if b < blocks {
+            q8_0_block::<NT>(p.add(b * 34), act, t0 * blocks + b, blocks, &mut acc0);
         }
     }
     let mut out = [0.0f32; NT];
     for t in 0..NT {
-        out[t] = hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
+        out[t] = hsum(_mm256_add_ps(acc0[t], acc1[t]));
     }
     out
 }
@@ -172,9 +231,12 @@ pub(super) unsafe fn matmul_q4<const HAS_MIN: bool>(
     out: &mut [f32],
 ) {
     let blocks = w.cols() / ACT_BLOCK;
-    tiled_matmul!(w.rows(), n, out, |r, t0, NT| unsafe {
-        dot_q4::<HAS_MIN, NT>(w.row(r), acts, t0, blocks)
-    });
+    tiled_matmul!(w.rows(), n, out, |r, t0, NT| dot_q4::<HAS_MIN, NT>(
+        w.row(r),
+        acts,
+        t0,
+        blocks
+    ));
 }
 
 /// # Safety
@@ -182,9 +244,12 @@ pub(super) unsafe fn matmul_q4<const HAS_MIN: bool>(
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn matmul_q8_0(w: &QMatrix, acts: &Q8Acts, n: usize, out: &mut [f32]) {
     let blocks = w.cols() / ACT_BLOCK;
-    tiled_matmul!(w.rows(), n, out, |r, t0, NT| unsafe {
-        dot_q8_0::<NT>(w.row(r), acts, t0, blocks)
-    });
+    tiled_matmul!(w.rows(), n, out, |r, t0, NT| dot_q8_0::<NT>(
+        w.row(r),
+        acts,
+        t0,
+        blocks
+    ));
 }
 
 /// 8 weights of a float row starting at element `i`, as f32.

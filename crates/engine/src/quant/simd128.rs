@@ -42,78 +42,92 @@ fn dot_block(w: &[v128; 4], qs16: &[i16], ab: usize) -> v128 {
     )
 }
 
-/// q4_0 (`HAS_MIN` false: f16 d, m = −8·d) or q4_1 (f16 d, f16 m) row with `NT` tokens.
+/// Adds one unpacked weight block (i16 lanes `w`, scales `d` and `m`) times activation blocks
+/// `ab0 + t·stride`, t < NT, into `acc` and `min_acc`.
 #[inline]
-fn dot_q4<const HAS_MIN: bool, const NT: usize>(
+fn block_step<const NT: usize>(
+    (w, d, m): &([v128; 4], f32, f32),
+    acts: &Q8Acts,
+    ab0: usize,
+    stride: usize,
+    acc: &mut [v128; NT],
+    min_acc: &mut [f32; NT],
+) {
+    for t in 0..NT {
+        let ab = ab0 + t * stride;
+        let dot = dot_block(w, &acts.qs16, ab);
+        let scaled = f32x4_mul(f32x4_convert_i32x4(dot), f32x4_splat(*d * acts.d[ab]));
+        acc[t] = f32x4_add(acc[t], scaled);
+        min_acc[t] += *m * acts.s[ab];
+    }
+}
+
+/// Unpacks a q4_0 (`HAS_MIN` false: f16 d, m = −8·d) or q4_1 (f16 d, f16 m) block to i16 lanes.
+#[inline]
+fn q4_block<const HAS_MIN: bool>(blk: &[u8]) -> ([v128; 4], f32, f32) {
+    let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
+    let m = if HAS_MIN {
+        f16_to_f32(u16::from_le_bytes([blk[2], blk[3]]))
+    } else {
+        -8.0 * d
+    };
+    let raw = load(blk[blk.len() - 16..].as_ptr());
+    let lo = v128_and(raw, u8x16_splat(0x0f));
+    let hi = u8x16_shr(raw, 4);
+    let w = [
+        u16x8_extend_low_u8x16(lo),
+        u16x8_extend_high_u8x16(lo),
+        u16x8_extend_low_u8x16(hi),
+        u16x8_extend_high_u8x16(hi),
+    ];
+    (w, d, m)
+}
+
+/// Unpacks a q8_0 block (f16 d, 32 × i8) to i16 lanes.
+#[inline]
+fn q8_0_block(blk: &[u8]) -> ([v128; 4], f32, f32) {
+    let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
+    let (q0, q1) = (load(blk[2..18].as_ptr()), load(blk[18..34].as_ptr()));
+    let w = [
+        i16x8_extend_low_i8x16(q0),
+        i16x8_extend_high_i8x16(q0),
+        i16x8_extend_low_i8x16(q1),
+        i16x8_extend_high_i8x16(q1),
+    ];
+    (w, d, 0.0)
+}
+
+/// A row of `blocks` blocks of `block_bytes` against `NT` tokens starting at `t0`.
+#[inline]
+fn dot_row<const NT: usize>(
     row: &[u8],
+    block_bytes: usize,
+    unpack: impl Fn(&[u8]) -> ([v128; 4], f32, f32),
     acts: &Q8Acts,
     t0: usize,
     blocks: usize,
 ) -> [f32; NT] {
-    let block_bytes = if HAS_MIN { 20 } else { 18 };
     assert_eq!(row.len(), blocks * block_bytes);
-    assert!(acts.d.len() >= (t0 + NT) * blocks && acts.s.len() >= (t0 + NT) * blocks);
-    let low4 = u8x16_splat(0x0f);
-    // Two accumulator sets (even/odd blocks) keep the float adds from serializing.
-    let mut acc = [[f32x4_splat(0.0); NT]; 2];
-    let mut min_acc = [[0.0f32; NT]; 2];
-    for (b, blk) in row.chunks_exact(block_bytes).enumerate() {
-        let half = b & 1;
-        let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
-        let m = if HAS_MIN {
-            f16_to_f32(u16::from_le_bytes([blk[2], blk[3]]))
-        } else {
-            -8.0 * d
-        };
-        let raw = load(blk[block_bytes - 16..].as_ptr());
-        let lo = v128_and(raw, low4);
-        let hi = u8x16_shr(raw, 4);
-        let w = [
-            u16x8_extend_low_u8x16(lo),
-            u16x8_extend_high_u8x16(lo),
-            u16x8_extend_low_u8x16(hi),
-            u16x8_extend_high_u8x16(hi),
-        ];
-        for t in 0..NT {
-            let ab = (t0 + t) * blocks + b;
-            let dot = dot_block(&w, &acts.qs16, ab);
-            let scaled = f32x4_mul(f32x4_convert_i32x4(dot), f32x4_splat(d * acts.d[ab]));
-            acc[half][t] = f32x4_add(acc[half][t], scaled);
-            min_acc[half][t] += m * acts.s[ab];
-        }
+    // Two accumulator sets (even/odd blocks) keep the float adds from serializing; named
+    // separately so they stay in registers.
+    let (mut acc0, mut acc1) = ([f32x4_splat(0.0); NT], [f32x4_splat(0.0); NT]);
+    let (mut min0, mut min1) = ([0.0f32; NT], [0.0f32; NT]);
+    let mut pairs = row.chunks_exact(2 * block_bytes);
+    let mut ab = t0 * blocks;
+    for pair in &mut pairs {
+        let even = unpack(&pair[..block_bytes]);
+        block_step(&even, acts, ab, blocks, &mut acc0, &mut min0);
+        let odd = unpack(&pair[block_bytes..]);
+        block_step(&odd, acts, ab + 1, blocks, &mut acc1, &mut min1);
+        ab += 2;
+    }
+    if !pairs.remainder().is_empty() {
+        let last = unpack(pairs.remainder());
+        block_step(&last, acts, ab, blocks, &mut acc0, &mut min0);
     }
     let mut out = [0.0f32; NT];
     for t in 0..NT {
-        out[t] = hsum(f32x4_add(acc[0][t], acc[1][t])) + (min_acc[0][t] + min_acc[1][t]);
-    }
-    out
-}
-
-#[inline]
-fn dot_q8_0<const NT: usize>(row: &[u8], acts: &Q8Acts, t0: usize, blocks: usize) -> [f32; NT] {
-    assert_eq!(row.len(), blocks * 34);
-    assert!(acts.d.len() >= (t0 + NT) * blocks);
-    let mut acc = [[f32x4_splat(0.0); NT]; 2];
-    for (b, blk) in row.chunks_exact(34).enumerate() {
-        let half = b & 1;
-        let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
-        let (q0, q1) = (load(blk[2..18].as_ptr()), load(blk[18..34].as_ptr()));
-        let w = [
-            i16x8_extend_low_i8x16(q0),
-            i16x8_extend_high_i8x16(q0),
-            i16x8_extend_low_i8x16(q1),
-            i16x8_extend_high_i8x16(q1),
-        ];
-        for t in 0..NT {
-            let ab = (t0 + t) * blocks + b;
-            let dot = dot_block(&w, &acts.qs16, ab);
-            let scaled = f32x4_mul(f32x4_convert_i32x4(dot), f32x4_splat(d * acts.d[ab]));
-            acc[half][t] = f32x4_add(acc[half][t], scaled);
-        }
-    }
-    let mut out = [0.0f32; NT];
-    for t in 0..NT {
-        out[t] = hsum(f32x4_add(acc[0][t], acc[1][t]));
+        out[t] = hsum(f32x4_add(acc0[t], acc1[t])) + (min0[t] + min1[t]);
     }
     out
 }
@@ -129,12 +143,11 @@ pub(super) fn matmul_q4<const HAS_MIN: bool>(
         acts.qs16.len() >= n * w.cols(),
         "activations were not widened to i16"
     );
-    tiled_matmul!(w.rows(), n, out, |r, t0, NT| dot_q4::<HAS_MIN, NT>(
-        w.row(r),
-        acts,
-        t0,
-        blocks
-    ));
+    let block_bytes = if HAS_MIN { 20 } else { 18 };
+    let unpack = q4_block::<HAS_MIN>;
+    tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
+        dot_row::<NT>(w.row(r), block_bytes, unpack, acts, t0, blocks)
+    });
 }
 
 pub(super) fn matmul_q8_0(w: &QMatrix, acts: &Q8Acts, n: usize, out: &mut [f32]) {
@@ -143,12 +156,9 @@ pub(super) fn matmul_q8_0(w: &QMatrix, acts: &Q8Acts, n: usize, out: &mut [f32])
         acts.qs16.len() >= n * w.cols(),
         "activations were not widened to i16"
     );
-    tiled_matmul!(w.rows(), n, out, |r, t0, NT| dot_q8_0::<NT>(
-        w.row(r),
-        acts,
-        t0,
-        blocks
-    ));
+    tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
+        dot_row::<NT>(w.row(r), 34, q8_0_block, acts, t0, blocks)
+    });
 }
 
 /// Four f16 values (in the low 64 bits of `h`) to f32, exactly: the lane-wise form of

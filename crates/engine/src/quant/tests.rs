@@ -407,3 +407,49 @@ fn simd_kernels_are_offered_where_built() {
             && is_x86_feature_detected!("f16c")
     );
 }
+
+/// Rough speed probe that also runs under wasm32-wasip1 (criterion does not):
+/// `cargo test -p engine --lib --release [--target wasm32-wasip1] quant::tests::matvec_speed
+/// -- --ignored --nocapture`. Prints weight GB/s per kernel for SmolLM2's shapes.
+#[test]
+#[ignore = "timing probe, run by hand in release"]
+fn matvec_speed() {
+    let shapes = [
+        (DType::Q4_1, 576, 576),
+        (DType::Q4_1, 1536, 576),
+        (DType::Q4_1, 576, 1536),
+        (DType::Q8_0, 49152, 576),
+    ];
+    for (dtype, rows, cols) in shapes {
+        let bytes = quantized(dtype, &values(rows * cols, 1, 1.0));
+        let w = QMatrix::new(dtype, rows, cols, &bytes).unwrap();
+        let x = values(cols, 2, 1.0);
+        let mut out = vec![0.0; rows];
+        let mut scratch = MatmulScratch::default();
+        for kernel in available_kernels() {
+            let reps = (200_000_000 / bytes.len()).max(3);
+            let start = std::time::Instant::now();
+            for _ in 0..reps {
+                matmul_with(kernel, &w, &x, 1, &mut out, &mut scratch);
+            }
+            let secs = start.elapsed().as_secs_f64();
+            let gbps = (bytes.len() * reps) as f64 / secs / 1e9;
+            println!("{dtype} [{rows},{cols}] {kernel:?}: {gbps:.2} GB/s");
+        }
+        // 128-token prefill on the same weights.
+        let n = 128;
+        let x = values(n * cols, 3, 1.0);
+        let mut out = vec![0.0; n * rows];
+        for kernel in available_kernels() {
+            let reps = (1_000_000_000 / (n * rows * cols)).max(1);
+            let start = std::time::Instant::now();
+            for _ in 0..reps {
+                matmul_with(kernel, &w, &x, n, &mut out, &mut scratch);
+            }
+            let macs = (n * rows * cols * reps) as f64 / start.elapsed().as_secs_f64() / 1e9;
+            println!(
+                "{dtype} [{rows},{cols}] x {n} tokens {kernel:?}: {macs:.2} G multiply-adds/s"
+            );
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Matrix kernel speed on SmolLM2-135M shapes: matvec (decode) per format and a 128-token
+//! matmul (prefill). Throughput is weight bytes read per second for matvec and multiply-adds
+//! (elements) per second for the 128-token matmul.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use engine::quant::{available_kernels, matmul_with, quantize, DType, MatmulScratch, QMatrix};
+
+/// [rows, cols] of SmolLM2's projections: q/o, k/v, gate/up, down, and the tied LM head.
+const SHAPES: [(usize, usize); 5] = [
+    (576, 576),
+    (192, 576),
+    (1536, 576),
+    (576, 1536),
+    (49152, 576),
+];
+
+fn values(len: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+fn weights(dtype: DType, rows: usize, cols: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    quantize(dtype, &values(rows * cols, 7), &mut bytes).expect("supported format");
+    bytes
+}
+
+fn matvec(c: &mut Criterion) {
+    let mut group = c.benchmark_group("matvec");
+    for dtype in [
+        DType::Q4_1,
+        DType::Q4_0,
+        DType::Q8_0,
+        DType::F16,
+        DType::Bf16,
+        DType::F32,
+    ] {
+        for (rows, cols) in SHAPES {
+            // The LM head is q8_0 in SmolLM2; other formats there only add minutes.
+            if rows == 49152 && dtype != DType::Q8_0 {
+                continue;
+            }
+            let bytes = weights(dtype, rows, cols);
+            let w = QMatrix::new(dtype, rows, cols, &bytes).expect("valid shape");
+            let x = values(cols, 3);
+            let mut out = vec![0.0; rows];
+            let mut scratch = MatmulScratch::default();
+            group.throughput(Throughput::Bytes(bytes.len() as u64));
+            for kernel in available_kernels() {
+                let id = BenchmarkId::new(format!("{dtype}/{kernel:?}"), format!("{rows}x{cols}"));
+                group.bench_function(id, |b| {
+                    b.iter(|| matmul_with(kernel, &w, &x, 1, &mut out, &mut scratch))
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+fn prefill(c: &mut Criterion) {
+    const TOKENS: usize = 128;
+    let mut group = c.benchmark_group("matmul128");
+    group.sample_size(20);
+    for dtype in [DType::Q4_1, DType::Q8_0] {
+        for (rows, cols) in &SHAPES[..4] {
+            let (rows, cols) = (*rows, *cols);
+            let bytes = weights(dtype, rows, cols);
+            let w = QMatrix::new(dtype, rows, cols, &bytes).expect("valid shape");
+            let x = values(TOKENS * cols, 5);
+            let mut out = vec![0.0; TOKENS * rows];
+            let mut scratch = MatmulScratch::default();
+            group.throughput(Throughput::Elements((TOKENS * rows * cols) as u64));
+            for kernel in available_kernels() {
+                let id = BenchmarkId::new(format!("{dtype}/{kernel:?}"), format!("{rows}x{cols}"));
+                group.bench_function(id, |b| {
+                    b.iter(|| matmul_with(kernel, &w, &x, TOKENS, &mut out, &mut scratch))
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, matvec, prefill);
+criterion_main!(benches);
