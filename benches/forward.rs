@@ -22,7 +22,10 @@ fn main() {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| model_path("SmolLM2-135M-Instruct.Q4_1.knot"));
     if !path.exists() {
-        eprintln!("{} is missing: run scripts/prepare-model.sh", path.display());
+        eprintln!(
+            "{} is missing: run scripts/prepare-model.sh",
+            path.display()
+        );
         std::process::exit(1);
     }
     let (prompt_len, n, runs) = (128usize, 64usize, 3usize);
@@ -30,7 +33,9 @@ fn main() {
     let model = file.model();
     let vocab = model.config.vocab_size as u32;
     // Deterministic, in-vocabulary prompt ids; the speed does not depend on which ids they are.
-    let prompt: Vec<u32> = (0..prompt_len as u32).map(|i| (i * 7919 + 13) % vocab).collect();
+    let prompt: Vec<u32> = (0..prompt_len as u32)
+        .map(|i| (i * 7919 + 13) % vocab)
+        .collect();
     let mut session = Session::new(&model.config, prompt_len + n).unwrap();
     let (mut prefill, mut decode) = (Vec::new(), Vec::new());
     for _ in 0..runs {

@@ -10,7 +10,9 @@ use knot_suite::{fixture, load_reference, require_model, KnotFile, Reference};
 fn teacher_forced(model: &Model, ids: &[u32]) -> Vec<Vec<f32>> {
     let mut s = Session::new(&model.config, ids.len()).unwrap();
     let all = model.forward(&mut s, ids, true).unwrap();
-    all.chunks_exact(model.config.vocab_size).map(<[f32]>::to_vec).collect()
+    all.chunks_exact(model.config.vocab_size)
+        .map(<[f32]>::to_vec)
+        .collect()
 }
 
 /// Greedy continuation, one token per step after the prompt (the decode path with the KV cache).
@@ -33,7 +35,12 @@ fn check_tiny(knot_rel: &str, reference: &Reference, tol: f32) {
     let mut worst = 0.0f32;
     for case in &reference.cases {
         let tf = teacher_forced(&model, &case.teacher_forced.ids);
-        assert_eq!(tf.len(), case.teacher_forced.positions.len(), "{}", case.name);
+        assert_eq!(
+            tf.len(),
+            case.teacher_forced.positions.len(),
+            "{}",
+            case.name
+        );
         for (pos, (ours, theirs)) in tf.iter().zip(&case.teacher_forced.positions).enumerate() {
             for (&id, &want) in theirs.ids.iter().zip(&theirs.logits) {
                 let got = ours[id as usize];
@@ -48,7 +55,10 @@ fn check_tiny(knot_rel: &str, reference: &Reference, tol: f32) {
         if let Some(full) = &case.full_logits_last {
             let ours = tf.last().unwrap();
             for (id, (&got, &want)) in ours.iter().zip(full).enumerate() {
-                assert!((got - want).abs() <= tol, "{knot_rel} last pos id {id}: {got} vs {want}");
+                assert!(
+                    (got - want).abs() <= tol,
+                    "{knot_rel} last pos id {id}: {got} vs {want}"
+                );
             }
         }
         let g = greedy_continuation(&model, &case.prompt_ids, case.greedy_ids.len());
@@ -59,29 +69,47 @@ fn check_tiny(knot_rel: &str, reference: &Reference, tol: f32) {
 
 #[test]
 fn tiny_llama_f32_gguf_matches_reference() {
-    check_tiny("tiny/llama-f32.knot", &load_reference("tiny/llama-f32.json"), 1e-4);
+    check_tiny(
+        "tiny/llama-f32.knot",
+        &load_reference("tiny/llama-f32.json"),
+        1e-4,
+    );
 }
 
 #[test]
 fn tiny_llama_f32_safetensors_matches_reference() {
-    check_tiny("tiny/llama-f32-hf.knot", &load_reference("tiny/llama-f32.json"), 1e-4);
+    check_tiny(
+        "tiny/llama-f32-hf.knot",
+        &load_reference("tiny/llama-f32.json"),
+        1e-4,
+    );
 }
 
 #[test]
 fn tiny_llama_f16_gguf_matches_reference() {
-    check_tiny("tiny/llama-f16.knot", &load_reference("tiny/llama-f16.json"), 1e-4);
+    check_tiny(
+        "tiny/llama-f16.knot",
+        &load_reference("tiny/llama-f16.json"),
+        1e-4,
+    );
 }
 
 #[test]
 fn tiny_llama_f16_safetensors_matches_reference() {
-    check_tiny("tiny/llama-f16-hf.knot", &load_reference("tiny/llama-f16.json"), 1e-4);
+    check_tiny(
+        "tiny/llama-f16-hf.knot",
+        &load_reference("tiny/llama-f16.json"),
+        1e-4,
+    );
 }
 
 /// SmolLM2 Q4_1: HF dequantizes weights and computes in f32, we (like llama.cpp) quantize
 /// activations to 8-bit blocks, so logits differ slightly; near-ties may flip the argmax.
 #[test]
 fn smollm2_matches_reference() {
-    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else { return };
+    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
+        return;
+    };
     let file = KnotFile::read(&path);
     let model = file.model();
     let reference = load_reference("smollm2.json");
@@ -98,24 +126,42 @@ fn smollm2_matches_reference() {
             }
         }
         let g = greedy_continuation(&model, &case.prompt_ids, case.greedy_ids.len());
-        let same = g.iter().zip(&case.greedy_ids).take_while(|(a, b)| a == b).count();
+        let same = g
+            .iter()
+            .zip(&case.greedy_ids)
+            .take_while(|(a, b)| a == b)
+            .count();
         eprintln!("{}: greedy agrees for {same}/{} tokens", case.name, g.len());
         if same < 16 {
-            diverged.push(format!("{} at token {same}: {g:?} vs {:?}", case.name, case.greedy_ids));
+            diverged.push(format!(
+                "{} at token {same}: {g:?} vs {:?}",
+                case.name, case.greedy_ids
+            ));
         }
     }
     let rate = agree as f64 / total as f64;
     eprintln!("smollm2: teacher-forced argmax agreement {agree}/{total} ({:.2}%), max |logit diff| at reference top-8 {max_diff:.3}", rate * 100.0);
     assert!(rate >= 0.99, "argmax agreement {rate}");
-    assert!(diverged.is_empty(), "greedy diverges before 16 tokens: {diverged:#?}");
+    assert!(
+        diverged.is_empty(),
+        "greedy diverges before 16 tokens: {diverged:#?}"
+    );
 }
 
 #[test]
 fn tiny_llama_tied_gguf_matches_reference() {
-    check_tiny("tiny/llama-tied-f32.knot", &load_reference("tiny/llama-tied-f32.json"), 1e-4);
+    check_tiny(
+        "tiny/llama-tied-f32.knot",
+        &load_reference("tiny/llama-tied-f32.json"),
+        1e-4,
+    );
 }
 
 #[test]
 fn tiny_llama_tied_safetensors_matches_reference() {
-    check_tiny("tiny/llama-tied-f32-hf.knot", &load_reference("tiny/llama-tied-f32.json"), 1e-4);
+    check_tiny(
+        "tiny/llama-tied-f32-hf.knot",
+        &load_reference("tiny/llama-tied-f32.json"),
+        1e-4,
+    );
 }

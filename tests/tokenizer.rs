@@ -48,19 +48,41 @@ fn smollm2_prompts_tokenize_like_hf() {
     let tok = file.tokenizer();
     for case in load_reference("smollm2.json").cases {
         let Some(chat) = case.chat else {
-            let prompt = case.prompt.as_deref().expect("plain cases record their prompt");
-            assert_eq!(tok.encode_with_bos(prompt), case.prompt_ids, "{}", case.name);
+            let prompt = case
+                .prompt
+                .as_deref()
+                .expect("plain cases record their prompt");
+            assert_eq!(
+                tok.encode_with_bos(prompt),
+                case.prompt_ids,
+                "{}",
+                case.name
+            );
             continue;
         };
         let messages: Vec<ChatMessage> = chat
             .messages
             .iter()
-            .map(|m| ChatMessage { role: m.role.clone(), content: m.content.clone() })
+            .map(|m| ChatMessage {
+                role: m.role.clone(),
+                content: m.content.clone(),
+            })
             .collect();
-        let template = file.knot.meta.chat_template.as_deref().expect("chat template");
+        let template = file
+            .knot
+            .meta
+            .chat_template
+            .as_deref()
+            .expect("chat template");
         let name = |id: Option<u32>| id.and_then(|i| tok.token(i)).unwrap_or("").to_string();
-        let rendered =
-            render_chat(template, &messages, true, &name(tok.bos_id()), &name(tok.eos_id())).unwrap();
+        let rendered = render_chat(
+            template,
+            &messages,
+            true,
+            &name(tok.bos_id()),
+            &name(tok.eos_id()),
+        )
+        .unwrap();
         assert_eq!(rendered, chat.rendered, "{}", case.name);
         assert_eq!(tok.encode(&rendered), case.prompt_ids, "{}", case.name);
     }

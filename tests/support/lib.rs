@@ -5,12 +5,16 @@ use std::path::PathBuf;
 
 /// Absolute path under tests/fixtures (absolute so it also resolves under WASI).
 pub fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
 }
 
 /// Absolute path under the git-ignored models/ cache that scripts/fetch-model.sh fills.
 pub fn model_path(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("models")
+        .join(rel)
 }
 
 /// Returns the model file if present. When `KNOT_REQUIRE_MODELS` is set (the test command sets
@@ -23,7 +27,10 @@ pub fn require_model(rel: &str) -> Option<PathBuf> {
     if std::env::var_os("KNOT_REQUIRE_MODELS").is_some() {
         panic!("{} is missing: run scripts/fetch-model.sh", p.display());
     }
-    eprintln!("skipping: {} not present (run scripts/fetch-model.sh)", p.display());
+    eprintln!(
+        "skipping: {} not present (run scripts/fetch-model.sh)",
+        p.display()
+    );
     None
 }
 
@@ -87,7 +94,8 @@ pub struct KnotFile {
 impl KnotFile {
     pub fn read(path: &std::path::Path) -> KnotFile {
         let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let knot = knot::Knot::from_bytes(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let knot =
+            knot::Knot::from_bytes(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         KnotFile { bytes, knot }
     }
 
@@ -100,7 +108,8 @@ impl KnotFile {
         let span = self.knot.meta.tokenizer.blob;
         let start = (self.knot.payload_offset + span.offset) as usize;
         let data: knot::TokenizerData =
-            serde_json::from_slice(&self.bytes[start..start + span.size as usize]).expect("tokenizer blob");
+            serde_json::from_slice(&self.bytes[start..start + span.size as usize])
+                .expect("tokenizer blob");
         engine::tokenizer::Tokenizer::from_data(&data).expect("tokenizer")
     }
 }

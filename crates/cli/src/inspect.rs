@@ -38,13 +38,27 @@ pub fn run(path: &Path, json: bool) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    println!("{}: knot v{}, {:.1} MiB", path.display(), k.header.version, mib(k.file_len));
-    println!("  metadata {} bytes, payload at {}", k.header.meta_len, k.payload_offset);
+    println!(
+        "{}: knot v{}, {:.1} MiB",
+        path.display(),
+        k.header.version,
+        mib(k.file_len)
+    );
+    println!(
+        "  metadata {} bytes, payload at {}",
+        k.header.meta_len, k.payload_offset
+    );
     println!("  name {:?}, architecture {}", m.name, m.architecture);
     let c = &m.config;
     println!(
         "  layers {}, dim {}, heads {}/{} kv, head_dim {}, ffn {}, vocab {}, context {}",
-        c.n_layers, c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.vocab_size,
+        c.n_layers,
+        c.dim,
+        c.n_heads,
+        c.n_kv_heads,
+        c.head_dim,
+        c.ffn_dim,
+        c.vocab_size,
         c.context_length
     );
     println!(
@@ -57,16 +71,35 @@ pub fn run(path: &Path, json: bool) -> Result<(), Box<dyn std::error::Error>> {
         m.tokenizer.model,
         m.tokenizer.pre,
         mib(m.tokenizer.blob.size),
-        if m.chat_template.is_some() { "yes" } else { "no" }
+        if m.chat_template.is_some() {
+            "yes"
+        } else {
+            "no"
+        }
     );
-    println!("  resident span @{} {:.2} MiB", m.resident.offset, mib(m.resident.size));
+    println!(
+        "  resident span @{} {:.2} MiB",
+        m.resident.offset,
+        mib(m.resident.size)
+    );
     for (i, s) in m.layers.iter().enumerate() {
         println!("  layer {i:>3} span @{} {:.2} MiB", s.offset, mib(s.size));
     }
-    println!("  {:<32} {:>6} {:>16} {:>12} {:>10}", "tensor", "dtype", "shape", "offset", "bytes");
+    println!(
+        "  {:<32} {:>6} {:>16} {:>12} {:>10}",
+        "tensor", "dtype", "shape", "offset", "bytes"
+    );
     for t in &m.tensors {
-        let shape = t.shape.iter().map(u64::to_string).collect::<Vec<_>>().join("x");
-        println!("  {:<32} {:>6} {:>16} {:>12} {:>10}", t.name, t.dtype, shape, t.offset, t.size);
+        let shape = t
+            .shape
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join("x");
+        println!(
+            "  {:<32} {:>6} {:>16} {:>12} {:>10}",
+            t.name, t.dtype, shape, t.offset, t.size
+        );
     }
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! Library side of the `knot` command: model conversion and the subcommands' logic.
 
+pub mod bench;
 pub mod convert;
 pub mod gguf;
-pub mod progress;
-pub mod bench;
 pub mod inspect;
 pub mod loaded;
+pub mod progress;

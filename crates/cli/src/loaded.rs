@@ -9,9 +9,15 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("cannot read {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path} is not a valid knot file: {source}")]
-    Knot { path: String, source: knot::KnotError },
+    Knot {
+        path: String,
+        source: knot::KnotError,
+    },
     #[error("the tokenizer blob is not valid: {0}")]
     TokenizerBlob(String),
     #[error(transparent)]
@@ -32,8 +38,12 @@ pub struct LoadedKnot {
 impl LoadedKnot {
     pub fn open(path: &Path) -> Result<Self, LoadError> {
         let p = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Io { path: p.clone(), source })?;
-        let knot = Knot::from_bytes(&bytes).map_err(|source| LoadError::Knot { path: p, source })?;
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+            path: p.clone(),
+            source,
+        })?;
+        let knot =
+            Knot::from_bytes(&bytes).map_err(|source| LoadError::Knot { path: p, source })?;
         Ok(LoadedKnot { bytes, knot })
     }
 
@@ -57,9 +67,17 @@ impl LoadedKnot {
 
     /// Renders a single user turn with the model's chat template, ready for generation.
     pub fn chat_prompt(&self, tok: &Tokenizer, user: &str) -> Result<String, LoadError> {
-        let template = self.knot.meta.chat_template.as_deref().ok_or(LoadError::NoChatTemplate)?;
+        let template = self
+            .knot
+            .meta
+            .chat_template
+            .as_deref()
+            .ok_or(LoadError::NoChatTemplate)?;
         let name = |id: Option<u32>| id.and_then(|i| tok.token(i)).unwrap_or("").to_string();
-        let messages = [ChatMessage { role: "user".into(), content: user.into() }];
+        let messages = [ChatMessage {
+            role: "user".into(),
+            content: user.into(),
+        }];
         Ok(render_chat(
             template,
             &messages,

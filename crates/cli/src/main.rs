@@ -141,16 +141,28 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 fn run(command: Command) -> Result<()> {
     match command {
-        Command::Convert { input, output, dtype } => convert(input, output, dtype),
+        Command::Convert {
+            input,
+            output,
+            dtype,
+        } => convert(input, output, dtype),
         Command::Inspect { file, json } => knot_cli::inspect::run(&file, json),
         Command::Generate(args) => generate(args),
-        Command::Logits { file, tokens, top, json } => logits(file, tokens, top, json),
+        Command::Logits {
+            file,
+            tokens,
+            top,
+            json,
+        } => logits(file, tokens, top, json),
         Command::Tokenize { file, text, json } => {
             let ids = LoadedKnot::open(&file)?.tokenizer()?.encode(&text);
             if json {
                 println!("{}", serde_json::json!({ "ids": ids }));
             } else {
-                println!("{}", ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","));
+                println!(
+                    "{}",
+                    ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                );
             }
             Ok(())
         }
@@ -158,9 +170,13 @@ fn run(command: Command) -> Result<()> {
             println!("{}", LoadedKnot::open(&file)?.tokenizer()?.decode(&ids)?);
             Ok(())
         }
-        Command::Bench { file, n, prompt_len, runs, json } => {
-            knot_cli::bench::run(&file, n, prompt_len, runs, json)
-        }
+        Command::Bench {
+            file,
+            n,
+            prompt_len,
+            runs,
+            json,
+        } => knot_cli::bench::run(&file, n, prompt_len, runs, json),
     }
 }
 

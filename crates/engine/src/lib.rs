@@ -9,5 +9,7 @@ pub mod quant;
 pub mod sampler;
 pub mod tokenizer;
 
-pub use model::{EngineError, LayerWeights, Model, ResidentWeights, Session, TensorRef, TensorSource};
+pub use model::{
+    EngineError, LayerWeights, Model, ResidentWeights, Session, TensorRef, TensorSource,
+};
 pub use sampler::{Sampler, SamplerConfig, SamplerError};

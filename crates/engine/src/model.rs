@@ -21,7 +21,11 @@ pub enum EngineError {
     #[error("missing tensor {0}")]
     MissingTensor(String),
     #[error("tensor {name} has shape {got:?}, expected {expected:?}")]
-    BadShape { name: String, got: Vec<u64>, expected: Vec<u64> },
+    BadShape {
+        name: String,
+        got: Vec<u64>,
+        expected: Vec<u64>,
+    },
     #[error("layers must run in order: expected layer {expected}, got {got}")]
     LayerOrder { expected: usize, got: usize },
     #[error("unsupported architecture {0:?}")]
@@ -138,7 +142,8 @@ impl<'a> LayerWeights<'a> {
         src: &impl TensorSource<'a>,
     ) -> Result<Self, EngineError> {
         let (dim, q_dim, kv_dim, ffn) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim);
-        let m = |role: &str, rows, cols| matrix(src, &format!("blk.{layer}.{role}.weight"), rows, cols);
+        let m =
+            |role: &str, rows, cols| matrix(src, &format!("blk.{layer}.{role}.weight"), rows, cols);
         Ok(LayerWeights {
             attn_norm: m("attn_norm", 1, dim)?,
             attn_q: m("attn_q", q_dim, dim)?,
@@ -184,10 +189,10 @@ impl ConfigExt for ModelConfig {
         if self.dim == 0 || self.n_heads == 0 || self.n_kv_heads == 0 || self.head_dim == 0 {
             return bad("dim, heads and head_dim must be positive");
         }
-        if self.n_heads % self.n_kv_heads != 0 {
+        if !self.n_heads.is_multiple_of(self.n_kv_heads) {
             return bad("n_heads must be a multiple of n_kv_heads");
         }
-        if self.rope_dim > self.head_dim || self.rope_dim % 2 != 0 {
+        if self.rope_dim > self.head_dim || !self.rope_dim.is_multiple_of(2) {
             return bad("rope_dim must be even and at most head_dim");
         }
         if self.vocab_size == 0 || self.ffn_dim == 0 || self.n_layers == 0 {
@@ -293,7 +298,10 @@ impl Session {
         }
         let needed = self.pos + tokens.len();
         if needed > self.max_ctx {
-            return Err(EngineError::ContextFull { needed, max: self.max_ctx });
+            return Err(EngineError::ContextFull {
+                needed,
+                max: self.max_ctx,
+            });
         }
         let n = tokens.len();
         let c = &self.cfg;
@@ -324,7 +332,10 @@ impl Session {
             return Err(EngineError::EmptyBatch);
         }
         if layer != self.next_layer {
-            return Err(EngineError::LayerOrder { expected: self.next_layer, got: layer });
+            return Err(EngineError::LayerOrder {
+                expected: self.next_layer,
+                got: layer,
+            });
         }
         let (n, pos, eps) = (self.n, self.pos, self.cfg.norm_eps);
         let (hd, kv_dim) = (self.cfg.head_dim, self.cfg.kv_dim());
@@ -337,14 +348,22 @@ impl Session {
         matmul(&w.attn_v, &self.xb, n, &mut self.v, &mut self.scratch);
         for t in 0..n {
             let q_dim = self.cfg.q_dim();
-            self.rope.apply(&mut self.q[t * q_dim..(t + 1) * q_dim], hd, pos + t);
-            self.rope.apply(&mut self.k[t * kv_dim..(t + 1) * kv_dim], hd, pos + t);
+            self.rope
+                .apply(&mut self.q[t * q_dim..(t + 1) * q_dim], hd, pos + t);
+            self.rope
+                .apply(&mut self.k[t * kv_dim..(t + 1) * kv_dim], hd, pos + t);
         }
         let cache = &mut self.kv[layer];
         cache.k.extend_from_slice(&self.k);
         cache.v.extend_from_slice(&self.v);
         self.attention(layer);
-        matmul(&w.attn_output, &self.att, n, &mut self.xb, &mut self.scratch);
+        matmul(
+            &w.attn_output,
+            &self.att,
+            n,
+            &mut self.xb,
+            &mut self.scratch,
+        );
         add(&mut self.x, &self.xb);
 
         // Feed-forward: x += Wdown · (silu(Wgate·norm(x)) * Wup·norm(x))
@@ -413,7 +432,13 @@ impl Session {
             self.cfg.norm_eps,
         );
         self.logits.resize(m * vocab, 0.0);
-        matmul(&w.output, &self.xb[..m * dim], m, &mut self.logits, &mut self.scratch);
+        matmul(
+            &w.output,
+            &self.xb[..m * dim],
+            m,
+            &mut self.logits,
+            &mut self.scratch,
+        );
         self.pos += n;
         self.n = 0;
         Ok(&self.logits)

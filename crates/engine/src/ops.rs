@@ -76,7 +76,11 @@ impl Rope {
         let inv_freq = (0..rope_dim / 2)
             .map(|i| 1.0 / theta.powf((2 * i) as f32 / rope_dim as f32))
             .collect();
-        Rope { style, rope_dim, inv_freq }
+        Rope {
+            style,
+            rope_dim,
+            inv_freq,
+        }
     }
 
     /// Rotates every head of `x` (`n_heads * head_dim` values) for position `pos`.

@@ -285,7 +285,9 @@ mod tests {
     use super::*;
 
     fn logits() -> Vec<f32> {
-        (0..100).map(|i| ((i * 37 % 100) as f32) / 10.0 - 5.0).collect()
+        (0..100)
+            .map(|i| ((i * 37 % 100) as f32) / 10.0 - 5.0)
+            .collect()
     }
 
     #[test]
@@ -295,7 +297,12 @@ mod tests {
         let v: Vec<u32> = (0..4).map(|_| r.next_u32()).collect();
         let mut again = Pcg32::new(42);
         assert_eq!(v, (0..4).map(|_| again.next_u32()).collect::<Vec<_>>());
-        assert_ne!(v, (0..4).map(|_| Pcg32::new(43).next_u32()).collect::<Vec<_>>());
+        assert_ne!(
+            v,
+            (0..4)
+                .map(|_| Pcg32::new(43).next_u32())
+                .collect::<Vec<_>>()
+        );
         assert_eq!(v, GOLDEN_PCG_42);
     }
     const GOLDEN_PCG_42: [u32; 4] = [3270867926, 1795671209, 1924641435, 1143034755];
@@ -322,13 +329,25 @@ mod tests {
 
     #[test]
     fn seeded_sampling_is_reproducible_and_seed_dependent() {
-        let cfg = SamplerConfig { temperature: 1.0, seed: 7, ..Default::default() };
+        let cfg = SamplerConfig {
+            temperature: 1.0,
+            seed: 7,
+            ..Default::default()
+        };
         let run = |cfg: &SamplerConfig| {
             let mut s = Sampler::new(cfg.clone()).unwrap();
-            (0..32).map(|_| s.sample(&mut logits()).unwrap()).collect::<Vec<_>>()
+            (0..32)
+                .map(|_| s.sample(&mut logits()).unwrap())
+                .collect::<Vec<_>>()
         };
         assert_eq!(run(&cfg), run(&cfg));
-        assert_ne!(run(&cfg), run(&SamplerConfig { seed: 8, ..cfg.clone() }));
+        assert_ne!(
+            run(&cfg),
+            run(&SamplerConfig {
+                seed: 8,
+                ..cfg.clone()
+            })
+        );
         // Identical on native and wasm32: this golden sequence is checked on both.
         assert_eq!(run(&cfg)[..8], GOLDEN_SAMPLES_SEED7);
     }
@@ -344,7 +363,12 @@ mod tests {
 
     #[test]
     fn top_k_one_is_greedy() {
-        let cfg = SamplerConfig { temperature: 5.0, top_k: 1, seed: 3, ..Default::default() };
+        let cfg = SamplerConfig {
+            temperature: 5.0,
+            top_k: 1,
+            seed: 3,
+            ..Default::default()
+        };
         let mut s = Sampler::new(cfg).unwrap();
         for _ in 0..20 {
             assert_eq!(s.sample(&mut logits()).unwrap(), 27);
@@ -358,8 +382,18 @@ mod tests {
         l[3] = 5.0;
         l[9] = 5.0;
         for cfg in [
-            SamplerConfig { temperature: 1.0, top_p: 0.9, seed: 1, ..Default::default() },
-            SamplerConfig { temperature: 1.0, min_p: 0.5, seed: 1, ..Default::default() },
+            SamplerConfig {
+                temperature: 1.0,
+                top_p: 0.9,
+                seed: 1,
+                ..Default::default()
+            },
+            SamplerConfig {
+                temperature: 1.0,
+                min_p: 0.5,
+                seed: 1,
+                ..Default::default()
+            },
         ] {
             let mut s = Sampler::new(cfg).unwrap();
             let mut seen = [false; 50];
@@ -376,7 +410,11 @@ mod tests {
         let mut l = vec![f32::NEG_INFINITY; 10];
         l[4] = 0.0;
         l[6] = f32::NAN;
-        let cfg = SamplerConfig { temperature: 2.0, seed: 9, ..Default::default() };
+        let cfg = SamplerConfig {
+            temperature: 2.0,
+            seed: 9,
+            ..Default::default()
+        };
         let mut s = Sampler::new(cfg).unwrap();
         for _ in 0..50 {
             assert_eq!(s.sample(&mut l.clone()).unwrap(), 4);
@@ -387,14 +425,21 @@ mod tests {
 
     #[test]
     fn repeat_penalty_moves_greedy_off_a_repeated_token() {
-        let cfg = SamplerConfig { repeat_penalty: 2.0, ..Default::default() };
+        let cfg = SamplerConfig {
+            repeat_penalty: 2.0,
+            ..Default::default()
+        };
         let mut s = Sampler::new(cfg).unwrap();
         let mut l = vec![0.0f32; 4];
         l[1] = 3.0;
         l[2] = 2.0;
         s.accept(1);
         assert_eq!(s.sample(&mut l).unwrap(), 2); // 3.0 / 2 = 1.5 < 2.0
-        let mut s = Sampler::new(SamplerConfig { repeat_penalty: 2.0, ..Default::default() }).unwrap();
+        let mut s = Sampler::new(SamplerConfig {
+            repeat_penalty: 2.0,
+            ..Default::default()
+        })
+        .unwrap();
         let mut neg = vec![-1.0f32, -1.5, -5.0];
         s.accept(0);
         assert_eq!(s.sample(&mut neg).unwrap(), 1); // -1 * 2 = -2 < -1.5
@@ -403,12 +448,30 @@ mod tests {
     #[test]
     fn invalid_configs_are_rejected() {
         let bad = [
-            SamplerConfig { temperature: -1.0, ..Default::default() },
-            SamplerConfig { temperature: f32::NAN, ..Default::default() },
-            SamplerConfig { top_p: 0.0, ..Default::default() },
-            SamplerConfig { top_p: 1.5, ..Default::default() },
-            SamplerConfig { min_p: -0.1, ..Default::default() },
-            SamplerConfig { repeat_penalty: 0.0, ..Default::default() },
+            SamplerConfig {
+                temperature: -1.0,
+                ..Default::default()
+            },
+            SamplerConfig {
+                temperature: f32::NAN,
+                ..Default::default()
+            },
+            SamplerConfig {
+                top_p: 0.0,
+                ..Default::default()
+            },
+            SamplerConfig {
+                top_p: 1.5,
+                ..Default::default()
+            },
+            SamplerConfig {
+                min_p: -0.1,
+                ..Default::default()
+            },
+            SamplerConfig {
+                repeat_penalty: 0.0,
+                ..Default::default()
+            },
         ];
         for cfg in bad {
             assert!(Sampler::new(cfg).is_err());
