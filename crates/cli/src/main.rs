@@ -228,16 +228,30 @@ fn generate(a: GenerateArgs) -> Result<()> {
         seed: a.seed,
     })?;
     let cfg = &model.config;
-    let needed = prompt_ids.len() + a.n;
-    if needed > cfg.context_length {
+    if let Some(&id) = prompt_ids.iter().find(|&&id| id as usize >= cfg.vocab_size) {
+        return Err(engine::EngineError::TokenOutOfRange {
+            id,
+            vocab: cfg.vocab_size,
+        }
+        .into());
+    }
+    if prompt_ids.len() > cfg.context_length {
         return Err(format!(
-            "prompt ({}) plus -n ({}) exceeds the model's context length {}",
+            "the prompt ({} tokens) exceeds the model's context length {}",
             prompt_ids.len(),
-            a.n,
             cfg.context_length
         )
         .into());
     }
+    // Generation stops when the context is full.
+    let n = a.n.min(cfg.context_length - prompt_ids.len());
+    if n < a.n {
+        eprintln!(
+            "note: generating at most {n} tokens: the context holds {}",
+            cfg.context_length
+        );
+    }
+    let needed = prompt_ids.len() + n;
     let mut session = Session::new(cfg, needed)?;
     for &id in &prompt_ids {
         sampler.accept(id);
@@ -245,9 +259,9 @@ fn generate(a: GenerateArgs) -> Result<()> {
 
     let mut out = std::io::stdout().lock();
     let mut stream = StreamDecoder::new(&tok);
-    let mut ids = Vec::with_capacity(a.n);
+    let mut ids = Vec::with_capacity(n);
     let (mut prefill_s, mut decode_s) = (0.0f64, 0.0f64);
-    if a.n > 0 {
+    if n > 0 {
         let t0 = Instant::now();
         let mut logits = model.forward(&mut session, &prompt_ids, false)?.to_vec();
         prefill_s = t0.elapsed().as_secs_f64();
@@ -259,7 +273,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
                 write!(out, "{}", stream.push(id)?)?;
                 out.flush()?;
             }
-            if ids.len() == a.n || cfg.eos_ids.contains(&id) {
+            if ids.len() == n || cfg.eos_ids.contains(&id) {
                 break;
             }
             logits.copy_from_slice(model.forward(&mut session, &[id], false)?);

@@ -1,0 +1,369 @@
+//! The `knot` command as a user runs it: output formats, exit codes, error messages.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(rel: &str) -> String {
+    root()
+        .join("tests/fixtures")
+        .join(rel)
+        .display()
+        .to_string()
+}
+
+fn knot(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_knot"))
+        .args(args)
+        .output()
+        .expect("run knot")
+}
+
+fn ok_stdout(args: &[&str]) -> String {
+    let out = knot(args);
+    assert!(
+        out.status.success(),
+        "knot {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok_stdout(args)).unwrap()
+}
+
+/// A failing command exits 1 with one `error: ...` line and no panic or backtrace.
+fn fails_with(args: &[&str], needle: &str) {
+    let out = knot(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "knot {args:?}: {err}");
+    assert!(err.starts_with("error: "), "knot {args:?}: {err}");
+    assert!(
+        err.contains(needle),
+        "knot {args:?}: {err:?} lacks {needle:?}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+}
+
+fn ids(v: &serde_json::Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+fn reference_case(i: usize) -> serde_json::Value {
+    let text = std::fs::read_to_string(fixture("tiny/llama-f32.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["cases"][i].clone()
+}
+
+#[test]
+fn inspect_shows_config_and_tensors() {
+    let f = fixture("tiny/llama-f32.knot");
+    let text = ok_stdout(&["inspect", &f]);
+    assert!(
+        text.contains("knot v1") && text.contains("blk.1.ffn_down.weight"),
+        "{text}"
+    );
+    let v = json(&["inspect", &f, "--json"]);
+    assert_eq!(v["header"]["version"], 1);
+    assert_eq!(v["metadata"]["config"]["n_layers"], 2);
+    assert_eq!(v["metadata"]["config"]["dim"], 64);
+    assert_eq!(v["metadata"]["layers"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn greedy_generate_json_matches_the_reference() {
+    let case = reference_case(1);
+    let prompt: Vec<String> = ids(&case["prompt_ids"])
+        .iter()
+        .map(u64::to_string)
+        .collect();
+    let f = fixture("tiny/llama-f32.knot");
+    let v = json(&[
+        "generate",
+        &f,
+        "--tokens",
+        &prompt.join(","),
+        "-n",
+        "12",
+        "--temperature",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(ids(&v["prompt_ids"]), ids(&case["prompt_ids"]));
+    assert_eq!(ids(&v["ids"]), ids(&case["greedy_ids"])[..12]);
+    assert!(v["text"].is_string());
+    assert!(v["prefill_tok_s"].as_f64().unwrap() > 0.0);
+    assert!(v["decode_tok_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn seeded_sampling_is_reproducible() {
+    let f = fixture("tiny/llama-f32.knot");
+    let args = [
+        "generate",
+        &f,
+        "--tokens",
+        "1,2,3",
+        "-n",
+        "16",
+        "--temperature",
+        "1.0",
+        "--seed",
+        "5",
+        "--json",
+    ];
+    assert_eq!(json(&args)["ids"], json(&args)["ids"]);
+    let other = json(&[
+        "generate",
+        &f,
+        "--tokens",
+        "1,2,3",
+        "-n",
+        "16",
+        "--temperature",
+        "1.0",
+        "--seed",
+        "6",
+        "--json",
+    ]);
+    assert_ne!(json(&args)["ids"], other["ids"]);
+}
+
+#[test]
+fn generation_stops_when_the_context_is_full() {
+    let f = fixture("tiny/llama-f32.knot");
+    let out = knot(&[
+        "generate",
+        &f,
+        "--tokens",
+        "1,2",
+        "-n",
+        "1000",
+        "--temperature",
+        "0",
+        "--json",
+    ]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Context 128 minus the 2 prompt tokens (fewer if the model emits its end-of-text id).
+    assert!(ids(&v["ids"]).len() <= 126);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at most 126 tokens"));
+}
+
+#[test]
+fn zero_tokens_requested_generates_nothing() {
+    let f = fixture("tiny/llama-f32.knot");
+    let v = json(&["generate", &f, "--tokens", "1,2", "-n", "0", "--json"]);
+    assert_eq!(ids(&v["ids"]), Vec::<u64>::new());
+    assert_eq!(v["text"], "");
+}
+
+#[test]
+fn logits_lists_top_k_at_every_position() {
+    let case = reference_case(1);
+    let all: Vec<String> = ids(&case["teacher_forced"]["ids"])
+        .iter()
+        .map(u64::to_string)
+        .collect();
+    let f = fixture("tiny/llama-f32.knot");
+    let v = json(&[
+        "logits",
+        &f,
+        "--tokens",
+        &all.join(","),
+        "--top",
+        "8",
+        "--json",
+    ]);
+    let positions = v["positions"].as_array().unwrap();
+    assert_eq!(positions.len(), all.len());
+    for (ours, theirs) in positions
+        .iter()
+        .zip(case["teacher_forced"]["positions"].as_array().unwrap())
+    {
+        assert_eq!(ids(&ours["ids"]), ids(&theirs["ids"]));
+        for (a, b) in ours["logits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(theirs["logits"].as_array().unwrap())
+        {
+            assert!((a.as_f64().unwrap() - b.as_f64().unwrap()).abs() < 1e-4);
+        }
+    }
+}
+
+#[test]
+fn tokenize_and_detokenize_round_trip() {
+    let f = fixture("tiny/llama-f32.knot");
+    let v = json(&["tokenize", &f, "--text", "The cat", "--json"]);
+    let got = ids(&v["ids"]);
+    assert_eq!(got.len(), 7); // the tiny vocabulary is one token per byte
+    let list: Vec<String> = got.iter().map(u64::to_string).collect();
+    assert_eq!(
+        ok_stdout(&["detokenize", &f, "--ids", &list.join(",")]),
+        "The cat\n"
+    );
+}
+
+#[test]
+fn bench_reports_speed_and_memory() {
+    let f = fixture("tiny/llama-f32.knot");
+    let v = json(&[
+        "bench",
+        &f,
+        "-n",
+        "4",
+        "--prompt-len",
+        "8",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert!(v["prefill_tok_s"].as_f64().unwrap() > 0.0);
+    assert!(v["decode_tok_s"].as_f64().unwrap() > 0.0);
+    assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn convert_reproduces_the_committed_fixtures_byte_for_byte() {
+    // Also keeps tests/fixtures/tiny/*.knot (read by the wasm parity tests) in sync with the converter.
+    let dir = std::env::temp_dir().join(format!("knot-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (input, committed) in [
+        ("tiny/llama-f32.gguf", "tiny/llama-f32.knot"),
+        ("tiny/llama-f16.gguf", "tiny/llama-f16.knot"),
+        ("tiny/llama-tied-f32.gguf", "tiny/llama-tied-f32.knot"),
+        ("tiny/llama-f32-hf", "tiny/llama-f32-hf.knot"),
+        ("tiny/llama-f16-hf", "tiny/llama-f16-hf.knot"),
+        ("tiny/llama-tied-f32-hf", "tiny/llama-tied-f32-hf.knot"),
+    ] {
+        let out = dir.join(committed.replace('/', "_"));
+        ok_stdout(&["convert", &fixture(input), out.to_str().unwrap()]);
+        let fresh = std::fs::read(&out).unwrap();
+        let want = std::fs::read(fixture(committed)).unwrap();
+        assert!(
+            fresh == want,
+            "{committed} is stale: regenerate with `knot convert {input} {committed}`"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn requantized_conversion_still_generates() {
+    let dir = std::env::temp_dir().join(format!("knot-cli-q8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("q8.knot");
+    ok_stdout(&[
+        "convert",
+        &fixture("tiny/llama-f32.gguf"),
+        out.to_str().unwrap(),
+        "--dtype",
+        "q8_0",
+    ]);
+    let v = json(&["inspect", out.to_str().unwrap(), "--json"]);
+    let tensors = v["metadata"]["tensors"].as_array().unwrap();
+    let q = tensors
+        .iter()
+        .find(|t| t["name"] == "blk.0.attn_q.weight")
+        .unwrap();
+    assert_eq!(q["dtype"], "q8_0");
+    let case = reference_case(1);
+    let prompt: Vec<String> = ids(&case["prompt_ids"])
+        .iter()
+        .map(u64::to_string)
+        .collect();
+    let g = json(&[
+        "generate",
+        out.to_str().unwrap(),
+        "--tokens",
+        &prompt.join(","),
+        "-n",
+        "4",
+        "--temperature",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(ids(&g["ids"]).len(), 4);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_input_exits_with_a_readable_error() {
+    let tiny = fixture("tiny/llama-f32.knot");
+    let gguf = fixture("tiny/llama-f32.gguf");
+    fails_with(&["inspect", "/nonexistent/model.knot"], "cannot open");
+    fails_with(
+        &["generate", "/nonexistent/model.knot", "--tokens", "1"],
+        "cannot read",
+    );
+    fails_with(&["generate", &gguf, "--tokens", "1"], "magic");
+    fails_with(&["inspect", &gguf], "magic");
+    fails_with(
+        &["generate", &tiny, "--tokens", "1,256"],
+        "token id 256 is out of range",
+    );
+    fails_with(
+        &["logits", &tiny, "--tokens", "99999", "--json"],
+        "out of range",
+    );
+    fails_with(&["detokenize", &tiny, "--ids", "4000"], "4000");
+    fails_with(
+        &["generate", &tiny, "--tokens", "1", "--temperature=-1"],
+        "temperature",
+    );
+    fails_with(
+        &["generate", &tiny, "--tokens", "1", "--top-p", "0"],
+        "top_p",
+    );
+    let long: Vec<String> = (0..129).map(|i| (i % 256).to_string()).collect();
+    fails_with(
+        &["generate", &tiny, "--tokens", &long.join(",")],
+        "exceeds the model's context length 128",
+    );
+    fails_with(
+        &["generate", &tiny, "--prompt", "", "-n", "1"],
+        "prompt is empty",
+    );
+    fails_with(
+        &["generate", &tiny, "--prompt", "hi", "--chat"],
+        "chat template",
+    );
+    fails_with(&["convert", &tiny, "/tmp/never-written.knot"], "magic");
+    fails_with(&["bench", &tiny, "-n", "0"], "at least 1");
+    // A truncated knot file.
+    let dir = std::env::temp_dir().join(format!("knot-cli-trunc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cut = dir.join("cut.knot");
+    std::fs::write(&cut, &std::fs::read(&tiny).unwrap()[..5000]).unwrap();
+    fails_with(&["generate", cut.to_str().unwrap(), "--tokens", "1"], "");
+    fails_with(&["inspect", cut.to_str().unwrap()], "");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn usage_errors_exit_non_zero() {
+    for args in [
+        vec!["generate"],
+        vec!["generate", "x.knot"],
+        vec!["convert", "a.gguf", "b.knot", "--dtype", "q3_k"],
+        vec!["logits", "x.knot", "--tokens", "a,b"],
+        vec!["frobnicate"],
+    ] {
+        let out = knot(&args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    }
+}
