@@ -269,11 +269,15 @@ fn generate(a: GenerateArgs) -> Result<()> {
         loop {
             let id = sampler.sample(&mut logits)?;
             ids.push(id);
+            // The end-of-text token ends the answer; it is not part of the text.
+            if cfg.eos_ids.contains(&id) {
+                break;
+            }
             if !a.json {
                 write!(out, "{}", stream.push(id)?)?;
                 out.flush()?;
             }
-            if ids.len() == n || cfg.eos_ids.contains(&id) {
+            if ids.len() == n {
                 break;
             }
             logits.copy_from_slice(model.forward(&mut session, &[id], false)?);
@@ -283,7 +287,11 @@ fn generate(a: GenerateArgs) -> Result<()> {
     let decode_steps = ids.len().saturating_sub(1);
     let rate = |n: usize, s: f64| if s > 0.0 && n > 0 { n as f64 / s } else { 0.0 };
     if a.json {
-        let text = tok.decode(&ids)?;
+        let text_ids = match ids.last() {
+            Some(last) if cfg.eos_ids.contains(last) => &ids[..ids.len() - 1],
+            _ => &ids[..],
+        };
+        let text = tok.decode(text_ids)?;
         let v = serde_json::json!({
             "prompt_ids": prompt_ids,
             "ids": ids,
