@@ -287,6 +287,18 @@ impl Session {
         }
     }
 
+    /// Abandons the current batch (e.g. a layer could not be fetched): the KV cache goes back to
+    /// where it was before `begin`, so the session can carry on.
+    pub fn abort_batch(&mut self) {
+        let kv_dim = self.cfg.kv_dim();
+        for c in &mut self.kv {
+            c.k.truncate(self.pos * kv_dim);
+            c.v.truncate(self.pos * kv_dim);
+        }
+        self.n = 0;
+        self.next_layer = 0;
+    }
+
     /// Starts a batch: checks the ids and embeds them into the residual stream.
     pub fn begin(&mut self, tokens: &[u32], w: &ResidentWeights) -> Result<(), EngineError> {
         let vocab = self.cfg.vocab_size;

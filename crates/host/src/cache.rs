@@ -1,0 +1,242 @@
+//! The layer cache: one entry per layer (one range read of its span), least-recently-used
+//! eviction bounded by a layer count and optionally by bytes, with pinning and shared fetches.
+
+use crate::source::SourceError;
+use futures::future::{FutureExt, LocalBoxFuture, Shared};
+use lru::LruCache;
+use std::rc::Rc;
+
+pub type LayerBytes = Rc<Vec<u8>>;
+pub type LayerFetch = Shared<LocalBoxFuture<'static, Result<LayerBytes, SourceError>>>;
+
+enum Slot {
+    Ready(LayerBytes),
+    /// In flight: everyone who asks for the layer awaits this one fetch.
+    Fetching(LayerFetch),
+}
+
+/// Counters a user can read through `stats()`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub resident_layers: usize,
+    pub resident_layer_bytes: u64,
+    pub peak_layer_bytes: u64,
+}
+
+pub struct LayerCache {
+    slots: LruCache<usize, Slot>,
+    /// Bytes of every layer span, known from the metadata before any fetch.
+    span_bytes: Vec<u64>,
+    pins: Vec<u32>,
+    capacity: usize,
+    max_bytes: Option<u64>,
+    bytes: u64,
+    stats: CacheStats,
+}
+
+/// How a request for a layer was served.
+pub enum Lookup {
+    Ready(LayerBytes),
+    Fetching(LayerFetch),
+    /// Not cached: the caller must start a fetch and hand it to [`LayerCache::start_fetch`].
+    Missing,
+}
+
+impl LayerCache {
+    pub fn new(span_bytes: Vec<u64>, capacity: usize, max_bytes: Option<u64>) -> Self {
+        let n = span_bytes.len();
+        LayerCache {
+            slots: LruCache::unbounded(),
+            pins: vec![0; n],
+            span_bytes,
+            capacity: capacity.max(1),
+            max_bytes,
+            bytes: 0,
+            stats: CacheStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            resident_layers: self.slots.len(),
+            resident_layer_bytes: self.bytes,
+            ..self.stats.clone()
+        }
+    }
+
+    pub fn contains(&self, layer: usize) -> bool {
+        self.slots.contains(&layer)
+    }
+
+    /// Looks `layer` up, making it most recently used. `count` says whether this is a demand
+    /// (counted as a hit or miss) rather than a prefetch.
+    pub fn lookup(&mut self, layer: usize, count: bool) -> Lookup {
+        let found = match self.slots.get(&layer) {
+            Some(Slot::Ready(b)) => Lookup::Ready(b.clone()),
+            Some(Slot::Fetching(f)) => Lookup::Fetching(f.clone()),
+            None => Lookup::Missing,
+        };
+        if count {
+            match found {
+                Lookup::Missing => self.stats.misses += 1,
+                // A prefetch in flight still saved a read: it counts as a hit.
+                _ => self.stats.hits += 1,
+            }
+        }
+        found
+    }
+
+    /// Registers a fetch that was just started; the layer stays pinned until `finish_fetch`.
+    pub fn start_fetch(
+        &mut self,
+        layer: usize,
+        fetch: LocalBoxFuture<'static, Result<LayerBytes, SourceError>>,
+    ) -> LayerFetch {
+        let shared = fetch.shared();
+        self.pins[layer] += 1;
+        self.slots.put(layer, Slot::Fetching(shared.clone()));
+        self.bytes += self.span_bytes[layer];
+        self.stats.peak_layer_bytes = self.stats.peak_layer_bytes.max(self.bytes);
+        self.evict();
+        shared
+    }
+
+    /// Records the outcome of a fetch: the bytes become resident, or a failed fetch is forgotten
+    /// so that the next request tries again. Several awaiters of one shared fetch may each call
+    /// this; only the first, which finds the slot still fetching, changes anything.
+    pub fn finish_fetch(&mut self, layer: usize, result: &Result<LayerBytes, SourceError>) {
+        if !matches!(self.slots.peek(&layer), Some(Slot::Fetching(_))) {
+            return;
+        }
+        match result {
+            Ok(bytes) => {
+                if let Some(slot) = self.slots.peek_mut(&layer) {
+                    *slot = Slot::Ready(bytes.clone());
+                }
+            }
+            Err(_) => {
+                self.slots.pop(&layer);
+                self.bytes -= self.span_bytes[layer];
+            }
+        }
+        // No eviction here: the layer just fetched is about to be used, and evicting it because
+        // a computing layer is pinned would waste the read. The next unpin or fetch restores the
+        // bounds.
+        self.pins[layer] = self.pins[layer].saturating_sub(1);
+    }
+
+    /// A pinned layer is never evicted: it is being computed or fetched.
+    pub fn pin(&mut self, layer: usize) {
+        self.pins[layer] += 1;
+    }
+
+    pub fn unpin(&mut self, layer: usize) {
+        self.pins[layer] = self.pins[layer].saturating_sub(1);
+        self.evict();
+    }
+
+    fn over_budget(&self) -> bool {
+        self.slots.len() > self.capacity || self.max_bytes.is_some_and(|m| self.bytes > m)
+    }
+
+    /// Evicts least-recently-used unpinned layers while over a bound. Pinned layers may keep the
+    /// cache over its bounds for a moment (e.g. capacity 1 while the next layer is prefetched).
+    fn evict(&mut self) {
+        while self.over_budget() {
+            let victim = self
+                .slots
+                .iter()
+                .rev() // least recently used first
+                .map(|(&l, _)| l)
+                .find(|&l| self.pins[l] == 0);
+            let Some(l) = victim else { break };
+            self.slots.pop(&l);
+            self.bytes -= self.span_bytes[l];
+            self.stats.evictions += 1;
+        }
+    }
+
+    /// Drops every layer (keeps counters).
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.pins.iter_mut().for_each(|p| *p = 0);
+        self.bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ready(n: usize) -> LocalBoxFuture<'static, Result<LayerBytes, SourceError>> {
+        Box::pin(futures::future::ready(Ok(Rc::new(vec![0u8; n]))))
+    }
+
+    fn fill(c: &mut LayerCache, layer: usize) {
+        let f = c.start_fetch(layer, ready(10));
+        let r = futures::executor::block_on(f);
+        c.finish_fetch(layer, &r);
+    }
+
+    #[test]
+    fn evicts_least_recently_used_beyond_capacity() {
+        let mut c = LayerCache::new(vec![10; 4], 2, None);
+        fill(&mut c, 0);
+        fill(&mut c, 1);
+        assert!(matches!(c.lookup(0, true), Lookup::Ready(_))); // 0 is now most recent
+        fill(&mut c, 2); // evicts 1
+        assert!(c.contains(0) && !c.contains(1) && c.contains(2));
+        let s = c.stats();
+        assert_eq!(
+            (
+                s.hits,
+                s.evictions,
+                s.resident_layers,
+                s.resident_layer_bytes
+            ),
+            (1, 1, 2, 20)
+        );
+    }
+
+    #[test]
+    fn pinned_layers_survive_and_bound_is_restored_on_unpin() {
+        let mut c = LayerCache::new(vec![10; 3], 1, None);
+        fill(&mut c, 0);
+        c.pin(0);
+        fill(&mut c, 1); // 0 pinned, 1 just fetched: both stay for now
+        assert!(c.contains(0));
+        c.unpin(0);
+        assert!(!c.contains(0) && c.contains(1));
+        assert_eq!(c.stats().peak_layer_bytes, 20);
+    }
+
+    #[test]
+    fn byte_budget_evicts_too() {
+        let mut c = LayerCache::new(vec![10, 10, 10], 10, Some(25));
+        fill(&mut c, 0);
+        fill(&mut c, 1);
+        fill(&mut c, 2);
+        assert_eq!(c.stats().resident_layers, 2);
+        assert!(!c.contains(0));
+    }
+
+    #[test]
+    fn failed_fetch_is_forgotten() {
+        let mut c = LayerCache::new(vec![10; 2], 2, None);
+        let err = SourceError::Read {
+            start: 0,
+            end: 1,
+            message: "boom".into(),
+        };
+        let f = c.start_fetch(0, Box::pin(futures::future::ready(Err(err))));
+        let r = futures::executor::block_on(f);
+        c.finish_fetch(0, &r);
+        assert!(!c.contains(0));
+        assert_eq!(c.stats().resident_layer_bytes, 0);
+        assert!(matches!(c.lookup(0, true), Lookup::Missing));
+    }
+}

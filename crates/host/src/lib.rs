@@ -1,0 +1,13 @@
+//! Opens a knot file through a byte source (file, HTTP, R2, memory), keeps the resident tensors,
+//! streams layers through an LRU with prefetch, and drives decode. The same code runs natively
+//! and inside wasm, where `wasm.rs` exports it to JS as `WasmHost` (wrapped as `HostShim`).
+
+pub mod cache;
+mod clock;
+pub mod host;
+pub mod source;
+
+pub use host::{Host, HostError, HostOptions, Stats};
+#[cfg(unix)]
+pub use source::FileSource;
+pub use source::{ByteSource, MemorySource, ReadFuture, SourceError};

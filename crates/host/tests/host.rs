@@ -1,0 +1,288 @@
+//! The host over in-memory and instrumented sources: parity with the engine run directly, LRU
+//! and prefetch behaviour counted read by read, and recovery from failing sources.
+
+use futures::executor::block_on;
+use host::{ByteSource, Host, HostError, HostOptions, MemorySource, ReadFuture, SourceError};
+use knot::Knot;
+use knot_suite::{fixture, load_reference, require_model};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+/// Wraps a source: logs every read; can fail or shorten reads on demand.
+struct Instrumented {
+    inner: MemorySource,
+    len: u64,
+    log: RefCell<Vec<(u64, u64)>>,
+    fail_at: Cell<Option<u64>>,
+    short: Cell<bool>,
+}
+
+impl Instrumented {
+    fn new(bytes: Vec<u8>) -> Rc<Self> {
+        Rc::new(Instrumented {
+            len: bytes.len() as u64,
+            inner: MemorySource::new(bytes),
+            log: RefCell::new(Vec::new()),
+            fail_at: Cell::new(None),
+            short: Cell::new(false),
+        })
+    }
+    fn reads(&self) -> usize {
+        self.log.borrow().len()
+    }
+}
+
+impl ByteSource for Instrumented {
+    fn len(&self) -> Option<u64> {
+        Some(self.len)
+    }
+    fn read(&self, start: u64, end: u64) -> ReadFuture {
+        self.log.borrow_mut().push((start, end));
+        if self.fail_at.get() == Some(start) {
+            self.fail_at.set(None);
+            return Box::pin(futures::future::ready(Err(SourceError::Read {
+                start,
+                end,
+                message: "injected failure".into(),
+            })));
+        }
+        if self.short.get() {
+            return self.inner.read(start, end - 1);
+        }
+        self.inner.read(start, end)
+    }
+}
+
+fn tiny_bytes() -> Vec<u8> {
+    std::fs::read(fixture("tiny/llama-f32.knot")).unwrap()
+}
+
+fn open(src: Rc<Instrumented>, lru: usize) -> Host {
+    let opts = HostOptions {
+        lru_capacity: lru,
+        ..HostOptions::default()
+    };
+    block_on(Host::open(src, opts)).unwrap()
+}
+
+fn greedy(host: &mut Host, prompt: &[u32], n: usize) -> Vec<u32> {
+    block_on(host.generate(prompt, n, false, &mut |_| true)).unwrap()
+}
+
+#[test]
+fn greedy_tokens_match_the_reference() {
+    let reference = load_reference("tiny/llama-f32.json");
+    for lru in [1, 2, 16] {
+        let mut host = open(Instrumented::new(tiny_bytes()), lru);
+        for case in &reference.cases {
+            // The tiny model's end-of-text id may appear in the reference continuation.
+            let eos = &host.config().eos_ids.clone();
+            let want: Vec<u32> = match case.greedy_ids.iter().position(|id| eos.contains(id)) {
+                Some(i) => case.greedy_ids[..=i].to_vec(),
+                None => case.greedy_ids.clone(),
+            };
+            assert_eq!(
+                greedy(&mut host, &case.prompt_ids, 32),
+                want,
+                "lru {lru} {}",
+                case.name
+            );
+        }
+    }
+}
+
+#[test]
+fn open_reads_exactly_header_metadata_and_resident_span() {
+    let bytes = tiny_bytes();
+    let knot = Knot::from_bytes(&bytes).unwrap();
+    let src = Instrumented::new(bytes);
+    let host = open(src.clone(), 2);
+    let log = src.log.borrow().clone();
+    let (tok, res) = (knot.tokenizer_range(), knot.resident_range());
+    assert_eq!(
+        log,
+        vec![(0, 10), (10, knot.payload_offset), (tok.start, res.end)]
+    );
+    assert!(
+        res.start - tok.end < 64,
+        "only alignment padding between blob and tensors"
+    );
+    let s = host.stats();
+    assert_eq!(s.bytes_fetched, res.end - tok.start + knot.payload_offset);
+    assert_eq!(s.range_reads, 3);
+}
+
+#[test]
+fn capacity_covering_all_layers_means_no_misses_after_the_first_token() {
+    let bytes = tiny_bytes();
+    let knot = Knot::from_bytes(&bytes).unwrap();
+    let n_layers = knot.meta.layers.len();
+    let src = Instrumented::new(bytes);
+    let mut host = open(src.clone(), n_layers);
+    greedy(&mut host, &[1, 2, 3], 1);
+    let after_first = host.stats();
+    assert!(after_first.cache.misses >= 1);
+    greedy(&mut host, &[4, 5], 8);
+    let s = host.stats();
+    assert_eq!(s.cache.misses, after_first.cache.misses, "no new misses");
+    assert_eq!(s.cache.evictions, 0);
+    // Bytes fetched: the prefix reads plus each layer span exactly once, nothing more.
+    let layer_bytes: u64 = knot.meta.layers.iter().map(|s| s.size).sum();
+    let res_end = knot.resident_range().end;
+    assert_eq!(
+        s.bytes_fetched,
+        knot.payload_offset + (res_end - knot.tokenizer_range().start) + layer_bytes
+    );
+}
+
+/// Reads issued per token with a cache smaller than the model: exactly one per layer.
+fn check_reads_per_token(bytes: Vec<u8>, lru: usize) {
+    let n_layers = Knot::from_bytes(&bytes).unwrap().meta.layers.len();
+    assert!(lru < n_layers);
+    let src = Instrumented::new(bytes);
+    let mut host = open(src.clone(), lru);
+    let before = src.reads();
+    // A 20-token prompt runs layer-major: one read per layer for the whole prompt.
+    let prompt: Vec<u32> = (0..20).collect();
+    let out = block_on(host.generate(&prompt, 6, false, &mut |_| true)).unwrap();
+    let forwards = out.len(); // the prompt, then one per further token
+    assert_eq!(src.reads() - before, forwards * n_layers, "lru {lru}");
+    assert!(host.stats().cache.resident_layers <= lru);
+}
+
+#[test]
+fn small_capacity_reads_each_layer_once_per_token() {
+    check_reads_per_token(tiny_bytes(), 1);
+    if let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") {
+        for lru in [1, 2] {
+            check_reads_per_token(std::fs::read(path.clone()).unwrap(), lru);
+        }
+    }
+}
+
+#[test]
+fn peak_layer_memory_follows_capacity() {
+    let knot = Knot::from_bytes(&tiny_bytes()).unwrap();
+    let span = knot.meta.layers[0].size;
+    let mut host = open(Instrumented::new(tiny_bytes()), 1);
+    greedy(&mut host, &[1, 2, 3], 4);
+    // Capacity 1 plus the prefetched next layer.
+    assert!(host.stats().cache.peak_layer_bytes <= 2 * span);
+}
+
+#[test]
+fn a_failed_read_is_an_error_and_the_host_recovers() {
+    let bytes = tiny_bytes();
+    let knot = Knot::from_bytes(&bytes).unwrap();
+    let expected = greedy(
+        &mut open(Instrumented::new(bytes.clone()), 1),
+        &[7, 8, 9],
+        6,
+    );
+    let src = Instrumented::new(bytes);
+    let mut host = open(src.clone(), 1);
+    src.fail_at.set(Some(knot.layer_range(1).unwrap().start));
+    let err = block_on(host.generate(&[7, 8, 9], 6, false, &mut |_| true)).unwrap_err();
+    assert!(
+        matches!(err, HostError::Source(SourceError::Read { .. })),
+        "{err}"
+    );
+    assert_eq!(greedy(&mut host, &[7, 8, 9], 6), expected);
+    // Mid-generation failure, then continuing the same session.
+    let mut host = open(src.clone(), 1);
+    let first = greedy(&mut host, &[7, 8, 9], 3);
+    src.fail_at.set(Some(knot.layer_range(0).unwrap().start));
+    assert!(block_on(host.generate(&[], 3, true, &mut |_| true)).is_err());
+    let rest = block_on(host.generate(&[], 3, true, &mut |_| true)).unwrap();
+    assert_eq!([first, rest].concat(), expected);
+}
+
+#[test]
+fn short_reads_are_length_errors() {
+    let src = Instrumented::new(tiny_bytes());
+    src.short.set(true);
+    let err = block_on(Host::open(src, HostOptions::default()))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            err,
+            HostError::Source(SourceError::Length {
+                got: 9,
+                expected: 10,
+                ..
+            })
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_inputs_are_typed_errors() {
+    let opts = HostOptions {
+        lru_capacity: 0,
+        ..HostOptions::default()
+    };
+    let err = block_on(Host::open(Instrumented::new(tiny_bytes()), opts))
+        .err()
+        .unwrap();
+    assert!(matches!(err, HostError::InvalidOption(_)));
+    let err = block_on(Host::open(
+        Instrumented::new(b"GGUF and more bytes".to_vec()),
+        HostOptions::default(),
+    ))
+    .err()
+    .unwrap();
+    assert!(matches!(err, HostError::Knot(_)), "{err}");
+    let mut host = open(Instrumented::new(tiny_bytes()), 2);
+    let err = block_on(host.generate(&[1, 999], 2, false, &mut |_| true)).unwrap_err();
+    assert!(matches!(
+        err,
+        HostError::Engine(engine::EngineError::TokenOutOfRange { id: 999, .. })
+    ));
+    let err = block_on(host.generate(&[], 2, false, &mut |_| true)).unwrap_err();
+    assert!(matches!(err, HostError::NoContext));
+    assert!(matches!(
+        host.prefetch_layer(99),
+        Err(HostError::NoSuchLayer(99))
+    ));
+    assert!(greedy(&mut host, &[1, 2], 0).is_empty());
+}
+
+#[test]
+fn on_token_can_stop_generation() {
+    let mut host = open(Instrumented::new(tiny_bytes()), 2);
+    let mut seen = 0;
+    let out = block_on(host.generate(&[1, 2, 3], 20, false, &mut |_| {
+        seen += 1;
+        seen < 3
+    }))
+    .unwrap();
+    assert_eq!(out.len(), 3);
+}
+
+#[test]
+fn smollm2_through_the_host_matches_the_engine_in_memory() {
+    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
+        return;
+    };
+    let bytes = std::fs::read(&path).unwrap();
+    let file = knot_suite::KnotFile::read(&path);
+    let model = file.model();
+    let prompt = [1u32, 9690, 198, 2683, 359, 253, 5356, 5646];
+    let mut s = engine::Session::new(&model.config, 64).unwrap();
+    let mut want =
+        vec![engine::sampler::greedy(model.forward(&mut s, &prompt, false).unwrap()).unwrap()];
+    while want.len() < 12 {
+        let next = engine::sampler::greedy(
+            model
+                .forward(&mut s, &[*want.last().unwrap()], false)
+                .unwrap(),
+        )
+        .unwrap();
+        want.push(next);
+    }
+    let mut host = open(Instrumented::new(bytes), 3);
+    let got = greedy(&mut host, &prompt, 12);
+    assert_eq!(got, want[..got.len()]);
+}
