@@ -1,9 +1,8 @@
 //! wasm32 SIMD128 kernels (compiled in when the build enables `simd128`).
 //!
-//! Baseline SIMD128 has no i8 dot product and no FMA. Its one integer dot product is
-//! `i32x4.dot_i16x8_s`, so the activations are widened to i16 once per matmul call
-//! (`Q8Acts::qs16`) and each weight block is widened once per group of tokens; a block then
-//! costs four dot products per token, plus one float multiply and add for its scales.
+//! Baseline SIMD128 has no FMA; its one integer dot product is `i32x4.dot_i16x8_s`, which suits
+//! the 16-bit activations. Each weight block is widened to i16 once per group of tokens; a block
+//! then costs four dot products per token, plus one float multiply and add for its scales.
 //!
 //! All loads go through `read_unaligned`: weight bytes come straight from files.
 
@@ -12,7 +11,7 @@
 
 use std::arch::wasm32::*;
 
-use super::act::{Q8Acts, ACT_BLOCK};
+use super::act::{BlockActs, ACT_BLOCK};
 use super::float::{f16_to_f32, FloatFormat};
 use super::{tiled_matmul, QMatrix};
 
@@ -47,7 +46,7 @@ fn dot_block(w: &[v128; 4], qs16: &[i16], ab: usize) -> v128 {
 #[inline]
 fn block_step<const NT: usize>(
     (w, d, m): &([v128; 4], f32, f32),
-    acts: &Q8Acts,
+    acts: &BlockActs,
     ab0: usize,
     stride: usize,
     acc: &mut [v128; NT],
@@ -55,7 +54,7 @@ fn block_step<const NT: usize>(
 ) {
     for t in 0..NT {
         let ab = ab0 + t * stride;
-        let dot = dot_block(w, &acts.qs16, ab);
+        let dot = dot_block(w, &acts.qs, ab);
         let scaled = f32x4_mul(f32x4_convert_i32x4(dot), f32x4_splat(*d * acts.d[ab]));
         acc[t] = f32x4_add(acc[t], scaled);
         min_acc[t] += *m * acts.s[ab];
@@ -103,7 +102,7 @@ fn dot_row<const NT: usize>(
     row: &[u8],
     block_bytes: usize,
     unpack: impl Fn(&[u8]) -> ([v128; 4], f32, f32),
-    acts: &Q8Acts,
+    acts: &BlockActs,
     t0: usize,
     blocks: usize,
 ) -> [f32; NT] {
@@ -134,14 +133,14 @@ fn dot_row<const NT: usize>(
 
 pub(super) fn matmul_q4<const HAS_MIN: bool>(
     w: &QMatrix,
-    acts: &Q8Acts,
+    acts: &BlockActs,
     n: usize,
     out: &mut [f32],
 ) {
     let blocks = w.cols() / ACT_BLOCK;
     assert!(
-        acts.qs16.len() >= n * w.cols(),
-        "activations were not widened to i16"
+        acts.qs.len() >= n * w.cols(),
+        "activations hold n tokens"
     );
     let block_bytes = if HAS_MIN { 20 } else { 18 };
     let unpack = q4_block::<HAS_MIN>;
@@ -150,11 +149,11 @@ pub(super) fn matmul_q4<const HAS_MIN: bool>(
     });
 }
 
-pub(super) fn matmul_q8_0(w: &QMatrix, acts: &Q8Acts, n: usize, out: &mut [f32]) {
+pub(super) fn matmul_q8_0(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
     let blocks = w.cols() / ACT_BLOCK;
     assert!(
-        acts.qs16.len() >= n * w.cols(),
-        "activations were not widened to i16"
+        acts.qs.len() >= n * w.cols(),
+        "activations hold n tokens"
     );
     tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
         dot_row::<NT>(w.row(r), 34, q8_0_block, acts, t0, blocks)
