@@ -95,7 +95,9 @@ mod tests {
             }
             assert_eq!(acts.s[b], d * sum as f32);
             // The extreme uses the whole range.
-            assert!(acts.qs[b * 32..][..32].iter().any(|q| q.unsigned_abs() == 32767));
+            assert!(acts.qs[b * 32..][..32]
+                .iter()
+                .any(|q| q.unsigned_abs() == 32767));
         }
     }
 

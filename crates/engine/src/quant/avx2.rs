@@ -99,10 +99,8 @@ unsafe fn q4_block<const HAS_MIN: bool, const NT: usize>(
             let x = act.qs.add(ab * ACT_BLOCK);
             let x_lo = _mm256_loadu_si256(x.cast());
             let x_hi = _mm256_loadu_si256(x.add(16).cast());
-            let dot = _mm256_add_epi32(
-                _mm256_madd_epi16(w_lo, x_lo),
-                _mm256_madd_epi16(w_hi, x_hi),
-            );
+            let dot =
+                _mm256_add_epi32(_mm256_madd_epi16(w_lo, x_lo), _mm256_madd_epi16(w_hi, x_hi));
             let scale = _mm256_set1_ps(d * *act.d.add(ab));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[t]);
             min_acc[t] += m * *act.s.add(ab);
@@ -189,10 +187,8 @@ unsafe fn q8_0_block<const NT: usize>(
             let x = act.qs.add(ab * ACT_BLOCK);
             let x_lo = _mm256_loadu_si256(x.cast());
             let x_hi = _mm256_loadu_si256(x.add(16).cast());
-            let dot = _mm256_add_epi32(
-                _mm256_madd_epi16(w_lo, x_lo),
-                _mm256_madd_epi16(w_hi, x_hi),
-            );
+            let dot =
+                _mm256_add_epi32(_mm256_madd_epi16(w_lo, x_lo), _mm256_madd_epi16(w_hi, x_hi));
             let scale = _mm256_set1_ps(d * *act.d.add(ab));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[t]);
         }

@@ -138,10 +138,7 @@ pub(super) fn matmul_q4<const HAS_MIN: bool>(
     out: &mut [f32],
 ) {
     let blocks = w.cols() / ACT_BLOCK;
-    assert!(
-        acts.qs.len() >= n * w.cols(),
-        "activations hold n tokens"
-    );
+    assert!(acts.qs.len() >= n * w.cols(), "activations hold n tokens");
     let block_bytes = if HAS_MIN { 20 } else { 18 };
     let unpack = q4_block::<HAS_MIN>;
     tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
@@ -151,10 +148,7 @@ pub(super) fn matmul_q4<const HAS_MIN: bool>(
 
 pub(super) fn matmul_q8_0(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
     let blocks = w.cols() / ACT_BLOCK;
-    assert!(
-        acts.qs.len() >= n * w.cols(),
-        "activations hold n tokens"
-    );
+    assert!(acts.qs.len() >= n * w.cols(), "activations hold n tokens");
     tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
         dot_row::<NT>(w.row(r), 34, q8_0_block, acts, t0, blocks)
     });
