@@ -267,7 +267,8 @@ fn every_kernel_matches_scalar() {
             let col_choices: &[usize] = if dtype.block_len() == 1 {
                 &[45, 64, 96]
             } else {
-                &[64, 96]
+                // 5 and 8 blocks: SIMD kernels that take blocks in groups, with and without a tail.
+                &[64, 96, 160, 256]
             };
             for &cols in col_choices {
                 for (rows, n) in [(37, 1), (37, 5), (17, 4), (3, 9), (1, 2)] {
