@@ -1,10 +1,9 @@
 //! x86_64 kernels: AVX2 + FMA + F16C, chosen at run time.
 //!
-//! Block formats: weights are unpacked to 32 bytes per block and multiplied with the i8
-//! activations by `vpmaddubsw` (unsigned × signed byte pairs into i16; no saturation since
-//! |w| ≤ 128 and |x| ≤ 127 keep each pair below 2^15) then `vpmaddwd` by ones into i32 lanes;
-//! one float multiply-add per block applies the two scales. Each weight row is unpacked once per
-//! group of up to four tokens.
+//! Block formats: each weight block is widened to 32 i16 lanes (two registers) and multiplied
+//! with the 16-bit activations by `vpmaddwd` into i32 lanes (no overflow: |w| ≤ 128 and
+//! |x| ≤ 32767, see `act`); one float multiply-add per block applies the two scales. Each
+//! weight row is unpacked once per group of up to four tokens.
 //!
 //! All loads are unaligned: weight bytes come straight from files.
 
@@ -13,7 +12,7 @@
 
 use std::arch::x86_64::*;
 
-use super::act::{Q8Acts, ACT_BLOCK};
+use super::act::{BlockActs, ACT_BLOCK};
 use super::float::FloatFormat;
 use super::{tiled_matmul, QMatrix};
 
@@ -46,13 +45,13 @@ unsafe fn load_f16_pair(p: *const u8) -> __m128 {
 /// `d + ab`, `s + ab`.
 #[derive(Clone, Copy)]
 struct ActPtrs {
-    qs: *const i8,
+    qs: *const i16,
     d: *const f32,
     s: *const f32,
 }
 
 impl ActPtrs {
-    fn new(acts: &Q8Acts) -> Self {
+    fn new(acts: &BlockActs) -> Self {
         ActPtrs {
             qs: acts.qs.as_ptr(),
             d: acts.d.as_ptr(),
@@ -76,8 +75,7 @@ unsafe fn q4_block<const HAS_MIN: bool, const NT: usize>(
     acc: &mut [__m256; NT],
     min_acc: &mut [f32; NT],
 ) {
-    let low4 = _mm_set1_epi8(0x0f);
-    let ones = _mm256_set1_epi16(1);
+    let low4 = _mm256_set1_epi16(0x0f);
     // SAFETY (whole body): pointers inside the block and the activations, per the contract.
     unsafe {
         let (d, m, nibbles) = if HAS_MIN {
@@ -91,14 +89,18 @@ unsafe fn q4_block<const HAS_MIN: bool, const NT: usize>(
             let d = _mm_cvtss_f32(load_f16_pair(p));
             (d, -8.0 * d, p.add(2))
         };
-        let raw = _mm_loadu_si128(nibbles.cast());
-        let lo = _mm_and_si128(raw, low4);
-        let hi = _mm_and_si128(_mm_srli_epi16::<4>(raw), low4);
-        let w = _mm256_set_m128i(hi, lo);
+        // Byte j holds element j (low nibble) and j + 16 (high nibble); widened to one i16 lane
+        // per byte, the mask gives elements 0..16 and the shift elements 16..32.
+        let bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(nibbles.cast()));
+        let w_lo = _mm256_and_si256(bytes, low4);
+        let w_hi = _mm256_srli_epi16::<4>(bytes);
         for t in 0..NT {
             let ab = ab0 + t * stride;
-            let x = _mm256_loadu_si256(act.qs.add(ab * ACT_BLOCK).cast());
-            let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
+            let x = act.qs.add(ab * ACT_BLOCK);
+            let x_lo = _mm256_loadu_si256(x.cast());
+            let x_hi = _mm256_loadu_si256(x.add(16).cast());
+            let dot =
+                _mm256_add_epi32(_mm256_madd_epi16(w_lo, x_lo), _mm256_madd_epi16(w_hi, x_hi));
             let scale = _mm256_set1_ps(d * *act.d.add(ab));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[t]);
             min_acc[t] += m * *act.s.add(ab);
@@ -111,7 +113,7 @@ unsafe fn q4_block<const HAS_MIN: bool, const NT: usize>(
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot_q4<const HAS_MIN: bool, const NT: usize>(
     row: &[u8],
-    acts: &Q8Acts,
+    acts: &BlockActs,
     t0: usize,
     blocks: usize,
 ) -> [f32; NT] {
@@ -174,19 +176,19 @@ unsafe fn q8_0_block<const NT: usize>(
     stride: usize,
     acc: &mut [__m256; NT],
 ) {
-    let ones = _mm256_set1_epi16(1);
     // SAFETY (whole body): per the contract. The scale read takes 4 bytes, still inside the
     // 34-byte block.
     unsafe {
         let d = _mm_cvtss_f32(load_f16_pair(p));
-        let w = _mm256_loadu_si256(p.add(2).cast());
-        // maddubs wants its first operand unsigned: move w's sign onto x. |−128| reads as 128
-        // unsigned, which is still right.
-        let w_abs = _mm256_abs_epi8(w);
+        let w_lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(2).cast()));
+        let w_hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(18).cast()));
         for t in 0..NT {
             let ab = ab0 + t * stride;
-            let x = _mm256_loadu_si256(act.qs.add(ab * ACT_BLOCK).cast());
-            let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w)), ones);
+            let x = act.qs.add(ab * ACT_BLOCK);
+            let x_lo = _mm256_loadu_si256(x.cast());
+            let x_hi = _mm256_loadu_si256(x.add(16).cast());
+            let dot =
+                _mm256_add_epi32(_mm256_madd_epi16(w_lo, x_lo), _mm256_madd_epi16(w_hi, x_hi));
             let scale = _mm256_set1_ps(d * *act.d.add(ab));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[t]);
         }
@@ -195,7 +197,7 @@ unsafe fn q8_0_block<const NT: usize>(
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot_q8_0<const NT: usize>(row: &[u8], acts: &Q8Acts, t0: usize, blocks: usize) -> [f32; NT] {
+fn dot_q8_0<const NT: usize>(row: &[u8], acts: &BlockActs, t0: usize, blocks: usize) -> [f32; NT] {
     assert_eq!(row.len(), blocks * 34);
     assert!(acts.d.len() >= (t0 + NT) * blocks && acts.qs.len() >= (t0 + NT) * blocks * 32);
     let act = ActPtrs::new(acts);
@@ -226,7 +228,7 @@ fn dot_q8_0<const NT: usize>(row: &[u8], acts: &Q8Acts, t0: usize, blocks: usize
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn matmul_q4<const HAS_MIN: bool>(
     w: &QMatrix,
-    acts: &Q8Acts,
+    acts: &BlockActs,
     n: usize,
     out: &mut [f32],
 ) {
@@ -242,7 +244,7 @@ pub(super) unsafe fn matmul_q4<const HAS_MIN: bool>(
 /// # Safety
 /// As `matmul_q4`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn matmul_q8_0(w: &QMatrix, acts: &Q8Acts, n: usize, out: &mut [f32]) {
+pub(super) unsafe fn matmul_q8_0(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
     let blocks = w.cols() / ACT_BLOCK;
     tiled_matmul!(w.rows(), n, out, |r, t0, NT| dot_q8_0::<NT>(
         w.row(r),

@@ -3,7 +3,7 @@
 //! Weights stay in their stored bytes (`QMatrix` borrows them); nothing dequantizes a whole tensor.
 //! `matmul` computes `out = x · Wᵀ` for `n` tokens at once:
 //! - float formats (f32, f16, bf16) compute in f32, the 16-bit formats widened exactly;
-//! - block formats (q8_0, q4_0, q4_1) first quantize `x` to 8-bit blocks of 32 (see `act`) and
+//! - block formats (q8_0, q4_0, q4_1) first quantize `x` to 16-bit blocks of 32 (see `act`) and
 //!   take integer dot products per block, then scale.
 //!
 //! Layout: one file per format family (`float`, `q8_0`, `q4`) holding the block struct, its
@@ -21,7 +21,7 @@ mod q8_0;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 
-use act::{Q8Acts, Q8Row, ACT_BLOCK};
+use act::{ActRow, BlockActs, ACT_BLOCK};
 use float::FloatFormat;
 use q4::{BlockQ4_0, BlockQ4_1};
 use q8_0::BlockQ8_0;
@@ -94,8 +94,8 @@ pub(crate) unsafe trait QuantBlock: Copy + 'static {
     fn to_float(&self, out: &mut [f32]);
     /// Quantizes `DTYPE.block_len()` values with ggml's reference rounding.
     fn from_float(x: &[f32]) -> Self;
-    /// Scalar reference dot product of a row of blocks with one token's Q8 activations.
-    fn vec_dot(row: &[Self], act: Q8Row<'_>) -> f32;
+    /// Scalar reference dot product of a row of blocks with one token's quantized activations.
+    fn vec_dot(row: &[Self], act: ActRow<'_>) -> f32;
 }
 
 /// Views bytes as blocks; `bytes.len()` must be a whole number of blocks.
@@ -183,14 +183,14 @@ impl<'a> QMatrix<'a> {
 /// Reusable buffers (activation quantization), created once per session, never per token.
 #[derive(Default, Debug)]
 pub struct MatmulScratch {
-    acts: Q8Acts,
+    acts: BlockActs,
 }
 
 /// out[t*rows + r] = sum_c W[r,c] * x[t*cols + c], t in 0..n.  x.len() == n*cols, out.len() == n*rows.
 ///
-/// Uses the fastest kernel this machine has. Block formats quantize `x` to 8-bit blocks first,
+/// Uses the fastest kernel this machine has. Block formats quantize `x` to 16-bit blocks first,
 /// so results differ from an f32 dequantized product by the activation rounding (relative error
-/// of order 1/254 per block, mostly cancelling in the sum).
+/// of order 1/65534 per block, mostly cancelling in the sum).
 ///
 /// # Panics
 /// If `x` or `out` do not have the lengths above (a caller bug, not bad input).
@@ -397,7 +397,7 @@ pub fn matmul_with(
     }
 
     let acts = &mut scratch.acts;
-    acts.quantize(x, kernel == Kernel::Simd128);
+    acts.quantize(x);
     let acts = &*acts;
     match (kernel, w.dtype) {
         (Kernel::Scalar, DType::Q8_0) => scalar_blocks::<BlockQ8_0>(w, acts, n, out),
@@ -431,7 +431,7 @@ fn scalar_float(format: FloatFormat, w: &QMatrix, x: &[f32], n: usize, out: &mut
 }
 
 /// Scalar reference for the block formats.
-fn scalar_blocks<B: QuantBlock>(w: &QMatrix, acts: &Q8Acts, n: usize, out: &mut [f32]) {
+fn scalar_blocks<B: QuantBlock>(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
     let blocks_per_row = w.cols / ACT_BLOCK;
     for t in 0..n {
         let act = acts.token(t, blocks_per_row);

@@ -3,10 +3,10 @@
 //! - Q4_0: f16 scale `d`; value = (q − 8) · d.
 //! - Q4_1: f16 scale `d` and f16 minimum `m`; value = q · d + m.
 //!
-//! Dot products against Q8 activations use Σ (q·d + m)·x = d·Σ q·x + m·Σ x, so both formats
+//! Dot products against 16-bit block activations use Σ (q·d + m)·x = d·Σ q·x + m·Σ x, so both formats
 //! share one integer kernel; Q4_0 is the case m = −8·d.
 
-use super::act::{Q8Row, ACT_BLOCK};
+use super::act::{ActRow, ACT_BLOCK};
 use super::float::{f16_to_f32, f32_to_f16};
 use super::{DType, QuantBlock};
 
@@ -65,7 +65,7 @@ fn pack_nibbles(q: &[u8; 32]) -> [u8; 16] {
 
 /// Σ q·x over one block, q the unsigned nibbles.
 #[inline]
-fn nibble_dot(qs: &[u8; 16], xq: &[i8]) -> i32 {
+fn nibble_dot(qs: &[u8; 16], xq: &[i16]) -> i32 {
     let q = nibbles(qs);
     q.iter()
         .zip(xq)
@@ -108,7 +108,7 @@ unsafe impl QuantBlock for BlockQ4_0 {
         }
     }
 
-    fn vec_dot(row: &[Self], act: Q8Row<'_>) -> f32 {
+    fn vec_dot(row: &[Self], act: ActRow<'_>) -> f32 {
         let mut sum = 0.0f32;
         for (b, blk) in row.iter().enumerate() {
             let dot = nibble_dot(&blk.qs, &act.qs[b * ACT_BLOCK..][..ACT_BLOCK]);
@@ -151,7 +151,7 @@ unsafe impl QuantBlock for BlockQ4_1 {
         }
     }
 
-    fn vec_dot(row: &[Self], act: Q8Row<'_>) -> f32 {
+    fn vec_dot(row: &[Self], act: ActRow<'_>) -> f32 {
         let mut sum = 0.0f32;
         for (b, blk) in row.iter().enumerate() {
             let dot = nibble_dot(&blk.qs, &act.qs[b * ACT_BLOCK..][..ACT_BLOCK]);

@@ -1,6 +1,6 @@
 //! Q8_0: 32 elements as an f16 scale `d` and 32 signed bytes; value = q · d.
 
-use super::act::{Q8Row, ACT_BLOCK};
+use super::act::{ActRow, ACT_BLOCK};
 use super::float::{f16_to_f32, f32_to_f16};
 use super::{DType, QuantBlock};
 
@@ -45,7 +45,7 @@ unsafe impl QuantBlock for BlockQ8_0 {
         }
     }
 
-    fn vec_dot(row: &[Self], act: Q8Row<'_>) -> f32 {
+    fn vec_dot(row: &[Self], act: ActRow<'_>) -> f32 {
         let mut sum = 0.0f32;
         for (b, blk) in row.iter().enumerate() {
             let xq = &act.qs[b * ACT_BLOCK..][..ACT_BLOCK];

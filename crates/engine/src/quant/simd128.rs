@@ -1,9 +1,9 @@
 //! wasm32 SIMD128 kernels (compiled in when the build enables `simd128`).
 //!
-//! Baseline SIMD128 has no i8 dot product and no FMA. Its one integer dot product is
-//! `i32x4.dot_i16x8_s`, so the activations are widened to i16 once per matmul call
-//! (`Q8Acts::qs16`) and each weight block is widened once per group of tokens; a block then
-//! costs four dot products per token, plus one float multiply and add for its scales.
+//! Baseline SIMD128 has no FMA; its one integer dot product is `i32x4.dot_i16x8_s`, which suits
+//! the 16-bit activations. Each weight block is widened to i16 once per group of tokens; a block
+//! then costs four dot products per token. Scales are handled four blocks at a time (see
+//! `dot_row`), so the per-block float and scalar work stays out of the inner loop.
 //!
 //! All loads go through `read_unaligned`: weight bytes come straight from files.
 
@@ -12,7 +12,7 @@
 
 use std::arch::wasm32::*;
 
-use super::act::{Q8Acts, ACT_BLOCK};
+use super::act::{BlockActs, ACT_BLOCK};
 use super::float::{f16_to_f32, FloatFormat};
 use super::{tiled_matmul, QMatrix};
 
@@ -29,12 +29,101 @@ fn hsum(v: v128) -> f32 {
     f32x4_extract_lane::<0>(one)
 }
 
-/// Σ_k dot(w[k], x[k]) over the 32 i16 activations of block `ab`.
+/// A block format as these kernels see it.
+trait SimdBlock {
+    /// Stored bytes per block.
+    const BYTES: usize;
+    /// The per-block offset: none (q8_0), stored as an f16 after `d` (q4_1), or −8·d (q4_0).
+    const OFFSET: Offset;
+    /// The 32 weights of the block at `p` as i16 lanes in element order.
+    ///
+    /// # Safety
+    /// `p` points at a whole block.
+    unsafe fn weights(p: *const u8) -> [v128; 4];
+}
+
+#[derive(PartialEq, Eq)]
+enum Offset {
+    None,
+    Stored,
+    MinusEightD,
+}
+
+struct Q4_0;
+struct Q4_1;
+struct Q8_0;
+
+/// Nibbles at `p` (byte j: element j low, j + 16 high) as 32 u16 lanes.
 #[inline]
-fn dot_block(w: &[v128; 4], qs16: &[i16], ab: usize) -> v128 {
-    let x = &qs16[ab * ACT_BLOCK..(ab + 1) * ACT_BLOCK];
-    let p = x.as_ptr().cast::<u8>();
-    // SAFETY: x holds 32 i16 = 64 bytes, four 16-byte loads.
+fn nibbles(p: *const u8) -> [v128; 4] {
+    let raw = load(p);
+    let lo = v128_and(raw, u8x16_splat(0x0f));
+    let hi = u8x16_shr(raw, 4);
+    [
+        u16x8_extend_low_u8x16(lo),
+        u16x8_extend_high_u8x16(lo),
+        u16x8_extend_low_u8x16(hi),
+        u16x8_extend_high_u8x16(hi),
+    ]
+}
+
+impl SimdBlock for Q4_0 {
+    const BYTES: usize = 18;
+    const OFFSET: Offset = Offset::MinusEightD;
+    unsafe fn weights(p: *const u8) -> [v128; 4] {
+        // SAFETY: the nibbles are the block's last 16 bytes.
+        nibbles(unsafe { p.add(2) })
+    }
+}
+
+impl SimdBlock for Q4_1 {
+    const BYTES: usize = 20;
+    const OFFSET: Offset = Offset::Stored;
+    unsafe fn weights(p: *const u8) -> [v128; 4] {
+        // SAFETY: as for Q4_0.
+        nibbles(unsafe { p.add(4) })
+    }
+}
+
+impl SimdBlock for Q8_0 {
+    const BYTES: usize = 34;
+    const OFFSET: Offset = Offset::None;
+    unsafe fn weights(p: *const u8) -> [v128; 4] {
+        // SAFETY: 32 weight bytes follow the 2-byte scale.
+        let (q0, q1) = unsafe { (load(p.add(2)), load(p.add(18))) };
+        [
+            i16x8_extend_low_i8x16(q0),
+            i16x8_extend_high_i8x16(q0),
+            i16x8_extend_low_i8x16(q1),
+            i16x8_extend_high_i8x16(q1),
+        ]
+    }
+}
+
+/// The f16 scale bits of the block at `p`: `d` in the low half, a stored `m` in the high half.
+///
+/// # Safety
+/// `p` points at a whole block.
+#[inline]
+unsafe fn scale_bits<F: SimdBlock>(p: *const u8) -> u32 {
+    // SAFETY: every block starts with its 2 (or, with a stored offset, 4) scale bytes.
+    unsafe {
+        if F::OFFSET == Offset::Stored {
+            p.cast::<u32>().read_unaligned()
+        } else {
+            u32::from(p.cast::<u16>().read_unaligned())
+        }
+    }
+}
+
+/// Σ over one block of i16 weights `w` times the 32 activations at `x`, as four i32 lanes.
+///
+/// # Safety
+/// `x` points at 32 readable i16.
+#[inline]
+unsafe fn dot_block(w: &[v128; 4], x: *const i16) -> v128 {
+    let p = x.cast::<u8>();
+    // SAFETY: 64 bytes, four 16-byte loads.
     let (x0, x1, x2, x3) = unsafe { (load(p), load(p.add(16)), load(p.add(32)), load(p.add(48))) };
     i32x4_add(
         i32x4_add(i32x4_dot_i16x8(w[0], x0), i32x4_dot_i16x8(w[1], x1)),
@@ -42,130 +131,150 @@ fn dot_block(w: &[v128; 4], qs16: &[i16], ab: usize) -> v128 {
     )
 }
 
-/// Adds one unpacked weight block (i16 lanes `w`, scales `d` and `m`) times activation blocks
-/// `ab0 + t·stride`, t < NT, into `acc` and `min_acc`.
+/// [Σa, Σb, Σc, Σd] of four i32x4 vectors (a 4×4 transpose folded into the adds).
 #[inline]
-fn block_step<const NT: usize>(
-    (w, d, m): &([v128; 4], f32, f32),
-    acts: &Q8Acts,
-    ab0: usize,
-    stride: usize,
-    acc: &mut [v128; NT],
-    min_acc: &mut [f32; NT],
-) {
-    for t in 0..NT {
-        let ab = ab0 + t * stride;
-        let dot = dot_block(w, &acts.qs16, ab);
-        let scaled = f32x4_mul(f32x4_convert_i32x4(dot), f32x4_splat(*d * acts.d[ab]));
-        acc[t] = f32x4_add(acc[t], scaled);
-        min_acc[t] += *m * acts.s[ab];
-    }
+fn sum4([a, b, c, d]: [v128; 4]) -> v128 {
+    let ab = i32x4_add(
+        i32x4_shuffle::<0, 4, 1, 5>(a, b),
+        i32x4_shuffle::<2, 6, 3, 7>(a, b),
+    );
+    let cd = i32x4_add(
+        i32x4_shuffle::<0, 4, 1, 5>(c, d),
+        i32x4_shuffle::<2, 6, 3, 7>(c, d),
+    );
+    i32x4_add(
+        i32x4_shuffle::<0, 1, 4, 5>(ab, cd),
+        i32x4_shuffle::<2, 3, 6, 7>(ab, cd),
+    )
 }
 
-/// Unpacks a q4_0 (`HAS_MIN` false: f16 d, m = −8·d) or q4_1 (f16 d, f16 m) block to i16 lanes.
+/// A row of `blocks` blocks of `F` against `NT` tokens starting at `t0`.
+///
+/// Blocks go in groups of four so that their scales are converted, multiplied and accumulated
+/// as one f32x4 each: four blocks' integer dot products are reduced to one vector (lane k =
+/// block k), and the activation scales and sums of four consecutive blocks are contiguous.
+/// The accumulators are reduced once per row.
 #[inline]
-fn q4_block<const HAS_MIN: bool>(blk: &[u8]) -> ([v128; 4], f32, f32) {
-    let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
-    let m = if HAS_MIN {
-        f16_to_f32(u16::from_le_bytes([blk[2], blk[3]]))
-    } else {
-        -8.0 * d
-    };
-    let raw = load(blk[blk.len() - 16..].as_ptr());
-    let lo = v128_and(raw, u8x16_splat(0x0f));
-    let hi = u8x16_shr(raw, 4);
-    let w = [
-        u16x8_extend_low_u8x16(lo),
-        u16x8_extend_high_u8x16(lo),
-        u16x8_extend_low_u8x16(hi),
-        u16x8_extend_high_u8x16(hi),
-    ];
-    (w, d, m)
-}
-
-/// Unpacks a q8_0 block (f16 d, 32 × i8) to i16 lanes.
-#[inline]
-fn q8_0_block(blk: &[u8]) -> ([v128; 4], f32, f32) {
-    let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
-    let (q0, q1) = (load(blk[2..18].as_ptr()), load(blk[18..34].as_ptr()));
-    let w = [
-        i16x8_extend_low_i8x16(q0),
-        i16x8_extend_high_i8x16(q0),
-        i16x8_extend_low_i8x16(q1),
-        i16x8_extend_high_i8x16(q1),
-    ];
-    (w, d, 0.0)
-}
-
-/// A row of `blocks` blocks of `block_bytes` against `NT` tokens starting at `t0`.
-#[inline]
-fn dot_row<const NT: usize>(
+fn dot_row<F: SimdBlock, const NT: usize>(
     row: &[u8],
-    block_bytes: usize,
-    unpack: impl Fn(&[u8]) -> ([v128; 4], f32, f32),
-    acts: &Q8Acts,
+    acts: &BlockActs,
     t0: usize,
     blocks: usize,
 ) -> [f32; NT] {
-    assert_eq!(row.len(), blocks * block_bytes);
-    // Two accumulator sets (even/odd blocks) keep the float adds from serializing; named
-    // separately so they stay in registers.
-    let (mut acc0, mut acc1) = ([f32x4_splat(0.0); NT], [f32x4_splat(0.0); NT]);
-    let (mut min0, mut min1) = ([0.0f32; NT], [0.0f32; NT]);
-    let mut pairs = row.chunks_exact(2 * block_bytes);
-    let mut ab = t0 * blocks;
-    for pair in &mut pairs {
-        let even = unpack(&pair[..block_bytes]);
-        block_step(&even, acts, ab, blocks, &mut acc0, &mut min0);
-        let odd = unpack(&pair[block_bytes..]);
-        block_step(&odd, acts, ab + 1, blocks, &mut acc1, &mut min1);
-        ab += 2;
+    assert_eq!(row.len(), blocks * F::BYTES);
+    let act_blocks = (t0 + NT) * blocks;
+    assert!(
+        acts.d.len() >= act_blocks
+            && acts.s.len() >= act_blocks
+            && acts.qs.len() >= act_blocks * ACT_BLOCK
+    );
+    let p = row.as_ptr();
+    let (xq, xd, xs) = (acts.qs.as_ptr(), acts.d.as_ptr(), acts.s.as_ptr());
+    let mut acc = [f32x4_splat(0.0); NT];
+    let mut offset_acc = [f32x4_splat(0.0); NT];
+    let mut b = 0;
+    // SAFETY (loop bodies): b + k < blocks keeps every block inside `row`, and activation block
+    // (t0 + t)·blocks + b + k, t < NT, exists by the assert above.
+    // With several tokens the per-block path below is as fast (the unpacked weights are shared
+    // by every token, and four blocks' dot products per token would not fit in registers).
+    while NT == 1 && b + 4 <= blocks {
+        let q = |k: usize| unsafe { p.add((b + k) * F::BYTES) };
+        let bits = unsafe {
+            u32x4(
+                scale_bits::<F>(q(0)),
+                scale_bits::<F>(q(1)),
+                scale_bits::<F>(q(2)),
+                scale_bits::<F>(q(3)),
+            )
+        };
+        let d = f16_lanes_to_f32(v128_and(bits, u32x4_splat(0xffff)));
+        let m = match F::OFFSET {
+            Offset::None => f32x4_splat(0.0),
+            Offset::Stored => f16_lanes_to_f32(u32x4_shr(bits, 16)),
+            Offset::MinusEightD => f32x4_mul(d, f32x4_splat(-8.0)),
+        };
+        let mut dots = [[i32x4_splat(0); 4]; NT];
+        for k in 0..4 {
+            let w = unsafe { F::weights(q(k)) };
+            for t in 0..NT {
+                let ab = (t0 + t) * blocks + b + k;
+                dots[t][k] = unsafe { dot_block(&w, xq.add(ab * ACT_BLOCK)) };
+            }
+        }
+        for t in 0..NT {
+            let ab = (t0 + t) * blocks + b;
+            let (act_d, act_s) = unsafe { (load(xd.add(ab).cast()), load(xs.add(ab).cast())) };
+            let scale = f32x4_mul(d, act_d);
+            acc[t] = f32x4_add(acc[t], f32x4_mul(f32x4_convert_i32x4(sum4(dots[t])), scale));
+            if F::OFFSET != Offset::None {
+                offset_acc[t] = f32x4_add(offset_acc[t], f32x4_mul(m, act_s));
+            }
+        }
+        b += 4;
     }
-    if !pairs.remainder().is_empty() {
-        let last = unpack(pairs.remainder());
-        block_step(&last, acts, ab, blocks, &mut acc0, &mut min0);
+    // The remaining blocks one at a time.
+    let mut offset_tail = [0.0f32; NT];
+    while b < blocks {
+        let q = unsafe { p.add(b * F::BYTES) };
+        let bits = unsafe { scale_bits::<F>(q) };
+        let d = f16_to_f32(bits as u16);
+        let m = match F::OFFSET {
+            Offset::None => 0.0,
+            Offset::Stored => f16_to_f32((bits >> 16) as u16),
+            Offset::MinusEightD => -8.0 * d,
+        };
+        let w = unsafe { F::weights(q) };
+        for t in 0..NT {
+            let ab = (t0 + t) * blocks + b;
+            let (dot, act_d, act_s) = unsafe {
+                (
+                    dot_block(&w, xq.add(ab * ACT_BLOCK)),
+                    *xd.add(ab),
+                    *xs.add(ab),
+                )
+            };
+            let scaled = f32x4_mul(f32x4_convert_i32x4(dot), f32x4_splat(d * act_d));
+            acc[t] = f32x4_add(acc[t], scaled);
+            offset_tail[t] += m * act_s;
+        }
+        b += 1;
     }
     let mut out = [0.0f32; NT];
     for t in 0..NT {
-        out[t] = hsum(f32x4_add(acc0[t], acc1[t])) + (min0[t] + min1[t]);
+        out[t] = hsum(f32x4_add(acc[t], offset_acc[t])) + offset_tail[t];
     }
     out
 }
 
 pub(super) fn matmul_q4<const HAS_MIN: bool>(
     w: &QMatrix,
-    acts: &Q8Acts,
+    acts: &BlockActs,
     n: usize,
     out: &mut [f32],
 ) {
     let blocks = w.cols() / ACT_BLOCK;
-    assert!(
-        acts.qs16.len() >= n * w.cols(),
-        "activations were not widened to i16"
-    );
-    let block_bytes = if HAS_MIN { 20 } else { 18 };
-    let unpack = q4_block::<HAS_MIN>;
-    tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
-        dot_row::<NT>(w.row(r), block_bytes, unpack, acts, t0, blocks)
-    });
+    if HAS_MIN {
+        tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
+            dot_row::<Q4_1, NT>(w.row(r), acts, t0, blocks)
+        });
+    } else {
+        tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
+            dot_row::<Q4_0, NT>(w.row(r), acts, t0, blocks)
+        });
+    }
 }
 
-pub(super) fn matmul_q8_0(w: &QMatrix, acts: &Q8Acts, n: usize, out: &mut [f32]) {
+pub(super) fn matmul_q8_0(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
     let blocks = w.cols() / ACT_BLOCK;
-    assert!(
-        acts.qs16.len() >= n * w.cols(),
-        "activations were not widened to i16"
-    );
     tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
-        dot_row::<NT>(w.row(r), 34, q8_0_block, acts, t0, blocks)
+        dot_row::<Q8_0, NT>(w.row(r), acts, t0, blocks)
     });
 }
 
-/// Four f16 values (in the low 64 bits of `h`) to f32, exactly: the lane-wise form of
-/// `float::f16_to_f32`.
+/// f16 values (the low 16 bits of each u32 lane, high bits zero) to f32, exactly: the
+/// lane-wise form of `float::f16_to_f32`.
 #[inline]
-fn f16x4_to_f32x4(h: v128) -> v128 {
-    let h = u32x4_extend_low_u16x8(h);
+fn f16_lanes_to_f32(h: v128) -> v128 {
     let magnitude = u32x4_shl(v128_and(h, u32x4_splat(0x7fff)), 13);
     let scaled = f32x4_mul(magnitude, f32x4_splat(f32::from_bits(0x7780_0000))); // × 2^112
     let exponent = v128_and(h, u32x4_splat(0x7c00));
@@ -175,6 +284,12 @@ fn f16x4_to_f32x4(h: v128) -> v128 {
     );
     let sign = u32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
     v128_or(v128_or(scaled, inf_nan), sign)
+}
+
+/// Four f16 values (in the low 64 bits of `h`) to f32, exactly.
+#[inline]
+fn f16x4_to_f32x4(h: v128) -> v128 {
+    f16_lanes_to_f32(u32x4_extend_low_u16x8(h))
 }
 
 /// 4 weights of a float row starting at element `i`, as f32; `i + 4` must not pass the row end.
