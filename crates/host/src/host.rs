@@ -179,7 +179,7 @@ impl LayerStore {
 pub struct Host {
     knot: Knot,
     config: ModelConfig,
-    tokenizer: Tokenizer,
+    tokenizer: Rc<Tokenizer>,
     resident: Rc<[u8]>,
     resident_tensors: Rc<[TensorInfo]>,
     layers: LayerStore,
@@ -233,7 +233,7 @@ impl Host {
                 read(res.start, res.end).await?,
             )
         };
-        let tokenizer = Tokenizer::from_data(&Knot::parse_tokenizer(&tok_bytes)?)?;
+        let tokenizer = Rc::new(Tokenizer::from_data(&Knot::parse_tokenizer(&tok_bytes)?)?);
         drop(tok_bytes);
 
         let config = knot.meta.config.clone();
@@ -287,7 +287,7 @@ impl Host {
         &self.knot
     }
 
-    pub fn tokenizer(&self) -> &Tokenizer {
+    pub fn tokenizer(&self) -> &Rc<Tokenizer> {
         &self.tokenizer
     }
 

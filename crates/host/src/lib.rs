@@ -11,3 +11,6 @@ pub use host::{Host, HostError, HostOptions, Stats};
 #[cfg(unix)]
 pub use source::FileSource;
 pub use source::{ByteSource, MemorySource, ReadFuture, SourceError};
+
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+mod wasm;
