@@ -1,0 +1,167 @@
+// Public TypeScript surface of knot-wasm (every entry point exports the same names; FileKnotSource
+// only from the Node/Bun/Deno entry).
+
+/** Anything that can read byte ranges of a .knot file. `end` is INCLUSIVE. */
+export interface KnotByteSource {
+  rangeGet(start: number, end: number): Promise<Uint8Array>;
+  /** File size in bytes, when known. */
+  readonly size?: number | undefined;
+}
+
+export declare class BufferKnotSource implements KnotByteSource {
+  constructor(bytes: Uint8Array | ArrayBuffer);
+  readonly size: number;
+  /** A view into the buffer, not a copy. */
+  rangeGet(start: number, end: number): Promise<Uint8Array>;
+}
+
+/** Node, Bun and Deno only. */
+export declare class FileKnotSource implements KnotByteSource, AsyncDisposable {
+  static open(path: string | URL): Promise<FileKnotSource>;
+  readonly size: number;
+  rangeGet(start: number, end: number): Promise<Uint8Array>;
+  /** Idempotent. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export interface HttpKnotSourceOptions {
+  /** Defaults to globalThis.fetch. */
+  fetch?: typeof fetch;
+  /** Sent with every request (e.g. Authorization). */
+  headers?: Record<string, string>;
+  /** Further attempts after a network error, 408, 429 or 5xx. Default 3. */
+  retries?: number;
+  /** First backoff delay, doubled per attempt (capped at 5 s). Default 200. */
+  retryDelayMs?: number;
+  /** The file size, if known in advance. */
+  size?: number;
+}
+
+/**
+ * Reads with `Range: bytes=a-b`; accepts a 206 whose Content-Range is exactly `a-b/total`, and a
+ * 200 only when the request covers the whole file.
+ */
+export declare class HttpKnotSource implements KnotByteSource {
+  constructor(url: string | URL, options?: HttpKnotSourceOptions);
+  /** Constructs and learns the size (HEAD, else a `bytes=0-0` probe). */
+  static open(url: string | URL, options?: HttpKnotSourceOptions): Promise<HttpKnotSource>;
+  readonly url: string;
+  readonly size: number | undefined;
+  probeSize(): Promise<number>;
+  rangeGet(start: number, end: number): Promise<Uint8Array>;
+}
+
+export interface HostProgress {
+  /** Bytes read from the source so far. */
+  bytesLoaded: number;
+  /** Layers resident so far. */
+  layersLoaded: number;
+  layerCount: number;
+}
+
+export interface HostShimOptions {
+  /** Layers kept in memory (integer >= 1). Default: all layers. */
+  lruCapacity?: number;
+  /** Optional bound on the bytes of cached layers. */
+  maxResidentBytes?: number;
+  /** Speculative decoding; `true` is rejected until it is implemented. */
+  draftMode?: false;
+  onProgress?: (progress: HostProgress) => void;
+}
+
+export interface SamplingOptions {
+  /** 0 (default) is greedy. */
+  temperature?: number;
+  /** 0 (default) disables top-k. */
+  topK?: number;
+  /** 1 (default) disables top-p. */
+  topP?: number;
+  /** 0 (default) disables min-p. */
+  minP?: number;
+  /** 1 (default) disables the penalty. */
+  repeatPenalty?: number;
+  seed?: number | bigint;
+}
+
+export interface GenerateOptions extends SamplingOptions {
+  signal?: AbortSignal;
+  /** Appends to the current conversation instead of starting afresh. */
+  continue?: boolean;
+  onToken?: (id: number) => void;
+}
+
+export interface GenerateTextOptions extends SamplingOptions {
+  /** Default 256. */
+  maxTokens?: number;
+  signal?: AbortSignal;
+  continue?: boolean;
+  /** Called with each text piece ('' while a character is incomplete) and its token id. */
+  onToken?: (piece: string, id: number) => void;
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | (string & {});
+  content: string;
+}
+
+export interface GenerateTextResult {
+  text: string;
+  tokens: Uint32Array;
+  /** 'stop' at an end-of-text token, 'length' at maxTokens. */
+  finishReason: 'stop' | 'length';
+}
+
+export interface HostStats {
+  hits: number;
+  misses: number;
+  evictions: number;
+  bytesFetched: number;
+  rangeReads: number;
+  residentBytes: number;
+  peakResidentBytes: number;
+  kvCacheBytes: number;
+  openMs: number;
+  prefillMs: number;
+  prefillTokens: number;
+  /** Wall time of each decode step since the last prompt. */
+  tokenMs: number[];
+  [key: string]: unknown;
+}
+
+/** The wasm-bindgen namespace (`import * as wasm from 'knot-wasm/wasm'`). */
+export interface KnotWasmBindings {
+  WasmHost: unknown;
+}
+
+export declare const DRAFT_MODE_UNSUPPORTED: 'draftMode (speculative decoding) is not supported yet';
+
+export declare class HostShim implements Disposable {
+  /**
+   * `wasm` is the package's bindings namespace (`import * as wasm from 'knot-wasm/wasm'`, or what
+   * `loadWasm()` returns); omit it to use the package's own.
+   */
+  static open(source: KnotByteSource, wasm: KnotWasmBindings | undefined, options: HostShimOptions): Promise<HostShim>;
+  static open(source: KnotByteSource, wasm: KnotWasmBindings): Promise<HostShim>;
+  static open(source: KnotByteSource, options?: HostShimOptions): Promise<HostShim>;
+  readonly vocabSize: number;
+  readonly layerCount: number;
+  encode(text: string): Uint32Array;
+  decode(ids: Uint32Array | number[]): string;
+  /** Renders messages with the model's chat template. */
+  applyChatTemplate(messages: ChatMessage[]): string;
+  /** Up to `n` tokens after `tokens`; ends after an end-of-text id (included). */
+  generate(tokens: Uint32Array | number[], n: number, options?: GenerateOptions): Promise<Uint32Array>;
+  /** A string prompt is used as is; messages go through the chat template. */
+  generateText(prompt: string | ChatMessage[], options?: GenerateTextOptions): Promise<GenerateTextResult>;
+  stream(prompt: string | ChatMessage[], options?: GenerateTextOptions): AsyncGenerator<string, void, undefined>;
+  /** Starts fetching a layer in the background. */
+  prefetchLayer(layer: number): void;
+  stats(): HostStats;
+  /** Idempotent; any later call throws. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/** Loads and initializes the package's wasm once. */
+export declare function loadWasm(): Promise<KnotWasmBindings>;

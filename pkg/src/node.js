@@ -1,0 +1,36 @@
+// Entry for Node >= 20, Bun and Deno: reads the .wasm beside the bindings with node:fs and
+// instantiates it synchronously (wasm-bindgen `web` target + initSync works in all three).
+import { readFile } from 'node:fs/promises';
+import { setWasmResolver } from './shim.js';
+
+export * from './index.js';
+export { FileKnotSource } from './file.js';
+
+const WASM_URL = new URL('../dist/wasm/host_bg.wasm', import.meta.url);
+
+/** @type {Promise<object> | undefined} */
+let own;
+
+/**
+ * Loads and initializes the package's wasm once; later calls return the same namespace.
+ * @returns {Promise<object>} the wasm-bindgen namespace (has WasmHost)
+ */
+export function loadWasm() {
+  own ??= (async () => {
+    // Imported lazily so that the sources work before the wasm has been built.
+    const bindings = await import('../dist/wasm/host.js');
+    const bytes = await readFile(WASM_URL);
+    bindings.initSync({ module: bytes });
+    return bindings;
+  })();
+  own.catch(() => {
+    own = undefined;
+  });
+  return own;
+}
+
+setWasmResolver(async (wasm) => {
+  const ownNs = await loadWasm();
+  // A namespace other than ours must have been initialized by whoever built it.
+  return wasm ?? ownNs;
+});

@@ -1,0 +1,25 @@
+// Checks shared by every KnotByteSource: `end` is INCLUSIVE, as in the seed's R2 example
+// (`length: end - start + 1`).
+
+/**
+ * @param {unknown} start
+ * @param {unknown} end
+ * @param {number | undefined} size
+ * @returns {number} the length of the range in bytes
+ */
+export function checkRange(start, end, size) {
+  if (!Number.isSafeInteger(start) || /** @type {number} */ (start) < 0) {
+    throw new RangeError(`rangeGet: start must be an integer >= 0, got ${String(start)}`);
+  }
+  if (!Number.isSafeInteger(end) || /** @type {number} */ (end) < /** @type {number} */ (start)) {
+    throw new RangeError(
+      `rangeGet: end (inclusive) must be an integer >= start (${start}), got ${String(end)}`,
+    );
+  }
+  const s = /** @type {number} */ (start);
+  const e = /** @type {number} */ (end);
+  if (size !== undefined && e >= size) {
+    throw new RangeError(`rangeGet: range ${s}-${e} lies outside the source of ${size} bytes`);
+  }
+  return e - s + 1;
+}

@@ -1,0 +1,480 @@
+// HostShim: the people-facing API, a thin class over the wasm-bindgen class `WasmHost`.
+// This file validates arguments (so bad input is a clear Error, never a Rust panic), serializes
+// calls (one WasmHost runs one async call at a time) and turns token ids into streamed text.
+//
+// The WasmHost contract this wrapper calls (exported by crates/host's binding module):
+//   static open(source: KnotByteSource, lruCapacity: number, maxResidentBytes: number | undefined,
+//               onProgress: ((p: object) => void) | undefined): Promise<WasmHost>
+//   readonly vocabSize: number; readonly layerCount: number; readonly eosIds: Uint32Array
+//   encode(text: string): Uint32Array          decode(ids: Uint32Array): string  (lossy UTF-8)
+//   chatPrompt(messagesJson: string): string   rendered with the model's template
+//   setSampler(temperature, topK, topP, minP, repeatPenalty, seed: bigint): void
+//   reset(): void                               forgets the conversation, keeps cached layers
+//   prefill(ids: Uint32Array, moreFollows: boolean): Promise<void>
+//   step(moreFollows: boolean): Promise<number> one sampled token id
+//   prefetchLayer(layer: number): void          starts a background fetch
+//   stats(): object | string (JSON)             camelCase fields of host::Stats
+//   free(): void
+
+export const DRAFT_MODE_UNSUPPORTED = 'draftMode (speculative decoding) is not supported yet';
+
+const OPEN_OPTIONS = new Set(['lruCapacity', 'maxResidentBytes', 'draftMode', 'onProgress']);
+const GENERATE_OPTIONS = new Set([
+  'temperature', 'topK', 'topP', 'minP', 'repeatPenalty', 'seed',
+  'signal', 'onToken', 'continue', 'maxTokens',
+]);
+
+/** @type {((wasm: object | undefined) => Promise<object>) | undefined} */
+let wasmResolver;
+
+/**
+ * Called by each entry point (node.js, browser.js, workerd.js) with the function that turns
+ * `wasm` (the namespace passed to open, or undefined for the package's own) into an initialized
+ * wasm-bindgen namespace.
+ * @param {(wasm: object | undefined) => Promise<object>} resolver
+ */
+export function setWasmResolver(resolver) {
+  wasmResolver = resolver;
+}
+
+/** @param {unknown} v */
+const isPlainObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v) &&
+  !ArrayBuffer.isView(v);
+
+/**
+ * @param {object} options
+ * @param {Set<string>} known
+ * @param {string} where
+ */
+function rejectUnknownOptions(options, known, where) {
+  for (const key of Object.keys(options)) {
+    if (!known.has(key)) throw new TypeError(`${where}: unknown option '${key}'`);
+  }
+}
+
+/**
+ * @param {unknown} value
+ * @param {string} name
+ * @param {number} min
+ */
+function checkInteger(value, name, min) {
+  if (!Number.isSafeInteger(value) || /** @type {number} */ (value) < min) {
+    throw new RangeError(`${name} must be an integer >= ${min}, got ${String(value)}`);
+  }
+  return /** @type {number} */ (value);
+}
+
+/** @param {Record<string, unknown>} options */
+export function checkOpenOptions(options) {
+  if (!isPlainObject(options)) throw new TypeError('HostShim.open: options must be an object');
+  rejectUnknownOptions(options, OPEN_OPTIONS, 'HostShim.open');
+  if (options.draftMode !== undefined && typeof options.draftMode !== 'boolean') {
+    throw new TypeError(`draftMode must be a boolean, got ${String(options.draftMode)}`);
+  }
+  if (options.draftMode === true) throw new Error(DRAFT_MODE_UNSUPPORTED);
+  const lruCapacity = options.lruCapacity === undefined
+    ? undefined
+    : checkInteger(options.lruCapacity, 'lruCapacity', 1);
+  const maxResidentBytes = options.maxResidentBytes === undefined
+    ? undefined
+    : checkInteger(options.maxResidentBytes, 'maxResidentBytes', 1);
+  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
+    throw new TypeError('onProgress must be a function');
+  }
+  return {
+    lruCapacity,
+    maxResidentBytes,
+    onProgress: /** @type {((p: object) => void) | undefined} */ (options.onProgress),
+  };
+}
+
+/**
+ * Sampling options with the engine's defaults (greedy).
+ * @param {Record<string, unknown>} o
+ */
+export function checkSampling(o) {
+  const temperature = o.temperature ?? 0;
+  if (typeof temperature !== 'number' || !Number.isFinite(temperature) || temperature < 0) {
+    throw new RangeError(`temperature must be a finite number >= 0 (0 is greedy), got ${String(o.temperature)}`);
+  }
+  const topK = checkInteger(o.topK ?? 0, 'topK (0 disables it)', 0);
+  const topP = o.topP ?? 1;
+  if (typeof topP !== 'number' || !(topP > 0 && topP <= 1)) {
+    throw new RangeError(`topP must be in (0, 1], got ${String(o.topP)}`);
+  }
+  const minP = o.minP ?? 0;
+  if (typeof minP !== 'number' || !(minP >= 0 && minP <= 1)) {
+    throw new RangeError(`minP must be in [0, 1], got ${String(o.minP)}`);
+  }
+  const repeatPenalty = o.repeatPenalty ?? 1;
+  if (typeof repeatPenalty !== 'number' || !Number.isFinite(repeatPenalty) || repeatPenalty <= 0) {
+    throw new RangeError(`repeatPenalty must be a finite number > 0 (1 disables it), got ${String(o.repeatPenalty)}`);
+  }
+  let seed = o.seed ?? 0;
+  if (typeof seed === 'number') seed = BigInt(checkInteger(seed, 'seed', 0));
+  if (typeof seed !== 'bigint' || seed < 0n || seed >= 1n << 64n) {
+    throw new RangeError(`seed must be an integer in [0, 2^64), got ${String(o.seed)}`);
+  }
+  return { temperature, topK, topP, minP, repeatPenalty, seed };
+}
+
+/**
+ * @param {unknown} ids
+ * @param {number | undefined} vocabSize
+ * @returns {Uint32Array}
+ */
+export function toTokenIds(ids, vocabSize) {
+  /** @type {Uint32Array} */
+  let out;
+  if (ids instanceof Uint32Array) {
+    out = ids;
+  } else if (Array.isArray(ids)) {
+    out = new Uint32Array(ids.length);
+    ids.forEach((id, i) => {
+      if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) {
+        throw new TypeError(`token id at index ${i} must be an integer >= 0, got ${String(id)}`);
+      }
+      out[i] = id;
+    });
+  } else {
+    throw new TypeError('token ids must be a Uint32Array or an array of integers');
+  }
+  if (vocabSize !== undefined) {
+    const i = out.findIndex((id) => id >= vocabSize);
+    if (i >= 0) throw new RangeError(`token id ${out[i]} at index ${i} is not below the vocabulary size ${vocabSize}`);
+  }
+  return out;
+}
+
+/** @param {unknown} messages */
+export function checkMessages(messages) {
+  if (!Array.isArray(messages) || messages.length === 0) {
+    throw new TypeError('messages must be a non-empty array of { role, content }');
+  }
+  return messages.map((m, i) => {
+    if (!isPlainObject(m) || typeof m.role !== 'string' || typeof m.content !== 'string') {
+      throw new TypeError(`message ${i} must be { role: string, content: string }`);
+    }
+    return { role: m.role, content: m.content };
+  });
+}
+
+/**
+ * Turns token ids into text pieces as they arrive. Byte-level tokens can split a UTF-8 character;
+ * a piece whose decoding ends in U+FFFD is held back until the following tokens complete it.
+ * Decoding against a few preceding ids keeps tokenizers that treat a leading space specially
+ * (SentencePiece) right.
+ */
+export class TextStreamer {
+  #decode;
+  /** @type {number[]} */
+  #context = [];
+  /** @type {number[]} */
+  #pending = [];
+
+  /** @param {(ids: Uint32Array) => string} decode */
+  constructor(decode) {
+    this.#decode = decode;
+  }
+
+  /**
+   * @param {number} id
+   * @returns {string} the text this token completes ('' while a character is incomplete)
+   */
+  push(id) {
+    this.#pending.push(id);
+    const before = this.#decode(Uint32Array.from(this.#context));
+    const all = this.#decode(Uint32Array.from([...this.#context, ...this.#pending]));
+    // A UTF-8 character spans at most 4 bytes, so at most 4 byte tokens are held.
+    if (all.endsWith('\uFFFD') && this.#pending.length < 4) return '';
+    this.#context = [...this.#context, ...this.#pending].slice(-4);
+    this.#pending = [];
+    return all.startsWith(before) ? all.slice(before.length) : all;
+  }
+
+  /** Text of any held-back ids (an incomplete character at the end of the output). */
+  flush() {
+    if (this.#pending.length === 0) return '';
+    const before = this.#decode(Uint32Array.from(this.#context));
+    const all = this.#decode(Uint32Array.from([...this.#context, ...this.#pending]));
+    this.#pending = [];
+    return all.startsWith(before) ? all.slice(before.length) : all;
+  }
+}
+
+export class HostShim {
+  /** @type {any} the wasm-bindgen WasmHost */
+  #host;
+  #disposed = false;
+  /** Serializes calls: WasmHost runs one async call at a time. */
+  #queue = Promise.resolve();
+  #busy = 0;
+  #generating = false;
+  #vocabSize;
+  #layerCount;
+  /** @type {Set<number>} */
+  #eos;
+
+  /** Use HostShim.open. @param {any} host */
+  constructor(host) {
+    this.#host = host;
+    this.#vocabSize = host.vocabSize;
+    this.#layerCount = host.layerCount;
+    this.#eos = new Set(host.eosIds ?? []);
+  }
+
+  /**
+   * Opens a knot model. `wasm` (optional) is the wasm-bindgen namespace: omit it to use the
+   * package's own (`import * as wasm from 'knot-wasm/wasm'` is the same one).
+   * @param {{ rangeGet(start: number, end: number): Promise<Uint8Array> }} source
+   * @param {object} [wasmOrOptions]
+   * @param {object} [maybeOptions]
+   * @returns {Promise<HostShim>}
+   */
+  static async open(source, wasmOrOptions, maybeOptions) {
+    let wasm;
+    let options;
+    if (maybeOptions !== undefined) {
+      wasm = wasmOrOptions ?? undefined;
+      options = maybeOptions;
+    } else if (wasmOrOptions !== undefined && wasmOrOptions !== null &&
+      typeof (/** @type {any} */ (wasmOrOptions).WasmHost) === 'function') {
+      wasm = wasmOrOptions;
+      options = {};
+    } else {
+      options = wasmOrOptions ?? {};
+    }
+    if (typeof source !== 'object' || source === null || typeof source.rangeGet !== 'function') {
+      throw new TypeError('HostShim.open: source must implement rangeGet(start, end) (end inclusive)');
+    }
+    const opts = checkOpenOptions(/** @type {Record<string, unknown>} */ (options));
+    if (wasmResolver === undefined) {
+      throw new Error('HostShim.open: import HostShim from the package entry (knot-wasm), not from src/shim.js');
+    }
+    const ns = /** @type {any} */ (await wasmResolver(wasm));
+    if (typeof ns?.WasmHost?.open !== 'function') {
+      throw new TypeError('HostShim.open: wasm is not the knot-wasm bindings namespace (no WasmHost)');
+    }
+    const host = await ns.WasmHost.open(source, opts.lruCapacity, opts.maxResidentBytes, opts.onProgress);
+    return new HostShim(host);
+  }
+
+  get vocabSize() {
+    return this.#vocabSize;
+  }
+
+  get layerCount() {
+    return this.#layerCount;
+  }
+
+  #live() {
+    if (this.#disposed) throw new Error('HostShim: used after dispose()');
+    return this.#host;
+  }
+
+  /**
+   * Runs `fn` after every earlier call has finished.
+   * @template T
+   * @param {(host: any) => Promise<T>} fn
+   * @returns {Promise<T>}
+   */
+  #exclusive(fn) {
+    const run = async () => {
+      this.#busy++;
+      try {
+        return await fn(this.#live());
+      } finally {
+        this.#busy--;
+        if (this.#disposed && this.#busy === 0) this.#free();
+      }
+    };
+    const result = this.#queue.then(run, run);
+    this.#queue = result.then(() => undefined, () => undefined);
+    return result;
+  }
+
+  /** @param {string} text @returns {Uint32Array} */
+  encode(text) {
+    if (typeof text !== 'string') throw new TypeError('encode: text must be a string');
+    return this.#live().encode(text);
+  }
+
+  /** @param {Uint32Array | number[]} ids @returns {string} */
+  decode(ids) {
+    const host = this.#live();
+    return host.decode(toTokenIds(ids, this.#vocabSize));
+  }
+
+  /** @param {{ role: string, content: string }[]} messages @returns {string} */
+  applyChatTemplate(messages) {
+    const host = this.#live();
+    return host.chatPrompt(JSON.stringify(checkMessages(messages)));
+  }
+
+  /**
+   * Generates up to `n` tokens after `tokens`; stops after an end-of-text id (included, as the
+   * native `Host::generate` does).
+   * @param {Uint32Array | number[]} tokens
+   * @param {number} n
+   * @param {Record<string, unknown>} [options]
+   * @returns {Promise<Uint32Array>}
+   */
+  async generate(tokens, n, options = {}) {
+    const out = [];
+    for await (const id of this.#ids(tokens, n, options)) out.push(id);
+    return Uint32Array.from(out);
+  }
+
+  /**
+   * @param {string | { role: string, content: string }[]} prompt text, or chat messages
+   * @param {Record<string, unknown>} [options] sampling, maxTokens (default 256), signal, onToken
+   * @returns {Promise<{ text: string, tokens: Uint32Array, finishReason: 'stop' | 'length' }>}
+   */
+  async generateText(prompt, options = {}) {
+    let text = '';
+    const tokens = [];
+    let finishReason = /** @type {'stop' | 'length'} */ ('length');
+    for await (const piece of this.#pieces(prompt, options)) {
+      if (piece.done) {
+        finishReason = piece.finishReason;
+        break;
+      }
+      text += piece.text;
+      if (piece.id !== undefined) tokens.push(piece.id);
+    }
+    return { text, tokens: Uint32Array.from(tokens), finishReason };
+  }
+
+  /**
+   * Streams text pieces as they are generated.
+   * @param {string | { role: string, content: string }[]} prompt
+   * @param {Record<string, unknown>} [options]
+   * @returns {AsyncGenerator<string>}
+   */
+  async *stream(prompt, options = {}) {
+    for await (const piece of this.#pieces(prompt, options)) {
+      if (piece.done) return;
+      if (piece.text !== '') yield piece.text;
+    }
+  }
+
+  /**
+   * @param {string | { role: string, content: string }[]} prompt
+   * @param {Record<string, unknown>} options
+   */
+  async *#pieces(prompt, options) {
+    const host = this.#live();
+    if (!isPlainObject(options)) throw new TypeError('options must be an object');
+    const text = typeof prompt === 'string' ? prompt : host.chatPrompt(JSON.stringify(checkMessages(prompt)));
+    const maxTokens = checkInteger(options.maxTokens ?? 256, 'maxTokens', 0);
+    const onToken = options.onToken;
+    const streamer = new TextStreamer((ids) => host.decode(ids));
+    const { onToken: _ignored, maxTokens: _n, ...rest } = options;
+    let finishReason = /** @type {'stop' | 'length'} */ ('length');
+    for await (const id of this.#ids(host.encode(text), maxTokens, rest)) {
+      if (this.#eos.has(id)) {
+        finishReason = 'stop';
+        break;
+      }
+      const piece = streamer.push(id);
+      if (typeof onToken === 'function') onToken(piece, id);
+      yield { done: false, text: piece, id };
+    }
+    const tail = streamer.flush();
+    if (tail !== '') yield { done: false, text: tail, id: undefined };
+    yield { done: true, finishReason };
+  }
+
+  /**
+   * The decode loop: prefill, then one step per token, one call into wasm at a time.
+   * @param {Uint32Array | number[]} tokens
+   * @param {number} n
+   * @param {Record<string, unknown>} options
+   * @returns {AsyncGenerator<number>}
+   */
+  async *#ids(tokens, n, options) {
+    this.#live();
+    if (!isPlainObject(options)) throw new TypeError('options must be an object');
+    rejectUnknownOptions(options, GENERATE_OPTIONS, 'generate');
+    const ids = toTokenIds(tokens, this.#vocabSize);
+    checkInteger(n, 'n (tokens to generate)', 0);
+    const sampling = checkSampling(options);
+    const signal = /** @type {AbortSignal | undefined} */ (options.signal);
+    if (signal !== undefined && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
+      throw new TypeError('signal must be an AbortSignal');
+    }
+    const onToken = options.onToken;
+    if (onToken !== undefined && typeof onToken !== 'function') throw new TypeError('onToken must be a function');
+    const continueSession = options.continue === true;
+    if (!continueSession && ids.length === 0) throw new RangeError('the prompt is empty: give at least one token');
+
+    signal?.throwIfAborted();
+    if (this.#generating) throw new Error('HostShim: another generation is in progress; await it first');
+    this.#generating = true;
+    try {
+      yield* this.#decodeLoop(ids, n, sampling, continueSession, signal, onToken);
+    } finally {
+      this.#generating = false;
+    }
+  }
+
+  /**
+   * @param {Uint32Array} ids
+   * @param {number} n
+   * @param {ReturnType<typeof checkSampling>} sampling
+   * @param {boolean} continueSession
+   * @param {AbortSignal | undefined} signal
+   * @param {unknown} onToken
+   */
+  async *#decodeLoop(ids, n, sampling, continueSession, signal, onToken) {
+    await this.#exclusive(async (host) => {
+      if (!continueSession) host.reset();
+      host.setSampler(sampling.temperature, sampling.topK, sampling.topP, sampling.minP,
+        sampling.repeatPenalty, sampling.seed);
+      if (ids.length > 0) await host.prefill(ids, n > 1);
+    });
+    for (let produced = 0; produced < n; produced++) {
+      signal?.throwIfAborted();
+      const moreFollows = produced + 2 <= n;
+      const id = await this.#exclusive((host) => host.step(moreFollows));
+      if (typeof onToken === 'function') onToken(id);
+      yield id;
+      if (this.#eos.has(id)) return;
+    }
+  }
+
+  /**
+   * Starts fetching a layer in the background.
+   * @param {number} layer
+   */
+  prefetchLayer(layer) {
+    const host = this.#live();
+    if (!Number.isSafeInteger(layer) || layer < 0 || (this.#layerCount !== undefined && layer >= this.#layerCount)) {
+      throw new RangeError(`prefetchLayer: layer must be an integer in [0, ${this.#layerCount}), got ${String(layer)}`);
+    }
+    host.prefetchLayer(layer);
+  }
+
+  /** Cache and timing counters (see index.d.ts HostStats). */
+  stats() {
+    const s = this.#live().stats();
+    return typeof s === 'string' ? JSON.parse(s) : s;
+  }
+
+  /** Frees the wasm-side model; idempotent. A call in flight finishes first. */
+  dispose() {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    if (this.#busy === 0) this.#free();
+  }
+
+  #free() {
+    const host = this.#host;
+    this.#host = undefined;
+    host?.free?.();
+  }
+
+  [Symbol.dispose]() {
+    this.dispose();
+  }
+}

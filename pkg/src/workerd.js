@@ -1,0 +1,18 @@
+// Entry for Cloudflare Workers (workerd) and bundlers with wasm-module imports: Workers accept
+// only wasm compiled at deploy time, so the module is imported statically.
+import * as bindings from '../dist/wasm/host.js';
+import wasmModule from '../dist/wasm/host_bg.wasm';
+import { setWasmResolver } from './shim.js';
+
+export * from './index.js';
+
+/**
+ * Initializes the package's wasm (synchronously; idempotent).
+ * @returns {Promise<object>} the wasm-bindgen namespace (has WasmHost)
+ */
+export async function loadWasm() {
+  bindings.initSync({ module: wasmModule });
+  return bindings;
+}
+
+setWasmResolver(async (wasm) => (wasm === undefined || wasm === bindings ? loadWasm() : wasm));

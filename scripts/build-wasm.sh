@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds the npm package's wasm (pkg/dist/wasm): installs the tools it needs when missing
+# (idempotent, so CI on a fresh machine can run it), compiles crates/host for wasm32 with SIMD128,
+# generates the wasm-bindgen `web` bindings (they load in Node, Bun, Deno, Workers and browsers
+# through initSync/init; the `bundler` target breaks Bun), optimizes with binaryen's wasm-opt and
+# reports the gzipped size against the 1 MB budget.
+#
+#   scripts/build-wasm.sh              tools + build
+#   scripts/build-wasm.sh --tools      tools only (rust target, wasm-bindgen-cli, npm devDependencies)
+#
+# Environment: CRATE (default host) selects the cargo package; WASM_GZIP_BUDGET (bytes, default
+# 1000000) the size budget; CARGO_TARGET_DIR is honoured.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+crate=${CRATE:-host}
+budget=${WASM_GZIP_BUDGET:-1000000}
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+out_dir=$root/pkg/dist/wasm
+
+log() { printf '[build-wasm] %s\n' "$*" >&2; }
+
+install_tools() {
+  # RUSTUP_AUTO_INSTALL=0 machines do not add targets from rust-toolchain.toml by themselves.
+  if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    log "adding rust target wasm32-unknown-unknown"
+    rustup target add wasm32-unknown-unknown
+  fi
+
+  # The CLI must match the wasm-bindgen crate exactly, or the generated glue does not fit.
+  local want have
+  want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3; exit }' Cargo.lock)
+  if [[ -z "$want" ]]; then
+    log "no wasm-bindgen crate in Cargo.lock"
+    exit 1
+  fi
+  have=$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }' || true)
+  if [[ "$have" != "$want" ]]; then
+    log "installing wasm-bindgen-cli $want (found '${have:-none}'); this takes a few minutes"
+    # No --locked: the CLI's lockfile names a webpki-roots version that is gone from crates.io.
+    cargo install wasm-bindgen-cli --version "$want"
+  fi
+
+  # devDependencies: binaryen (wasm-opt), bun, deno, typescript.
+  if [[ ! -f pkg/node_modules/.package-lock.json || pkg/package-lock.json -nt pkg/node_modules/.package-lock.json ]]; then
+    log "installing npm devDependencies in pkg/"
+    (cd pkg && npm ci --no-audit --no-fund)
+  fi
+}
+
+build() {
+  log "cargo build --release --target wasm32-unknown-unknown -p $crate (simd128 from .cargo/config.toml)"
+  cargo build --release --target wasm32-unknown-unknown -p "$crate"
+  local wasm_in=$target_dir/wasm32-unknown-unknown/release/${crate//-/_}.wasm
+  mkdir -p "$out_dir"
+  wasm-bindgen --target web --out-dir "$out_dir" "$wasm_in"
+
+  local bg=$out_dir/${crate//-/_}_bg.wasm
+  # The features rustc 1.95 enables for wasm32 by default, plus simd128 (ours); anything less
+  # and wasm-opt rejects the module.
+  pkg/node_modules/.bin/wasm-opt -O3 \
+    --enable-simd --enable-bulk-memory --enable-bulk-memory-opt --enable-nontrapping-float-to-int \
+    --enable-sign-ext --enable-mutable-globals --enable-multivalue --enable-reference-types \
+    "$bg" -o "$bg"
+
+  local raw gz
+  raw=$(wc -c < "$bg")
+  gz=$(gzip -9 -c "$bg" | wc -c)
+  printf 'wasm: %s  %d bytes, %d bytes gzipped (budget %d)\n' "${bg#"$root"/}" "$raw" "$gz" "$budget"
+  if (( gz > budget )); then
+    log "gzipped wasm is over budget by $((gz - budget)) bytes"
+    exit 1
+  fi
+}
+
+install_tools
+if [[ "${1:-}" != "--tools" ]]; then
+  build
+fi
