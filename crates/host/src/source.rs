@@ -30,9 +30,9 @@ pub type ReadFuture = LocalBoxFuture<'static, Result<Vec<u8>, SourceError>>;
 /// `read` must START the transfer when it is called, not when the future is first polled: the
 /// host calls `read` for layer L+1 before computing layer L and awaits it afterwards, which is
 /// what makes transfer and compute overlap on a single thread.
+#[allow(clippy::len_without_is_empty)] // a knot file is never empty; `len` is its size
 pub trait ByteSource {
     /// Total length in bytes, when the source knows it.
-    #[allow(clippy::len_without_is_empty)] // a knot file is never empty; `len` is its size
     fn len(&self) -> Option<u64>;
     /// Bytes `[start, end)`.
     fn read(&self, start: u64, end: u64) -> ReadFuture;

@@ -6,9 +6,8 @@ use crate::host::{Host, HostError, HostOptions};
 use crate::source::{ByteSource, ReadFuture, SourceError};
 use engine::chat::ChatMessage;
 use engine::sampler::SamplerConfig;
-use engine::tokenizer::StreamDecoder;
 use js_sys::{Function, Promise, Reflect, Uint32Array, Uint8Array};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -30,23 +29,39 @@ struct JsSource {
     object: JsValue,
     range_get: Function,
     size: Option<u64>,
+    on_progress: Option<Function>,
+    progress: Rc<Cell<(u64, u64)>>,
 }
 
 impl JsSource {
     fn new(object: JsValue) -> Result<Self, JsValue> {
         if !object.is_object() {
-            return Err(error("source must be an object with a rangeGet(start, end) method"));
+            return Err(error(
+                "source must be an object with a rangeGet(start, end) method",
+            ));
         }
         let range_get = Reflect::get(&object, &"rangeGet".into())?
             .dyn_into::<Function>()
-            .map_err(|_| error("source.rangeGet must be a function (start, end) => Promise<Uint8Array>"))?;
+            .map_err(|_| {
+                error("source.rangeGet must be a function (start, end) => Promise<Uint8Array>")
+            })?;
         let size = Reflect::get(&object, &"size".into())?.as_f64();
         let size = match size {
             Some(s) if s.is_finite() && s >= 0.0 && s.fract() == 0.0 => Some(s as u64),
-            Some(s) => return Err(error(format!("source.size must be a non-negative integer, got {s}"))),
+            Some(s) => {
+                return Err(error(format!(
+                    "source.size must be a non-negative integer, got {s}"
+                )))
+            }
             None => None,
         };
-        Ok(JsSource { object, range_get, size })
+        Ok(JsSource {
+            object,
+            range_get,
+            size,
+            on_progress: None,
+            progress: Rc::default(),
+        })
     }
 }
 
@@ -56,7 +71,11 @@ impl ByteSource for JsSource {
     }
 
     fn read(&self, start: u64, end: u64) -> ReadFuture {
-        let fail = move |message: String| SourceError::Read { start, end, message };
+        let fail = move |message: String| SourceError::Read {
+            start,
+            end,
+            message,
+        };
         if end <= start {
             return Box::pin(futures::future::ready(Ok(Vec::new())));
         }
@@ -74,6 +93,7 @@ impl ByteSource for JsSource {
             }
         };
         let future = JsFuture::from(promise);
+        let (progress, on_progress) = (self.progress.clone(), self.on_progress.clone());
         Box::pin(async move {
             let value = future
                 .await
@@ -81,265 +101,284 @@ impl ByteSource for JsSource {
             let bytes = value
                 .dyn_into::<Uint8Array>()
                 .map_err(|_| fail("rangeGet must resolve to a Uint8Array".into()))?;
-            Ok(bytes.to_vec())
+            let bytes = bytes.to_vec();
+            let (loaded, reads) = progress.get();
+            progress.set((loaded + bytes.len() as u64, reads + 1));
+            if let Some(f) = on_progress {
+                let (loaded, reads) = progress.get();
+                let event = js_sys::Object::new();
+                let _ = Reflect::set(&event, &"bytesLoaded".into(), &(loaded as f64).into());
+                let _ = Reflect::set(&event, &"rangeReads".into(), &(reads as f64).into());
+                // A throwing progress callback must not break loading.
+                let _ = f.call1(&JsValue::NULL, &event);
+            }
+            Ok(bytes)
         })
     }
-}
-
-fn get(obj: &JsValue, key: &str) -> Result<Option<JsValue>, JsValue> {
-    if obj.is_undefined() || obj.is_null() {
-        return Ok(None);
-    }
-    let v = Reflect::get(obj, &key.into())?;
-    Ok(if v.is_undefined() || v.is_null() { None } else { Some(v) })
-}
-
-fn number(obj: &JsValue, key: &str) -> Result<Option<f64>, JsValue> {
-    match get(obj, key)? {
-        None => Ok(None),
-        Some(v) => v
-            .as_f64()
-            .filter(|f| f.is_finite())
-            .map(Some)
-            .ok_or_else(|| error(format!("option {key} must be a finite number"))),
-    }
-}
-
-fn integer(obj: &JsValue, key: &str, min: f64) -> Result<Option<u64>, JsValue> {
-    match number(obj, key)? {
-        Some(f) if f.fract() != 0.0 || f < min => {
-            Err(error(format!("option {key} must be an integer >= {min}, got {f}")))
-        }
-        other => Ok(other.map(|f| f as u64)),
-    }
-}
-
-fn boolean(obj: &JsValue, key: &str) -> Result<Option<bool>, JsValue> {
-    match get(obj, key)? {
-        None => Ok(None),
-        Some(v) => v
-            .as_bool()
-            .map(Some)
-            .ok_or_else(|| error(format!("option {key} must be a boolean"))),
-    }
-}
-
-fn sampler_config(o: &JsValue) -> Result<SamplerConfig, JsValue> {
-    let d = SamplerConfig::default();
-    let cfg = SamplerConfig {
-        temperature: number(o, "temperature")?.map_or(d.temperature, |v| v as f32),
-        top_k: integer(o, "topK", 0.0)?.map_or(d.top_k, |v| v as usize),
-        top_p: number(o, "topP")?.map_or(d.top_p, |v| v as f32),
-        min_p: number(o, "minP")?.map_or(d.min_p, |v| v as f32),
-        repeat_penalty: number(o, "repeatPenalty")?.map_or(d.repeat_penalty, |v| v as f32),
-        repeat_last_n: integer(o, "repeatLastN", 0.0)?.map_or(d.repeat_last_n, |v| v as usize),
-        seed: integer(o, "seed", 0.0)?.unwrap_or(d.seed),
-    };
-    cfg.validate().map_err(error)?;
-    Ok(cfg)
 }
 
 fn host_error(e: HostError) -> JsValue {
     error(e)
 }
 
-/// The Rust side of the package's `HostShim`. All methods reject after `dispose()`.
-#[wasm_bindgen]
-pub struct WasmHost {
-    inner: Rc<RefCell<Option<Host>>>,
+/// Where the host is: idle in the cell, lent out to an async call, or freed.
+enum State {
+    Idle(Box<Host>),
+    Busy { dispose_after: bool },
+    Disposed,
 }
 
-/// Runs `f` on the host, failing clearly when disposed or when another call holds it.
+/// The Rust side of the package's `HostShim` (pkg/src/shim.js), which validates arguments and
+/// runs calls one at a time; this layer still refuses overlapping or post-dispose calls cleanly.
+#[wasm_bindgen]
+pub struct WasmHost {
+    state: Rc<RefCell<State>>,
+    vocab_size: u32,
+    layer_count: u32,
+    eos_ids: Vec<u32>,
+}
+
+/// Runs a synchronous call on the idle host.
 fn with_host<T>(
-    cell: &RefCell<Option<Host>>,
+    state: &RefCell<State>,
     f: impl FnOnce(&mut Host) -> Result<T, JsValue>,
 ) -> Result<T, JsValue> {
-    let mut guard = cell
-        .try_borrow_mut()
-        .map_err(|_| error("HostShim is busy: await the previous call first"))?;
-    let host = guard.as_mut().ok_or_else(|| error("HostShim has been disposed"))?;
-    f(host)
+    match &mut *state.borrow_mut() {
+        State::Idle(host) => f(host),
+        State::Busy { .. } => Err(error("HostShim is busy: await the previous call first")),
+        State::Disposed => Err(error("HostShim has been disposed")),
+    }
+}
+
+/// Lends the host to an async call (so no RefCell borrow is held across awaits) and puts it
+/// back afterwards, freeing it instead if `dispose()` came in meanwhile.
+async fn with_host_async<T, F>(state: Rc<RefCell<State>>, f: F) -> Result<T, JsValue>
+where
+    F: AsyncFnOnce(&mut Host) -> Result<T, JsValue>,
+{
+    let taken = std::mem::replace(
+        &mut *state.borrow_mut(),
+        State::Busy {
+            dispose_after: false,
+        },
+    );
+    let mut host = match taken {
+        State::Idle(host) => host,
+        other => {
+            let msg = match other {
+                State::Disposed => "HostShim has been disposed",
+                _ => "HostShim is busy: await the previous call first",
+            };
+            *state.borrow_mut() = other;
+            return Err(error(msg));
+        }
+    };
+    let result = f(&mut host).await;
+    let mut s = state.borrow_mut();
+    *s = match *s {
+        State::Busy {
+            dispose_after: true,
+        } => State::Disposed,
+        _ => State::Idle(host),
+    };
+    result
+}
+
+fn check_index(v: f64, what: &str) -> Result<usize, JsValue> {
+    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= u32::MAX as f64 {
+        Ok(v as usize)
+    } else {
+        Err(error(format!(
+            "{what} must be a non-negative integer, got {v}"
+        )))
+    }
 }
 
 #[wasm_bindgen]
 impl WasmHost {
-    /// `options`: `{ lruCapacity, maxResidentBytes, prefetch, maxContext }`.
-    pub fn open(source: JsValue, options: JsValue) -> Promise {
+    /// Opens a knot file through `source`. `onProgress({ bytesLoaded, rangeReads })` is called
+    /// after every completed read.
+    pub fn open(
+        source: JsValue,
+        lru_capacity: Option<f64>,
+        max_resident_bytes: Option<f64>,
+        on_progress: Option<Function>,
+    ) -> Promise {
         future_to_promise(async move {
-            let source = JsSource::new(source)?;
+            let mut source = JsSource::new(source)?;
+            source.on_progress = on_progress;
             let d = HostOptions::default();
             let opts = HostOptions {
-                lru_capacity: integer(&options, "lruCapacity", 1.0)?.map_or(d.lru_capacity, |v| v as usize),
-                max_resident_bytes: integer(&options, "maxResidentBytes", 0.0)?,
-                prefetch: boolean(&options, "prefetch")?.unwrap_or(d.prefetch),
-                max_context: integer(&options, "maxContext", 1.0)?.map_or(d.max_context, |v| v as usize),
-                read: d.read,
+                lru_capacity: match lru_capacity {
+                    Some(c) => check_index(c, "lruCapacity")?.max(1),
+                    None => d.lru_capacity,
+                },
+                max_resident_bytes: match max_resident_bytes {
+                    Some(b) => Some(check_index(b, "maxResidentBytes")? as u64),
+                    None => None,
+                },
+                ..d
             };
-            let host = Host::open(Rc::new(source), opts).await.map_err(host_error)?;
-            Ok(WasmHost { inner: Rc::new(RefCell::new(Some(host))) }.into())
-        })
-    }
-
-    /// Generates up to `n` tokens after `tokens`. `options`: sampling (`temperature`, `topK`,
-    /// `topP`, `minP`, `repeatPenalty`, `seed`), `continue` (append to the session),
-    /// `onToken(id, text)` (return `false` to stop), `signal` (an AbortSignal).
-    pub fn generate(&self, tokens: Uint32Array, n: f64, options: JsValue) -> Promise {
-        let inner = self.inner.clone();
-        future_to_promise(async move {
-            if !(n.is_finite() && n >= 0.0 && n.fract() == 0.0) {
-                return Err(error(format!("n must be a non-negative integer, got {n}")));
-            }
-            let prompt = tokens.to_vec();
-            let sampler = sampler_config(&options)?;
-            let continue_session = boolean(&options, "continue")?.unwrap_or(false);
-            let on_token = match get(&options, "onToken")? {
-                None => None,
-                Some(f) => Some(f.dyn_into::<Function>().map_err(|_| error("onToken must be a function"))?),
-            };
-            let signal = get(&options, "signal")?;
-            let aborted = |signal: &Option<JsValue>| -> bool {
-                signal
-                    .as_ref()
-                    .and_then(|s| Reflect::get(s, &"aborted".into()).ok())
-                    .and_then(|a| a.as_bool())
-                    .unwrap_or(false)
-            };
-            if aborted(&signal) {
-                return Err(abort_error());
-            }
-            let mut guard = inner
-                .try_borrow_mut()
-                .map_err(|_| error("HostShim is busy: await the previous call first"))?;
-            let host = guard.as_mut().ok_or_else(|| error("HostShim has been disposed"))?;
-            host.set_sampler(sampler).map_err(host_error)?;
-            let tokenizer = host.tokenizer().clone();
-            let mut stream = StreamDecoder::new(&tokenizer);
-            let mut callback_error: Option<JsValue> = None;
-            let mut was_aborted = false;
-            let mut on = |id: u32| -> bool {
-                if aborted(&signal) {
-                    was_aborted = true;
-                    return false;
-                }
-                if let Some(f) = &on_token {
-                    let piece = stream.push(id).unwrap_or_default();
-                    match f.call2(&JsValue::NULL, &JsValue::from(id), &JsValue::from(piece)) {
-                        Ok(v) if v.as_bool() == Some(false) => return false,
-                        Ok(_) => {}
-                        Err(e) => {
-                            callback_error = Some(e);
-                            return false;
-                        }
-                    }
-                }
-                true
-            };
-            let out = host
-                .generate(&prompt, n as usize, continue_session, &mut on)
+            let host = Host::open(Rc::new(source), opts)
                 .await
                 .map_err(host_error)?;
-            if let Some(e) = callback_error {
-                return Err(e);
+            let cfg = host.config();
+            Ok(WasmHost {
+                vocab_size: cfg.vocab_size as u32,
+                layer_count: cfg.n_layers as u32,
+                eos_ids: cfg.eos_ids.clone(),
+                state: Rc::new(RefCell::new(State::Idle(Box::new(host)))),
             }
-            if was_aborted {
-                return Err(abort_error());
-            }
-            Ok(Uint32Array::from(out.as_slice()).into())
+            .into())
         })
     }
 
-    /// Text to ids; `addBos` prepends the model's BOS when its tokenizer asks for one.
-    pub fn encode(&self, text: &str, add_bos: bool) -> Result<Uint32Array, JsValue> {
-        with_host(&self.inner, |h| {
-            let t = h.tokenizer();
-            let ids = if add_bos { t.encode_with_bos(text) } else { t.encode(text) };
-            Ok(Uint32Array::from(ids.as_slice()))
+    #[wasm_bindgen(getter, js_name = vocabSize)]
+    pub fn vocab_size(&self) -> u32 {
+        self.vocab_size
+    }
+
+    #[wasm_bindgen(getter, js_name = layerCount)]
+    pub fn layer_count(&self) -> u32 {
+        self.layer_count
+    }
+
+    #[wasm_bindgen(getter, js_name = eosIds)]
+    pub fn eos_ids(&self) -> Uint32Array {
+        Uint32Array::from(self.eos_ids.as_slice())
+    }
+
+    /// Text to ids, with the model's BOS when its tokenizer adds one.
+    pub fn encode(&self, text: &str) -> Result<Uint32Array, JsValue> {
+        with_host(&self.state, |h| {
+            Ok(Uint32Array::from(
+                h.tokenizer().encode_with_bos(text).as_slice(),
+            ))
         })
     }
 
+    /// Ids to text (invalid UTF-8 becomes U+FFFD).
     pub fn decode(&self, ids: Uint32Array) -> Result<String, JsValue> {
-        with_host(&self.inner, |h| h.tokenizer().decode(&ids.to_vec()).map_err(error))
+        with_host(&self.state, |h| {
+            h.tokenizer().decode(&ids.to_vec()).map_err(error)
+        })
     }
 
-    /// Renders `[{ role, content }]` with the model's chat template (generation prompt added).
+    /// Renders `[{ role, content }]` (as JSON) with the model's chat template.
     #[wasm_bindgen(js_name = chatPrompt)]
-    pub fn chat_prompt(&self, messages: JsValue) -> Result<String, JsValue> {
-        let array = messages
-            .dyn_into::<js_sys::Array>()
-            .map_err(|_| error("messages must be an array of { role, content }"))?;
-        let mut list = Vec::new();
-        for (i, m) in array.iter().enumerate() {
-            let field = |k: &str| -> Result<String, JsValue> {
-                get(&m, k)?
-                    .and_then(|v| v.as_string())
-                    .ok_or_else(|| error(format!("messages[{i}].{k} must be a string")))
-            };
-            list.push(ChatMessage { role: field("role")?, content: field("content")? });
+    pub fn chat_prompt(&self, messages_json: &str) -> Result<String, JsValue> {
+        #[derive(serde::Deserialize)]
+        struct Message {
+            role: String,
+            content: String,
         }
-        with_host(&self.inner, |h| h.chat_prompt(&list).map_err(host_error))
+        let list: Vec<Message> = serde_json::from_str(messages_json)
+            .map_err(|e| error(format!("messages must be [{{ role, content }}]: {e}")))?;
+        let list: Vec<ChatMessage> = list
+            .into_iter()
+            .map(|m| ChatMessage {
+                role: m.role,
+                content: m.content,
+            })
+            .collect();
+        with_host(&self.state, |h| h.chat_prompt(&list).map_err(host_error))
+    }
+
+    /// Sampling for the following steps; temperature 0 is greedy.
+    #[wasm_bindgen(js_name = setSampler)]
+    pub fn set_sampler(
+        &self,
+        temperature: f32,
+        top_k: u32,
+        top_p: f32,
+        min_p: f32,
+        repeat_penalty: f32,
+        seed: u64,
+    ) -> Result<(), JsValue> {
+        let cfg = SamplerConfig {
+            temperature,
+            top_k: top_k as usize,
+            top_p,
+            min_p,
+            repeat_penalty,
+            seed,
+            ..SamplerConfig::default()
+        };
+        with_host(&self.state, |h| h.set_sampler(cfg).map_err(host_error))
+    }
+
+    /// Forgets the conversation; cached layers stay.
+    pub fn reset(&self) -> Result<(), JsValue> {
+        with_host(&self.state, |h| {
+            h.reset();
+            Ok(())
+        })
+    }
+
+    /// Runs `ids` through the model, layer by layer (appended to the conversation).
+    pub fn prefill(&self, ids: Uint32Array, more_follows: bool) -> Promise {
+        let state = self.state.clone();
+        let ids = ids.to_vec();
+        future_to_promise(async move {
+            with_host_async(state, async |h: &mut Host| {
+                h.prefill(&ids, more_follows).await.map_err(host_error)
+            })
+            .await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// Produces one token id.
+    pub fn step(&self, more_follows: bool) -> Promise {
+        let state = self.state.clone();
+        future_to_promise(async move {
+            let id = with_host_async(state, async |h: &mut Host| {
+                h.step(more_follows).await.map_err(host_error)
+            })
+            .await?;
+            Ok(JsValue::from(id))
+        })
+    }
+
+    /// Fetches layer `layer`; resolves once it is resident.
+    #[wasm_bindgen(js_name = prefetchLayer)]
+    pub fn prefetch_layer(&self, layer: f64) -> Promise {
+        let state = self.state.clone();
+        future_to_promise(async move {
+            let layer = check_index(layer, "layer")?;
+            with_host_async(state, async |h: &mut Host| {
+                h.load_layer(layer).await.map_err(host_error)
+            })
+            .await?;
+            Ok(JsValue::UNDEFINED)
+        })
     }
 
     /// Cache and I/O counters, memory and timings, as a plain object.
     pub fn stats(&self) -> Result<JsValue, JsValue> {
-        with_host(&self.inner, |h| {
+        with_host(&self.state, |h| {
             let json = serde_json::to_string(&h.stats()).map_err(error)?;
             js_sys::JSON::parse(&json)
         })
     }
 
-    /// The model's hyperparameters and name, as a plain object.
+    /// The model's name and hyperparameters, as a plain object.
     pub fn info(&self) -> Result<JsValue, JsValue> {
-        with_host(&self.inner, |h| {
+        with_host(&self.state, |h| {
             let m = &h.knot().meta;
             let v = serde_json::json!({ "name": m.name, "architecture": m.architecture, "config": m.config });
             js_sys::JSON::parse(&v.to_string())
         })
     }
 
-    /// Fetches layer `layer` and resolves once it is resident.
-    #[wasm_bindgen(js_name = prefetchLayer)]
-    pub fn prefetch_layer(&self, layer: f64) -> Promise {
-        let inner = self.inner.clone();
-        future_to_promise(async move {
-            if !(layer.is_finite() && layer >= 0.0 && layer.fract() == 0.0) {
-                return Err(error(format!("layer must be a non-negative integer, got {layer}")));
-            }
-            let mut guard = inner
-                .try_borrow_mut()
-                .map_err(|_| error("HostShim is busy: await the previous call first"))?;
-            let host = guard.as_mut().ok_or_else(|| error("HostShim has been disposed"))?;
-            host.load_layer(layer as usize).await.map_err(host_error)?;
-            Ok(JsValue::UNDEFINED)
-        })
+    /// Frees the model now, or when the call in flight finishes. Idempotent.
+    pub fn dispose(&self) {
+        let mut s = self.state.borrow_mut();
+        *s = match *s {
+            State::Busy { .. } => State::Busy {
+                dispose_after: true,
+            },
+            _ => State::Disposed,
+        };
     }
-
-    /// Forgets the conversation; cached layers stay.
-    pub fn reset(&self) -> Result<(), JsValue> {
-        with_host(&self.inner, |h| {
-            h.reset();
-            Ok(())
-        })
-    }
-
-    /// Frees the model. Idempotent; every later call rejects.
-    pub fn dispose(&self) -> Result<(), JsValue> {
-        match self.inner.try_borrow_mut() {
-            Ok(mut guard) => {
-                guard.take();
-                Ok(())
-            }
-            Err(_) => Err(error("HostShim is busy: await the previous call before dispose()")),
-        }
-    }
-
-    #[wasm_bindgen(getter)]
-    pub fn disposed(&self) -> bool {
-        self.inner.try_borrow().map(|g| g.is_none()).unwrap_or(false)
-    }
-}
-
-fn abort_error() -> JsValue {
-    let e = js_sys::Error::new("the operation was aborted");
-    e.set_name("AbortError");
-    e.into()
 }

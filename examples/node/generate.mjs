@@ -1,0 +1,31 @@
+// Generates an answer with the knot wasm package from a file source, in Node, Bun or Deno:
+//   node examples/node/generate.mjs [model.knot] ["question"] [maxTokens]
+// Streams the answer, then prints prefill and decode speed and what was fetched.
+import { HostShim, FileKnotSource } from '../../pkg/src/node.js';
+
+const [path = 'models/SmolLM2-135M-Instruct.Q4_1.knot',
+  question = 'What is the capital of France? Answer in one sentence.',
+  maxTokens = '64'] = process.argv.slice(2);
+
+const source = await FileKnotSource.open(path);
+const t0 = performance.now();
+const shim = await HostShim.open(source, { lruCapacity: 64 });
+const openMs = performance.now() - t0;
+try {
+  const messages = [{ role: 'user', content: question }];
+  for await (const piece of shim.stream(messages, { maxTokens: Number(maxTokens), temperature: 0 })) {
+    process.stdout.write(piece);
+  }
+  process.stdout.write('\n');
+  const s = shim.stats();
+  const decodeMs = s.tokenMs.slice(1).reduce((a, b) => a + b, 0);
+  const decodeTokS = s.tokenMs.length > 1 ? (s.tokenMs.length - 1) / (decodeMs / 1000) : 0;
+  console.error(
+    `[wasm: ${s.prefillTokens} prompt tokens, ${(s.prefillTokens / (s.prefillMs / 1000)).toFixed(1)} tok/s prefill; ` +
+    `${s.tokenMs.length} generated, ${decodeTokS.toFixed(1)} tok/s decode; opened in ${openMs.toFixed(0)} ms; ` +
+    `${(s.bytesFetched / 1048576).toFixed(1)} MiB in ${s.rangeReads} range reads]`,
+  );
+} finally {
+  shim.dispose();
+  await source.close();
+}
