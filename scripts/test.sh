@@ -21,8 +21,8 @@ export KNOT_REQUIRE_MODELS=1
 cargo test --workspace --no-fail-fast
 
 step "wasm32 build (the crates the wasm package is made of)"
-cargo build --target wasm32-unknown-unknown -p knot -p engine
+cargo build --target wasm32-unknown-unknown -p knot -p engine -p carrier -p host
 
 step "wasm32 tests in Node (WASI): kernels, tokenizer, sampler, parity"
-cargo test --no-fail-fast --target wasm32-wasip1 -p knot -p engine
+cargo test --no-fail-fast --target wasm32-wasip1 -p knot -p engine -p carrier
 cargo test --no-fail-fast --target wasm32-wasip1 -p knot-suite --test parity --test tokenizer --test bad_input

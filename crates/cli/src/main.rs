@@ -63,6 +63,8 @@ enum Command {
         #[arg(long, value_delimiter = ',', required = true)]
         ids: Vec<u32>,
     },
+    /// Carrier readings of an image: per-observer resolution/evolution and copy-index heatmaps.
+    Carrier(knot_cli::carrier_cmd::CarrierArgs),
     /// Prefill and decode speed (median of runs) and peak memory.
     Bench {
         file: PathBuf,
@@ -170,6 +172,7 @@ fn run(command: Command) -> Result<()> {
             println!("{}", LoadedKnot::open(&file)?.tokenizer()?.decode(&ids)?);
             Ok(())
         }
+        Command::Carrier(args) => knot_cli::carrier_cmd::run(&args),
         Command::Bench {
             file,
             n,
