@@ -30,7 +30,16 @@ fn smollm2_tokenizer_matches_hf() {
     assert!(cases.cases.len() >= 20);
     for c in &cases.cases {
         assert_eq!(tok.encode(&c.text), c.ids, "encode {:?}", c.text);
-        assert_eq!(tok.decode(&c.ids).unwrap(), c.text, "decode {:?}", c.text);
+        // SmolLM2's vocabulary has no token for some control bytes (e.g. 0x04); HF drops them
+        // when encoding, as we do, so such texts cannot round-trip.
+        let lossless = !c
+            .text
+            .chars()
+            .any(|ch| ch.is_control() && !"\t\n\r".contains(ch));
+        if lossless {
+            assert_eq!(tok.decode(&c.ids).unwrap(), c.text, "decode {:?}", c.text);
+        }
+        let decoded = tok.decode(&c.ids).unwrap();
         // Streaming one id at a time yields the same text, never a broken character.
         let mut stream = StreamDecoder::new(&tok);
         let mut text = String::new();
@@ -38,7 +47,7 @@ fn smollm2_tokenizer_matches_hf() {
             text += &stream.push(id).unwrap();
         }
         text += &stream.finish();
-        assert_eq!(text, c.text, "stream {:?}", c.text);
+        assert_eq!(text, decoded, "stream {:?}", c.text);
     }
 }
 

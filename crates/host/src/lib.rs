@@ -14,3 +14,5 @@ pub use source::{ByteSource, MemorySource, ReadFuture, SourceError};
 
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 mod wasm;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+mod wasm_carrier;
