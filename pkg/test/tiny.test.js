@@ -35,7 +35,8 @@ function expectedOpenReads() {
 
 describe('tiny model through the wasm package', () => {
   test('greedy tokens equal the reference fixture (which the native engine matches)', async () => {
-    const shim = await HostShim.open(await FileKnotSource.open(TINY), { lruCapacity: 1 });
+    const file = await FileKnotSource.open(TINY);
+    const shim = await HostShim.open(file, { lruCapacity: 1 });
     try {
       assert.equal(shim.vocabSize, 256);
       assert.equal(shim.layerCount, LAYERS);
@@ -45,6 +46,7 @@ describe('tiny model through the wasm package', () => {
       }
     } finally {
       shim.dispose();
+      await file.close();
     }
   });
 
