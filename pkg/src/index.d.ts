@@ -52,12 +52,12 @@ export declare class HttpKnotSource implements KnotByteSource {
   rangeGet(start: number, end: number): Promise<Uint8Array>;
 }
 
+/** Passed to `onProgress` after every completed range read (open and layer fetches). */
 export interface HostProgress {
   /** Bytes read from the source so far. */
   bytesLoaded: number;
-  /** Layers resident so far. */
-  layersLoaded: number;
-  layerCount: number;
+  /** Range reads completed so far. */
+  rangeReads: number;
 }
 
 export interface HostShimOptions {
@@ -113,9 +113,15 @@ export interface GenerateTextResult {
 }
 
 export interface HostStats {
+  /** Layer lookups served from the cache or an in-flight prefetch. */
   hits: number;
+  /** Layer lookups that had to start a read. */
   misses: number;
   evictions: number;
+  residentLayers: number;
+  residentLayerBytes: number;
+  /** Most layer bytes cached at once (including a layer being prefetched). */
+  peakLayerBytes: number;
   bytesFetched: number;
   rangeReads: number;
   residentBytes: number;
@@ -126,7 +132,15 @@ export interface HostStats {
   prefillTokens: number;
   /** Wall time of each decode step since the last prompt. */
   tokenMs: number[];
+  /** Size of the wasm instance's linear memory (it never shrinks: also its peak). */
+  wasmMemoryBytes: number | undefined;
   [key: string]: unknown;
+}
+
+export interface ModelInfo {
+  name: string;
+  architecture: string;
+  config: Record<string, unknown>;
 }
 
 /** The wasm-bindgen namespace (`import * as wasm from 'knot-wasm/wasm'`). */
@@ -155,9 +169,10 @@ export declare class HostShim implements Disposable {
   /** A string prompt is used as is; messages go through the chat template. */
   generateText(prompt: string | ChatMessage[], options?: GenerateTextOptions): Promise<GenerateTextResult>;
   stream(prompt: string | ChatMessage[], options?: GenerateTextOptions): AsyncGenerator<string, void, undefined>;
-  /** Starts fetching a layer in the background. */
-  prefetchLayer(layer: number): void;
+  /** Fetches a layer ahead of need; resolves once it is resident (queued behind earlier calls). */
+  prefetchLayer(layer: number): Promise<void>;
   stats(): HostStats;
+  info(): ModelInfo;
   /** Idempotent; any later call throws. */
   dispose(): void;
   [Symbol.dispose](): void;

@@ -12,9 +12,11 @@
 //   reset(): void                               forgets the conversation, keeps cached layers
 //   prefill(ids: Uint32Array, moreFollows: boolean): Promise<void>
 //   step(moreFollows: boolean): Promise<number> one sampled token id
-//   prefetchLayer(layer: number): void          starts a background fetch
+//   prefetchLayer(layer: number): Promise<void> resolves once the layer is resident
 //   stats(): object | string (JSON)             camelCase fields of host::Stats
+//   info(): object                               name, architecture, config
 //   free(): void
+// and, on the namespace, initSync(): once initialized it returns the instance exports (memory).
 
 export const DRAFT_MODE_UNSUPPORTED = 'draftMode (speculative decoding) is not supported yet';
 
@@ -202,6 +204,21 @@ export class TextStreamer {
   }
 }
 
+/**
+ * The linear memory of an initialized wasm-bindgen namespace: its initSync returns the instance
+ * exports without doing anything once the instance exists.
+ * @param {any} ns
+ * @returns {WebAssembly.Memory | undefined}
+ */
+function wasmMemory(ns) {
+  try {
+    const memory = typeof ns.initSync === 'function' ? ns.initSync()?.memory : undefined;
+    return memory instanceof WebAssembly.Memory ? memory : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export class HostShim {
   /** @type {any} the wasm-bindgen WasmHost */
   #host;
@@ -214,10 +231,13 @@ export class HostShim {
   #layerCount;
   /** @type {Set<number>} */
   #eos;
+  /** @type {WebAssembly.Memory | undefined} */
+  #memory;
 
-  /** Use HostShim.open. @param {any} host */
-  constructor(host) {
+  /** Use HostShim.open. @param {any} host @param {WebAssembly.Memory} [memory] */
+  constructor(host, memory) {
     this.#host = host;
+    this.#memory = memory;
     this.#vocabSize = host.vocabSize;
     this.#layerCount = host.layerCount;
     this.#eos = new Set(host.eosIds ?? []);
@@ -256,7 +276,7 @@ export class HostShim {
       throw new TypeError('HostShim.open: wasm is not the knot-wasm bindings namespace (no WasmHost)');
     }
     const host = await ns.WasmHost.open(source, opts.lruCapacity, opts.maxResidentBytes, opts.onProgress);
-    return new HostShim(host);
+    return new HostShim(host, wasmMemory(ns));
   }
 
   get vocabSize() {
@@ -444,21 +464,32 @@ export class HostShim {
   }
 
   /**
-   * Starts fetching a layer in the background.
+   * Fetches a layer ahead of need; resolves once it is resident. Queued behind earlier calls.
    * @param {number} layer
+   * @returns {Promise<void>}
    */
-  prefetchLayer(layer) {
-    const host = this.#live();
+  async prefetchLayer(layer) {
+    this.#live();
     if (!Number.isSafeInteger(layer) || layer < 0 || (this.#layerCount !== undefined && layer >= this.#layerCount)) {
       throw new RangeError(`prefetchLayer: layer must be an integer in [0, ${this.#layerCount}), got ${String(layer)}`);
     }
-    host.prefetchLayer(layer);
+    await this.#exclusive((host) => host.prefetchLayer(layer));
   }
 
-  /** Cache and timing counters (see index.d.ts HostStats). */
+  /**
+   * Cache and timing counters (see index.d.ts HostStats), plus the wasm instance's memory size
+   * (it only grows, so it is also the peak).
+   */
   stats() {
-    const s = this.#live().stats();
-    return typeof s === 'string' ? JSON.parse(s) : s;
+    const raw = this.#live().stats();
+    const s = typeof raw === 'string' ? JSON.parse(raw) : raw;
+    s.wasmMemoryBytes = this.#memory?.buffer.byteLength;
+    return s;
+  }
+
+  /** The model's name, architecture and hyperparameters. */
+  info() {
+    return this.#live().info();
   }
 
   /** Frees the wasm-side model; idempotent. A call in flight finishes first. */

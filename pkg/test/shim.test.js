@@ -29,7 +29,7 @@ function recordingHost(reply = 'ok') {
     setSampler(...args) { calls.push(['setSampler', ...args]); },
     async prefill(ids, moreFollows) { calls.push(['prefill', Array.from(ids), moreFollows]); },
     async step(moreFollows) { calls.push(['step', moreFollows]); return pos < bytes.length ? bytes[pos++] : 0; },
-    prefetchLayer(l) { calls.push(['prefetch', l]); },
+    async prefetchLayer(l) { calls.push(['prefetch', l]); },
     stats: () => JSON.stringify({ misses: 1 }),
     free() { calls.push('free'); },
   };
@@ -186,13 +186,17 @@ describe('HostShim over WasmHost', () => {
     await assert.rejects(shim.generateText([{ role: 'user' }]), /message 0 must be \{ role: string, content: string \}/);
   });
 
-  test('prefetchLayer, stats, encode/decode checks', () => {
+  test('prefetchLayer waits its turn, stats, encode/decode checks', async () => {
     const host = recordingHost();
     const shim = new HostShim(host);
-    shim.prefetchLayer(3);
-    assert.deepEqual(host.calls, [['prefetch', 3]]);
-    assert.throws(() => shim.prefetchLayer(4), /layer must be an integer in \[0, 4\), got 4/);
-    assert.deepEqual(shim.stats(), { misses: 1 });
+    const generating = shim.generate([1], 1);
+    const prefetched = shim.prefetchLayer(3);
+    await Promise.all([generating, prefetched]);
+    // Queued behind the prefill that was already queued (it may run between two steps).
+    const at = (name) => host.calls.findIndex((c) => Array.isArray(c) && c[0] === name);
+    assert.ok(at('prefill') >= 0 && at('prefill') < at('prefetch'), String(host.calls));
+    await assert.rejects(shim.prefetchLayer(4), /layer must be an integer in \[0, 4\), got 4/);
+    assert.deepEqual(shim.stats(), { misses: 1, wasmMemoryBytes: undefined });
     assert.deepEqual(shim.encode('A'), new Uint32Array([65]));
     assert.equal(shim.decode([104, 105]), 'hi');
     assert.throws(() => shim.encode(5), /text must be a string/);

@@ -1,0 +1,422 @@
+// The real wasm package on the tiny fixture model (2 layers, vocab 256): token parity, LRU and
+// read accounting, prefetch, every error path, HTTP. Fast, so it runs everywhere.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, test, testIf } from './harness.js';
+import { BufferKnotSource, DRAFT_MODE_UNSUPPORTED, FileKnotSource, HostShim, HttpKnotSource, loadWasm } from '../src/node.js';
+import { startRangeServer } from './range-server.js';
+import { TINY, TINY_CASES, countingSource, haveNative, knotLayout, median, nativeGenerate, sleep } from './support.js';
+
+const layout = knotLayout(TINY);
+const LAYERS = layout.layers.length;
+const [LEN1_CASE] = TINY_CASES;
+const PROMPT = TINY_CASES.find((c) => c.prompt_ids.length > 2)?.prompt_ids ?? [1, 2, 3];
+
+/** Greedy ids from a fresh shim over the whole file in memory: the reference for recovery tests. */
+async function freshTokens(ids, n) {
+  const shim = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: LAYERS });
+  try {
+    return Array.from(await shim.generate(ids, n));
+  } finally {
+    shim.dispose();
+  }
+}
+
+/** The reads `open` must issue: fixed header, the rest of the prefix, tokenizer+resident span(s). */
+function expectedOpenReads() {
+  const [tokStart, tokEnd] = layout.tokenizer;
+  const [resStart, resEnd] = layout.resident;
+  const head = [[0, 10], [10, layout.payload]];
+  // The host reads tokenizer and resident tensors at once when only alignment padding parts them.
+  return resStart >= tokEnd && resStart - tokEnd < 64
+    ? [...head, [tokStart, resEnd]]
+    : [...head, [tokStart, tokEnd], [resStart, resEnd]];
+}
+
+describe('tiny model through the wasm package', () => {
+  test('greedy tokens equal the reference fixture (which the native engine matches)', async () => {
+    const file = await FileKnotSource.open(TINY);
+    const shim = await HostShim.open(file, { lruCapacity: 1 });
+    try {
+      assert.equal(shim.vocabSize, 256);
+      assert.equal(shim.layerCount, LAYERS);
+      for (const c of TINY_CASES) {
+        const got = Array.from(await shim.generate(c.prompt_ids, c.greedy_ids.length));
+        assert.deepEqual(got, c.greedy_ids, `case ${c.name}`);
+      }
+    } finally {
+      shim.dispose();
+      await file.close();
+    }
+  });
+
+  testIf(haveNative(), 'greedy and seeded sampled tokens equal the native CLI', async () => {
+    const shim = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: 2 });
+    try {
+      assert.deepEqual(Array.from(await shim.generate(PROMPT, 24)), nativeGenerate(TINY, PROMPT, 24));
+      const flags = ['--temperature', '0.9', '--top-k', '40', '--top-p', '0.95', '--min-p', '0.05', '--seed', '7'];
+      const sampled = await shim.generate(PROMPT, 24, { temperature: 0.9, topK: 40, topP: 0.95, minP: 0.05, seed: 7 });
+      assert.deepEqual(Array.from(sampled), nativeGenerate(TINY, PROMPT, 24, flags));
+    } finally {
+      shim.dispose();
+    }
+  });
+
+  test('open reads the header, the metadata, then tokenizer+resident spans, and no layer', async () => {
+    const source = countingSource(new BufferKnotSource(layout.bytes));
+    const progress = [];
+    const shim = await HostShim.open(source, { onProgress: (p) => progress.push(p) });
+    try {
+      assert.deepEqual(source.reads.map((r) => [r.start, r.end]), expectedOpenReads());
+      const s = shim.stats();
+      assert.equal(s.rangeReads, source.reads.length);
+      assert.equal(s.bytesFetched, source.bytes);
+      assert.equal(s.misses + s.hits, 0);
+      assert.deepEqual(progress.at(-1), { bytesLoaded: source.bytes, rangeReads: source.reads.length });
+      assert.equal(progress.length, source.reads.length);
+      assert.equal(shim.info().config.n_layers, LAYERS);
+    } finally {
+      shim.dispose();
+    }
+  });
+
+  test('capacity >= layers: every layer read once, no misses or reads after the first token', async () => {
+    const source = countingSource(new BufferKnotSource(layout.bytes));
+    const shim = await HostShim.open(source, { lruCapacity: LAYERS + 3 });
+    try {
+      const opened = source.reads.length;
+      let afterFirst;
+      await shim.generate(PROMPT, 12, {
+        onToken: () => {
+          afterFirst ??= { reads: source.reads.length, misses: shim.stats().misses };
+        },
+      });
+      assert.ok(afterFirst);
+      const s = shim.stats();
+      assert.equal(s.misses, afterFirst.misses);
+      assert.equal(source.reads.length, afterFirst.reads);
+      assert.deepEqual(source.reads.slice(opened).map((r) => layout.layerOf(r.start, r.end)), [...Array(LAYERS).keys()]);
+      assert.equal(s.evictions, 0);
+      assert.equal(s.residentLayers, LAYERS);
+      // Nothing fetched beyond the spans: prefix, tokenizer+resident, each layer once.
+      const layerBytes = layout.layers.reduce((sum, [a, b]) => sum + b - a, 0);
+      const openBytes = expectedOpenReads().reduce((sum, [a, b]) => sum + b - a, 0);
+      assert.equal(s.bytesFetched, openBytes + layerBytes);
+      assert.equal(source.bytes, s.bytesFetched);
+      // A new conversation on the same shim reads nothing.
+      await shim.generate(PROMPT.slice(1), 4);
+      assert.equal(source.reads.length, afterFirst.reads);
+    } finally {
+      shim.dispose();
+    }
+  });
+
+  test('capacity 1: one read per layer per forward pass, tokens unchanged', async () => {
+    const n = 10;
+    const source = countingSource(new BufferKnotSource(layout.bytes));
+    const shim = await HostShim.open(source, { lruCapacity: 1 });
+    try {
+      const opened = source.reads.length;
+      const ids = Array.from(await shim.generate(PROMPT, n));
+      assert.deepEqual(ids, await freshTokens(PROMPT, n));
+      // The prefill and each of the n - 1 later tokens run every layer once (the first token is
+      // sampled from the prefill's logits).
+      const layers = source.reads.slice(opened).map((r) => layout.layerOf(r.start, r.end));
+      assert.deepEqual(layers, Array.from({ length: n * LAYERS }, (_, i) => i % LAYERS));
+      const s = shim.stats();
+      assert.ok(s.residentLayers <= 1, `residentLayers ${s.residentLayers}`);
+      assert.equal(s.evictions, n * LAYERS - 1);
+    } finally {
+      shim.dispose();
+    }
+  });
+
+  test('prefetch: layer 0 of the next token is fetched while the caller handles this one', async () => {
+    // Each read waits LATENCY ms. Layer l + 1 is requested just before layer l computes; with a
+    // near-zero compute per layer that hides little of a back-to-back token (measured below), but
+    // the wrap-around prefetch of layer 0 overlaps whatever the caller does between tokens: a
+    // consumer that spends LATENCY ms per token gets each token after only the other layers' reads.
+    const LATENCY = 40;
+    const source = countingSource(new BufferKnotSource(layout.bytes));
+    const shim = await HostShim.open(source, { lruCapacity: 1 });
+    try {
+      source.latencyMs = LATENCY;
+      const n = 16;
+      // Steps that ran after the consumer's pause (stream skips pieces that are not text yet;
+      // greedy 'abc' gives text at most steps).
+      const afterPause = [];
+      for await (const piece of shim.stream('abc', { maxTokens: n })) {
+        void piece;
+        afterPause.push(shim.stats().tokenMs.length);
+        await sleep(LATENCY);
+      }
+      const tokenMs = shim.stats().tokenMs;
+      const paused = afterPause.filter((k) => k < tokenMs.length).map((k) => tokenMs[k]);
+      assert.ok(paused.length >= 4, `only ${paused.length} steps followed a pause`);
+      const slowConsumer = median(paused);
+      await shim.generate(PROMPT, n);
+      const backToBack = median(shim.stats().tokenMs.slice(1));
+      assert.ok(slowConsumer < 0.75 * LAYERS * LATENCY,
+        `token took ${slowConsumer.toFixed(1)} ms with layer 0 prefetched; ${LAYERS} layers x ${LATENCY} ms = ${LAYERS * LATENCY} ms`);
+      // Back to back, every layer's read is waited for (prefetch depth is one layer).
+      assert.ok(backToBack >= (LAYERS - 0.5) * LATENCY * 0.9, `back-to-back token ${backToBack.toFixed(1)} ms`);
+    } finally {
+      shim.dispose();
+    }
+  });
+
+  test('prefetchLayer resolves once the layer is resident; the next token does not read it', async () => {
+    const source = countingSource(new BufferKnotSource(layout.bytes));
+    const shim = await HostShim.open(source, { lruCapacity: LAYERS });
+    try {
+      const opened = source.reads.length;
+      await shim.prefetchLayer(LAYERS - 1);
+      assert.equal(source.reads.length, opened + 1);
+      assert.equal(layout.layerOf(source.reads.at(-1).start, source.reads.at(-1).end), LAYERS - 1);
+      await Promise.all([shim.prefetchLayer(LAYERS - 1), shim.prefetchLayer(LAYERS - 1)]);
+      assert.equal(source.reads.length, opened + 1);
+      await shim.generate(PROMPT, 2);
+      assert.equal(source.reads.length, opened + LAYERS);
+      await assert.rejects(shim.prefetchLayer(LAYERS), /layer must be an integer in \[0, 2\)/);
+      await assert.rejects(shim.prefetchLayer(-1), /layer must be an integer/);
+    } finally {
+      shim.dispose();
+    }
+  });
+});
+
+describe('errors from the source reach JS as clear Errors, and the shim recovers', () => {
+  /** @type {[string, RegExp][]} */
+  const FAULTS = [
+    ['reject', /rangeGet rejected: injected rejection/],
+    ['throw', /rangeGet threw: injected synchronous failure/],
+    ['short', /the source returned \d+ bytes, expected \d+/],
+    ['long', /the source returned \d+ bytes, expected \d+/],
+    ['arraybuffer', /rangeGet must resolve to a Uint8Array/],
+    ['array', /rangeGet must resolve to a Uint8Array/],
+    ['string', /rangeGet must resolve to a Uint8Array/],
+  ];
+
+  for (const [fault, message] of FAULTS) {
+    test(`${fault}: at open, and at a layer read mid-generation`, async () => {
+      // At open: the first read fails.
+      const atOpen = countingSource(new BufferKnotSource(layout.bytes), { fault: (r) => (r.index === 0 ? fault : undefined) });
+      await assert.rejects(HostShim.open(atOpen, { lruCapacity: 1 }), message);
+      // At the metadata read.
+      const atMeta = countingSource(new BufferKnotSource(layout.bytes), { fault: (r) => (r.index === 1 ? fault : undefined) });
+      await assert.rejects(HostShim.open(atMeta, { lruCapacity: 1 }), message);
+
+      // Mid-generation: the second layer read after open fails once, then the source is healthy.
+      let failed = false;
+      const source = countingSource(new BufferKnotSource(layout.bytes));
+      const shim = await HostShim.open(source, { lruCapacity: 1 });
+      try {
+        const target = source.reads.length + LAYERS + 1;
+        source.fault = (r) => {
+          if (r.index !== target) return undefined;
+          failed = true;
+          return fault;
+        };
+        await assert.rejects(shim.generate(PROMPT, 6), message);
+        assert.ok(failed);
+        // The same shim (and wasm instance: no panic) goes on and matches a fresh one.
+        assert.deepEqual(Array.from(await shim.generate(PROMPT, 6)), await freshTokens(PROMPT, 6));
+        // The host counts only reads that came back right; the wrapper tallies every span asked.
+        const failedRead = source.reads[target];
+        assert.equal(shim.stats().bytesFetched, source.bytes - (failedRead.end - failedRead.start));
+      } finally {
+        shim.dispose();
+      }
+    });
+  }
+
+  test('a continued session survives a failed step and resumes where it was', async () => {
+    const source = countingSource(new BufferKnotSource(layout.bytes));
+    const shim = await HostShim.open(source, { lruCapacity: 1 });
+    try {
+      const first = Array.from(await shim.generate(PROMPT, 3));
+      const target = source.reads.length + 1;
+      source.fault = (r) => (r.index === target ? 'reject' : undefined);
+      await assert.rejects(shim.generate([], 3, { continue: true }), /injected rejection/);
+      const rest = Array.from(await shim.generate([], 3, { continue: true }));
+      assert.deepEqual([...first, ...rest], await freshTokens(PROMPT, 6));
+    } finally {
+      shim.dispose();
+    }
+  });
+
+  test('a source whose reads fail for good: every call rejects, dispose still works', async () => {
+    const source = countingSource(new BufferKnotSource(layout.bytes));
+    const shim = await HostShim.open(source, { lruCapacity: 1 });
+    source.fault = () => 'reject';
+    for (let i = 0; i < 3; i++) await assert.rejects(shim.generate(PROMPT, 2), /rangeGet rejected/);
+    await assert.rejects(shim.prefetchLayer(0), /rangeGet rejected/);
+    shim.dispose();
+    shim.dispose();
+  });
+
+  test('not a knot file, a truncated file', async () => {
+    await assert.rejects(HostShim.open(new BufferKnotSource(new Uint8Array(64))), /not a valid knot file/);
+    const truncated = layout.bytes.subarray(0, layout.resident[0] + 10);
+    await assert.rejects(HostShim.open(new BufferKnotSource(truncated)), Error);
+  });
+});
+
+describe('argument errors and dispose, on the real package', () => {
+  test('bad open options', async () => {
+    const source = new BufferKnotSource(layout.bytes);
+    for (const lruCapacity of [0, 1.5, '2', -1, NaN]) {
+      await assert.rejects(HostShim.open(source, { lruCapacity }), /lruCapacity must be an integer >= 1/);
+    }
+    await assert.rejects(HostShim.open(source, { draftMode: true }), { message: DRAFT_MODE_UNSUPPORTED });
+    const wasm = await loadWasm();
+    await assert.rejects(HostShim.open(source, wasm, { lruCapacity: 2, draftMode: true }), { message: DRAFT_MODE_UNSUPPORTED });
+    // The seed's call shape works.
+    const shim = await HostShim.open(source, wasm, { lruCapacity: 6, draftMode: false });
+    assert.equal((await shim.generate(new Uint32Array([1, 2, 3]), 4)).length, 4);
+    shim.dispose();
+  });
+
+  test('bad generate arguments reject and leave the shim usable', async () => {
+    const shim = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: 2 });
+    try {
+      await assert.rejects(shim.generate(PROMPT, -1), /n \(tokens to generate\) must be an integer >= 0, got -1/);
+      await assert.rejects(shim.generate(PROMPT, 1.5), /must be an integer >= 0/);
+      await assert.rejects(shim.generate([1, 256], 2), /token id 256 at index 1 is not below the vocabulary size 256/);
+      await assert.rejects(shim.generate([], 2), /prompt is empty/);
+      await assert.rejects(shim.generate(PROMPT, 2, { temperature: -1 }), /temperature/);
+      assert.throws(() => shim.decode([300]), /not below the vocabulary size 256/);
+      // The engine's own check, past the wrapper: a continued generation with nothing before it.
+      await assert.rejects(shim.generate([], 1, { continue: true }), /nothing to continue from/);
+      assert.deepEqual(Array.from(await shim.generate(PROMPT, 5)), await freshTokens(PROMPT, 5));
+    } finally {
+      shim.dispose();
+    }
+  });
+
+  test('use after dispose rejects; dispose is idempotent; a call in flight finishes first', async () => {
+    const shim = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: 2 });
+    const running = shim.generate(PROMPT, 3);
+    shim.dispose();
+    shim.dispose();
+    await assert.rejects(running, /used after dispose\(\)/);
+    await assert.rejects(shim.generate(PROMPT, 1), /used after dispose\(\)/);
+    await assert.rejects(shim.prefetchLayer(0), /used after dispose\(\)/);
+    assert.throws(() => shim.stats(), /used after dispose\(\)/);
+    assert.throws(() => shim.encode('a'), /used after dispose\(\)/);
+    // The wasm instance is fine.
+    assert.deepEqual(await freshTokens(LEN1_CASE.prompt_ids, 4), LEN1_CASE.greedy_ids.slice(0, 4));
+  });
+
+  test('AbortSignal stops a generation; the next one matches a fresh shim', async () => {
+    const shim = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: 1 });
+    try {
+      const controller = new AbortController();
+      const seen = [];
+      await assert.rejects(
+        shim.generate(PROMPT, 20, { signal: controller.signal, onToken: (id) => { seen.push(id); if (seen.length === 3) controller.abort(); } }),
+        { name: 'AbortError' },
+      );
+      assert.equal(seen.length, 3);
+      assert.deepEqual(seen, (await freshTokens(PROMPT, 3)));
+      assert.deepEqual(Array.from(await shim.generate(PROMPT, 8)), await freshTokens(PROMPT, 8));
+    } finally {
+      shim.dispose();
+    }
+  });
+
+  test('seeded sampling is reproducible, and the seed matters', async () => {
+    const shim = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: 2 });
+    try {
+      const opts = (seed) => ({ temperature: 1.0, topK: 0, seed });
+      const a = Array.from(await shim.generate(PROMPT, 24, opts(11)));
+      const b = Array.from(await shim.generate(PROMPT, 24, opts(11n)));
+      const c = Array.from(await shim.generate(PROMPT, 24, opts(12)));
+      assert.deepEqual(a, b);
+      assert.notDeepEqual(a, c);
+    } finally {
+      shim.dispose();
+    }
+  });
+});
+
+describe('HttpKnotSource against a real range server', () => {
+  const bytes = readFileSync(TINY);
+  const reference = () => freshTokens(PROMPT, 8);
+
+  test('206 server: open and generate over HTTP, one request per read', async () => {
+    const server = await startRangeServer(bytes);
+    try {
+      const source = await HttpKnotSource.open(server.url);
+      const before = server.requestCount;
+      const shim = await HostShim.open(source, { lruCapacity: 1 });
+      try {
+        assert.deepEqual(Array.from(await shim.generate(PROMPT, 8)), await reference());
+        assert.equal(server.requestCount - before, shim.stats().rangeReads);
+      } finally {
+        shim.dispose();
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('server answering 200 to range requests: open fails naming the cause', async () => {
+    const server = await startRangeServer(bytes, { mode: 'full' });
+    try {
+      const source = new HttpKnotSource(server.url, { size: bytes.byteLength });
+      await assert.rejects(HostShim.open(source), /answered 200 with the whole file \(it does not support Range requests\)/);
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('server answering the wrong range: rejected naming both ranges', async () => {
+    const server = await startRangeServer(bytes, { mode: 'wrong-range' });
+    try {
+      const source = new HttpKnotSource(server.url, { size: bytes.byteLength });
+      await assert.rejects(HostShim.open(source), /asked for bytes 0-9 of .*, the server answered Content-Range "bytes 1-10\//);
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('server failing transiently: retried, and generation matches', async () => {
+    const server = await startRangeServer(bytes, { mode: 'transient', failFirst: 3 });
+    try {
+      const source = new HttpKnotSource(server.url, { retryDelayMs: 1 });
+      const shim = await HostShim.open(source, { lruCapacity: 1 });
+      try {
+        assert.deepEqual(Array.from(await shim.generate(PROMPT, 8)), await reference());
+        assert.ok(server.requests.length >= 3 + shim.stats().rangeReads);
+      } finally {
+        shim.dispose();
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('server sending a short body: rejected, and the shim recovers once the server heals', async () => {
+    const good = await startRangeServer(bytes);
+    const bad = await startRangeServer(bytes, { mode: 'short-body' });
+    try {
+      let url = good.url;
+      const http = () => new HttpKnotSource(url, { size: bytes.byteLength, retries: 0 });
+      // A source that reads through whichever server is current.
+      const source = { size: bytes.byteLength, rangeGet: (s, e) => http().rangeGet(s, e) };
+      const shim = await HostShim.open(source, { lruCapacity: 1 });
+      try {
+        url = bad.url;
+        await assert.rejects(shim.generate(PROMPT, 4), /the body had \d+ bytes/);
+        url = good.url;
+        assert.deepEqual(Array.from(await shim.generate(PROMPT, 8)), await reference());
+      } finally {
+        shim.dispose();
+      }
+    } finally {
+      await good.close();
+      await bad.close();
+    }
+  });
+});
