@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run). Installs what it needs on a fresh machine:
-# the wasm targets, the default model. Node (for the wasm32 tests) comes with the machine.
+# the wasm targets, the default model, wasm-bindgen-cli and the npm devDependencies (binaryen, bun,
+# deno, typescript). Node comes with the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n== %s\n' "$*"; }
@@ -26,3 +27,7 @@ cargo build --target wasm32-unknown-unknown -p knot -p engine -p carrier -p host
 step "wasm32 tests in Node (WASI): kernels, tokenizer, sampler, parity"
 cargo test --no-fail-fast --target wasm32-wasip1 -p knot -p engine -p carrier
 cargo test --no-fail-fast --target wasm32-wasip1 -p knot-suite --test parity --test tokenizer --test bad_input
+
+step "wasm package: build (wasm-bindgen, wasm-opt, size budget) and the JS suite in Node, Bun and Deno"
+scripts/build-wasm.sh
+(cd pkg && npm test)

@@ -65,6 +65,12 @@ export interface HostShimOptions {
   lruCapacity?: number;
   /** Optional bound on the bytes of cached layers. */
   maxResidentBytes?: number;
+  /**
+   * Layers fetched ahead of the one computing, so several range reads are in flight at once
+   * (0 disables prefetch). Default: as many as the cache has room for (`lruCapacity - 1`, at
+   * least 1).
+   */
+  prefetchDepth?: number;
   /** Speculative decoding; `true` is rejected until it is implemented. */
   draftMode?: false;
   onProgress?: (progress: HostProgress) => void;

@@ -4,7 +4,8 @@
 //
 // The WasmHost contract this wrapper calls (exported by crates/host's binding module):
 //   static open(source: KnotByteSource, lruCapacity: number, maxResidentBytes: number | undefined,
-//               onProgress: ((p: object) => void) | undefined): Promise<WasmHost>
+//               onProgress: ((p: object) => void) | undefined,
+//               prefetchDepth: number | undefined): Promise<WasmHost>
 //   readonly vocabSize: number; readonly layerCount: number; readonly eosIds: Uint32Array
 //   encode(text: string): Uint32Array          decode(ids: Uint32Array): string  (lossy UTF-8)
 //   chatPrompt(messagesJson: string): string   rendered with the model's template
@@ -20,7 +21,7 @@
 
 export const DRAFT_MODE_UNSUPPORTED = 'draftMode (speculative decoding) is not supported yet';
 
-const OPEN_OPTIONS = new Set(['lruCapacity', 'maxResidentBytes', 'draftMode', 'onProgress']);
+const OPEN_OPTIONS = new Set(['lruCapacity', 'maxResidentBytes', 'prefetchDepth', 'draftMode', 'onProgress']);
 const GENERATE_OPTIONS = new Set([
   'temperature', 'topK', 'topP', 'minP', 'repeatPenalty', 'seed',
   'signal', 'onToken', 'continue', 'maxTokens',
@@ -80,12 +81,16 @@ export function checkOpenOptions(options) {
   const maxResidentBytes = options.maxResidentBytes === undefined
     ? undefined
     : checkInteger(options.maxResidentBytes, 'maxResidentBytes', 1);
+  const prefetchDepth = options.prefetchDepth === undefined
+    ? undefined
+    : checkInteger(options.prefetchDepth, 'prefetchDepth', 0);
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
     throw new TypeError('onProgress must be a function');
   }
   return {
     lruCapacity,
     maxResidentBytes,
+    prefetchDepth,
     onProgress: /** @type {((p: object) => void) | undefined} */ (options.onProgress),
   };
 }
@@ -275,7 +280,8 @@ export class HostShim {
     if (typeof ns?.WasmHost?.open !== 'function') {
       throw new TypeError('HostShim.open: wasm is not the knot-wasm bindings namespace (no WasmHost)');
     }
-    const host = await ns.WasmHost.open(source, opts.lruCapacity, opts.maxResidentBytes, opts.onProgress);
+    const host = await ns.WasmHost.open(source, opts.lruCapacity, opts.maxResidentBytes, opts.onProgress,
+      opts.prefetchDepth);
     return new HostShim(host, wasmMemory(ns));
   }
 

@@ -12,10 +12,10 @@ const layout = present ? knotLayout(SMOL) : undefined;
 const LAYERS = layout?.layers.length ?? 0;
 
 /** Opens SmolLM2 from the file through a counting wrapper. */
-async function openSmol(lruCapacity, wrap = {}) {
+async function openSmol(lruCapacity, wrap = {}, options = {}) {
   const file = await FileKnotSource.open(SMOL);
   const source = countingSource(file, wrap);
-  const shim = await HostShim.open(source, { lruCapacity });
+  const shim = await HostShim.open(source, { lruCapacity, ...options });
   return { shim, source, close: async () => { shim.dispose(); await file.close(); } };
 }
 
@@ -117,6 +117,32 @@ describe('SmolLM2 through the wasm package', () => {
     } finally {
       await close();
     }
+  });
+
+  testIf(present, 'prefetch overlap in decode: several reads in flight make a slow source cost far less than layers x latency', async () => {
+    // Decode computes for well under a millisecond per layer, so overlap has to come from reads
+    // travelling together: with lruCapacity 8 the host keeps up to 7 layers in flight (the
+    // default prefetchDepth), so a token waits for about 30 / 7 latencies, not 30. With
+    // prefetchDepth 1 the same source costs about 30 latencies per token (measured alongside).
+    const latency = 15;
+    const prompt = SMOL_CASES[0].prompt_ids;
+    const perToken = async (options) => {
+      const { shim, source, close } = await openSmol(8, {}, options);
+      try {
+        source.latencyMs = latency;
+        await shim.generate(prompt, 9);
+        const steps = shim.stats().tokenMs.slice(1); // the first step only samples the prefill
+        return steps.reduce((a, b) => a + b, 0) / steps.length;
+      } finally {
+        await close();
+      }
+    };
+    const deep = await perToken({});
+    const shallow = await perToken({ prefetchDepth: 1 });
+    if (process.env.KNOT_TEST_VERBOSE) console.log({ deep, shallow, serial: LAYERS * latency });
+    assert.ok(deep < 0.5 * LAYERS * latency,
+      `a decode token took ${deep.toFixed(0)} ms; ${LAYERS} layers x ${latency} ms = ${LAYERS * latency} ms`);
+    assert.ok(deep < 0.6 * shallow, `deep prefetch ${deep.toFixed(0)} ms vs one layer ahead ${shallow.toFixed(0)} ms`);
   });
 
   testIf(present, 'chat messages through the template, generateText, stream and onToken agree', async () => {

@@ -45,8 +45,12 @@ pub struct HostOptions {
     pub lru_capacity: usize,
     /// Optional bound on the bytes of cached layers.
     pub max_resident_bytes: Option<u64>,
-    /// Fetch layer L+1 while layer L computes.
+    /// Fetch the next layers while layer L computes.
     pub prefetch: bool,
+    /// How many layers ahead to fetch. `None`: as many as the cache has room for
+    /// (`lru_capacity - 1`, at least 1), so several reads are in flight when the cache allows
+    /// and a slow source costs about `layers / depth` latencies per token instead of `layers`.
+    pub prefetch_depth: Option<usize>,
     /// Positions the KV cache may hold (capped by the model's context length).
     pub max_context: usize,
     pub read: ReadOptions,
@@ -58,6 +62,7 @@ impl Default for HostOptions {
             lru_capacity: usize::MAX,
             max_resident_bytes: None,
             prefetch: true,
+            prefetch_depth: None,
             max_context: 4096,
             read: ReadOptions::default(),
         }
@@ -185,11 +190,12 @@ pub struct Host {
     layers: LayerStore,
     session: Session,
     sampler: Sampler,
+    /// Layers fetched ahead of the one computing (0: no prefetch).
+    prefetch_depth: usize,
     /// Logits of the last position run, until a token is sampled from them.
     logits: Vec<f32>,
     /// The last sampled token: it enters the KV cache at the start of the next step.
     pending: Option<u32>,
-    prefetch: bool,
     stats: Stats,
 }
 
@@ -252,6 +258,11 @@ impl Host {
         let spans = ranges.iter().map(|r| r.end - r.start).collect();
         let cache = LayerCache::new(spans, opts.lru_capacity, opts.max_resident_bytes);
         let session = Session::new(&config, opts.max_context)?;
+        let prefetch_depth = match (opts.prefetch, opts.prefetch_depth) {
+            (false, _) => 0,
+            (true, Some(d)) => d.min(n.saturating_sub(1)),
+            (true, None) => opts.lru_capacity.saturating_sub(1).clamp(1, n.saturating_sub(1).max(1)),
+        };
         let stats = Stats {
             resident_bytes: resident.len() as u64,
             open_ms: now_ms() - t0,
@@ -274,7 +285,7 @@ impl Host {
             session,
             logits: Vec::new(),
             pending: None,
-            prefetch: opts.prefetch,
+            prefetch_depth,
             stats,
         })
     }
@@ -367,10 +378,15 @@ impl Host {
         let n = self.config.n_layers;
         for l in 0..n {
             let bytes = self.layers.get(l, true).await?;
-            if self.prefetch && (l + 1 < n || more_follows) {
-                self.layers.request((l + 1) % n, false);
-            }
             self.layers.cache.pin(l);
+            // Start the next layers' reads now, so they travel while this layer computes; past
+            // the last layer they are layer 0.. of the next token, when one follows.
+            for ahead in 1..=self.prefetch_depth {
+                if l + ahead >= n && !more_follows {
+                    break;
+                }
+                self.layers.request((l + ahead) % n, false);
+            }
             let src = span_tensors(&self.layers.tensors[l], &bytes);
             let result = LayerWeights::load(&self.config, l, &src)
                 .and_then(|w| self.session.run_layer(l, &w));

@@ -197,12 +197,14 @@ fn check_index(v: f64, what: &str) -> Result<usize, JsValue> {
 #[wasm_bindgen]
 impl WasmHost {
     /// Opens a knot file through `source`. `onProgress({ bytesLoaded, rangeReads })` is called
-    /// after every completed read.
+    /// after every completed read. `prefetchDepth` (layers read ahead; 0 disables prefetch)
+    /// defaults to what the cache has room for.
     pub fn open(
         source: JsValue,
         lru_capacity: Option<f64>,
         max_resident_bytes: Option<f64>,
         on_progress: Option<Function>,
+        prefetch_depth: Option<f64>,
     ) -> Promise {
         future_to_promise(async move {
             let mut source = JsSource::new(source)?;
@@ -215,6 +217,11 @@ impl WasmHost {
                 },
                 max_resident_bytes: match max_resident_bytes {
                     Some(b) => Some(check_index(b, "maxResidentBytes")? as u64),
+                    None => None,
+                },
+                prefetch: prefetch_depth != Some(0.0),
+                prefetch_depth: match prefetch_depth {
+                    Some(d) => Some(check_index(d, "prefetchDepth")?),
                     None => None,
                 },
                 ..d
