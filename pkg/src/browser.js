@@ -22,3 +22,7 @@ export function loadWasm() {
 }
 
 setWasmResolver(async (wasm) => (wasm === undefined || wasm === bindings ? loadWasm() : wasm));
+
+// Synchronous classes: usable once `await loadWasm()` has resolved (top-level await would block
+// every importer on the download).
+export const { CarrierMediumPipeline, ImageCarrierPipeline } = bindings;

@@ -29,6 +29,10 @@ export function loadWasm() {
   return own;
 }
 
+// The carrier pipelines are plain synchronous classes: initialize on import so that
+// `new CarrierMediumPipeline(...)` works right away.
+export const { CarrierMediumPipeline, ImageCarrierPipeline } = await loadWasm();
+
 setWasmResolver(async (wasm) => {
   const ownNs = await loadWasm();
   // A namespace other than ours must have been initialized by whoever built it.

@@ -16,3 +16,7 @@ export async function loadWasm() {
 }
 
 setWasmResolver(async (wasm) => (wasm === undefined || wasm === bindings ? loadWasm() : wasm));
+
+// Synchronous classes: initialized at import (the module is already compiled in Workers).
+bindings.initSync({ module: wasmModule });
+export const { CarrierMediumPipeline, ImageCarrierPipeline } = bindings;
