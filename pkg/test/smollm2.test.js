@@ -95,42 +95,41 @@ describe('SmolLM2 through the wasm package', () => {
     });
   }
 
-  testIf(present, 'prefetch overlap: a slow source costs a prefill far less than layers x latency', async () => {
-    // Layer l + 1 is requested just before layer l computes, so each read's latency hides behind
-    // the previous layer's compute. That shows when compute per layer is at least the latency: a
-    // 48-token prefill computes for tens of ms per layer (decode steps compute for well under
-    // 1 ms per layer, so there a one-layer-deep prefetch hides almost nothing; see tiny.test.js).
-    // Serial fetch-then-compute would take compute + layers x latency.
-    const prompt = Array.from({ length: 48 }, (_, i) => SMOL_CASES[3].prompt_ids[i % SMOL_CASES[3].prompt_ids.length]);
-    const { shim, source, close } = await openSmol(2);
+  testIf(present, 'prefetch overlap in prefill: reads for the next layers travel while a layer computes', async () => {
+    // Checked structurally rather than by the clock: with lruCapacity 8 the host requests layers
+    // l+1..l+7 before layer l computes, so up to 7 reads are in flight at once. Without prefetch
+    // there would never be more than one.
+    const prompt = SMOL_CASES[3].prompt_ids;
+    const { shim, source, close } = await openSmol(8);
     try {
+      source.latencyMs = 5;
       await shim.generate(prompt, 1);
-      const compute = shim.stats().prefillMs;
-      const latency = Math.max(2, Math.round((0.8 * compute) / LAYERS));
-      source.latencyMs = latency;
-      await shim.generate(prompt, 1);
-      const slow = shim.stats().prefillMs;
-      const serial = compute + LAYERS * latency;
-      if (process.env.KNOT_TEST_VERBOSE) console.log({ compute, latency, slow, serial });
-      assert.ok(slow < compute + 0.5 * LAYERS * latency,
-        `prefill ${slow.toFixed(0)} ms with ${latency} ms per read; compute alone ${compute.toFixed(0)} ms, serial ${serial.toFixed(0)} ms`);
+      assert.equal(source.maxInFlight, 7, `at most ${source.maxInFlight} reads were in flight at once`);
     } finally {
       await close();
     }
+    const none = await openSmol(8, {}, { prefetchDepth: 0 });
+    try {
+      none.source.latencyMs = 5;
+      await none.shim.generate(prompt, 2);
+      assert.equal(none.source.maxInFlight, 1);
+    } finally {
+      await none.close();
+    }
   });
 
-  testIf(present, 'prefetch overlap in decode: several reads in flight make a slow source cost far less than layers x latency', async () => {
-    // Decode computes for well under a millisecond per layer, so overlap has to come from reads
-    // travelling together: with lruCapacity 8 the host keeps up to 7 layers in flight (the
-    // default prefetchDepth), so a token waits for about 30 / 7 latencies, not 30. With
-    // prefetchDepth 1 the same source costs about 30 latencies per token (measured alongside).
-    const latency = 15;
+  testIf(present, 'prefetch overlap in decode: a slow source costs a token far less than layers x latency', async () => {
+    // Decode computes for well under a millisecond per layer, so the overlap is between reads:
+    // with lruCapacity 8 a token waits for about 30 / 7 latencies instead of 30. The bounds are
+    // latency counts with wide margins (the machine may be loaded): the deep case must beat half
+    // the serial time, the one-layer-ahead case cannot beat the serial floor of its reads.
+    const latency = 40;
     const prompt = SMOL_CASES[0].prompt_ids;
     const perToken = async (options) => {
       const { shim, source, close } = await openSmol(8, {}, options);
       try {
         source.latencyMs = latency;
-        await shim.generate(prompt, 9);
+        await shim.generate(prompt, 6);
         const steps = shim.stats().tokenMs.slice(1); // the first step only samples the prefill
         return steps.reduce((a, b) => a + b, 0) / steps.length;
       } finally {
@@ -139,10 +138,10 @@ describe('SmolLM2 through the wasm package', () => {
     };
     const deep = await perToken({});
     const shallow = await perToken({ prefetchDepth: 1 });
-    if (process.env.KNOT_TEST_VERBOSE) console.log({ deep, shallow, serial: LAYERS * latency });
-    assert.ok(deep < 0.5 * LAYERS * latency,
-      `a decode token took ${deep.toFixed(0)} ms; ${LAYERS} layers x ${latency} ms = ${LAYERS * latency} ms`);
-    assert.ok(deep < 0.6 * shallow, `deep prefetch ${deep.toFixed(0)} ms vs one layer ahead ${shallow.toFixed(0)} ms`);
+    const serial = LAYERS * latency;
+    if (process.env.KNOT_TEST_VERBOSE) console.log({ deep, shallow, serial });
+    assert.ok(deep < 0.5 * serial, `a decode token took ${deep.toFixed(0)} ms; ${LAYERS} layers x ${latency} ms = ${serial} ms`);
+    assert.ok(shallow > 0.9 * serial, `one layer ahead: ${shallow.toFixed(0)} ms per token`);
   });
 
   testIf(present, 'chat messages through the template, generateText, stream and onToken agree', async () => {

@@ -94,6 +94,8 @@ export function countingSource(inner, options = {}) {
     rangeGet(start, end) {
       const read = { index: reads.length, start, end: end + 1, at: performance.now() };
       reads.push(read);
+      source.inFlight++;
+      source.maxInFlight = Math.max(source.maxInFlight, source.inFlight);
       const fault = source.fault?.(read);
       if (fault === 'throw') throw new Error(`injected synchronous failure at read ${read.index}`);
       const go = async () => {
@@ -113,8 +115,13 @@ export function countingSource(inner, options = {}) {
           default: return got;
         }
       };
-      return go();
+      return go().finally(() => {
+        source.inFlight--;
+      });
     },
+    /** Reads issued and not yet resolved, and the most there ever were at once. */
+    inFlight: 0,
+    maxInFlight: 0,
   };
   return source;
 }
