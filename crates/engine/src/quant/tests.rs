@@ -1,14 +1,24 @@
 use super::*;
 use proptest::prelude::*;
 
-const FORMATS: [DType; 6] = [
+const FORMATS: [DType; 11] = [
     DType::F32,
     DType::F16,
     DType::Bf16,
     DType::Q8_0,
     DType::Q4_0,
     DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
 ];
+
+/// Elements per test block: 32 for the float formats too, so every format fits the same shapes.
+fn unit(dtype: DType) -> usize {
+    dtype.block_len().max(32)
+}
 
 /// Deterministic pseudo-random values in [-scale, scale) (xorshift; tests must not depend on
 /// a seed source).
@@ -55,6 +65,15 @@ fn roundtrip_bound(dtype: DType, xb: &[f32], x: f32) -> f32 {
         DType::Q4_0 => amax / 8.0 * (1.0 + f16_scale),
         // Half a step of (max-min)/15, plus the f16 rounding of the minimum.
         DType::Q4_1 => (max - min) / 15.0 * (0.5 + f16_scale) + min.abs() * 2f32.powi(-11),
+        DType::Q5_0 => amax / 16.0 * (1.0 + f16_scale),
+        DType::Q5_1 => (max - min) / 31.0 * (0.5 + f16_scale) + min.abs() * 2f32.powi(-11),
+        // K-quants (xb is the whole super-block): half a sub-block step plus the 6-bit rounding
+        // of the sub-block scale (up to 1/126 of the largest, times q ≤ nmax) and of the min.
+        DType::Q4K => (max - min) * (0.5 / 15.0 + 1.0 / 126.0 + 1.0 / 126.0),
+        DType::Q5K => (max - min) * (0.5 / 31.0 + 1.0 / 126.0 + 1.0 / 126.0),
+        // As q4_0: steps of amax/32, values opposite the extreme clamp a whole step away; plus
+        // the i8 rounding of the scale (1/254 of the largest, times |q| ≤ 32).
+        DType::Q6K => amax * (1.0 / 32.0 + 32.0 / 254.0 / 32.0) * (1.0 + f16_scale),
         _ => unreachable!(),
     }
 }
@@ -63,9 +82,9 @@ fn roundtrip_bound(dtype: DType, xb: &[f32], x: f32) -> f32 {
 fn every_format_round_trips_within_its_error() {
     for dtype in FORMATS {
         for (seed, scale) in [(1, 1.0), (2, 0.01), (3, 300.0)] {
-            let x = values(32 * 8, seed, scale);
+            let x = values(256 * 2, seed, scale);
             let y = dequantized(dtype, &quantized(dtype, &x));
-            let block = dtype.block_len().max(32);
+            let block = unit(dtype);
             for (xb, yb) in x.chunks(block).zip(y.chunks(block)) {
                 for (&a, &b) in xb.iter().zip(yb) {
                     let bound = roundtrip_bound(dtype, xb, a) * 1.0001 + 1e-30;
@@ -81,23 +100,23 @@ fn every_format_round_trips_within_its_error() {
 
 #[test]
 fn quantize_sizes_follow_the_block_layout() {
-    let x = values(64, 9, 1.0);
+    let x = values(512, 9, 1.0);
     for dtype in FORMATS {
         assert_eq!(
             quantized(dtype, &x).len(),
-            64 / dtype.block_len() * dtype.block_bytes()
+            512 / dtype.block_len() * dtype.block_bytes()
         );
     }
     // quantize replaces earlier contents.
     let mut out = vec![1, 2, 3];
-    quantize(DType::Q8_0, &x, &mut out).unwrap();
+    quantize(DType::Q8_0, &x[..64], &mut out).unwrap();
     assert_eq!(out.len(), 68);
 }
 
 #[test]
 fn zero_blocks_quantize_to_zero() {
     for dtype in FORMATS {
-        let y = dequantized(dtype, &quantized(dtype, &[0.0; 32]));
+        let y = dequantized(dtype, &quantized(dtype, &vec![0.0; unit(dtype)]));
         assert!(y.iter().all(|&v| v == 0.0), "{dtype}");
     }
 }
@@ -189,9 +208,10 @@ fn bad_sizes_are_errors() {
         Err(QuantError::ShapeOverflow { .. })
     ));
     assert!(matches!(
-        QMatrix::new(DType::Q4K, 1, 256, &[0u8; 144]),
-        Err(QuantError::Unsupported { dtype: DType::Q4K })
+        QMatrix::new(DType::Q4K, 1, 96, &[0u8; 144]),
+        Err(QuantError::ColsNotWholeBlocks { block_len: 256, .. })
     ));
+    assert!(QMatrix::new(DType::Q4K, 1, 256, &[0u8; 144]).is_ok());
     assert!(QMatrix::new(DType::Q8_0, 2, 64, &bytes).is_ok());
 
     let mut out = vec![0.0; 32];
@@ -212,8 +232,8 @@ fn bad_sizes_are_errors() {
         Err(QuantError::BytesNotWholeBlocks { .. })
     ));
     assert!(matches!(
-        dequantize(DType::Q6K, &[0u8; 210], &mut vec![0.0; 256]),
-        Err(QuantError::Unsupported { .. })
+        dequantize(DType::Q6K, &[0u8; 209], &mut vec![0.0; 256]),
+        Err(QuantError::BytesNotWholeBlocks { .. })
     ));
     let mut bytes_out = Vec::new();
     assert!(matches!(
@@ -221,22 +241,22 @@ fn bad_sizes_are_errors() {
         Err(QuantError::ValuesNotWholeBlocks { len: 33, .. })
     ));
     assert!(matches!(
-        quantize(DType::Q5_0, &[0.0; 32], &mut bytes_out),
-        Err(QuantError::Unsupported { .. })
+        quantize(DType::Q4K, &[0.0; 32], &mut bytes_out),
+        Err(QuantError::ValuesNotWholeBlocks { len: 32, .. })
     ));
 }
 
 #[test]
 fn dequantize_row_reads_one_row() {
-    let x = values(3 * 64, 4, 1.0);
+    let x = values(3 * 256, 4, 1.0);
     for dtype in FORMATS {
         let bytes = quantized(dtype, &x);
         let all = dequantized(dtype, &bytes);
-        let w = QMatrix::new(dtype, 3, 64, &bytes).unwrap();
-        assert_eq!(w.row_bytes(), 64 / dtype.block_len() * dtype.block_bytes());
-        let mut row = vec![0.0; 64];
+        let w = QMatrix::new(dtype, 3, 256, &bytes).unwrap();
+        assert_eq!(w.row_bytes(), 256 / dtype.block_len() * dtype.block_bytes());
+        let mut row = vec![0.0; 256];
         w.dequantize_row(2, &mut row);
-        assert_eq!(row, &all[128..]);
+        assert_eq!(row, &all[512..]);
     }
 }
 
@@ -266,6 +286,9 @@ fn every_kernel_matches_scalar() {
         for dtype in FORMATS {
             let col_choices: &[usize] = if dtype.block_len() == 1 {
                 &[45, 64, 96]
+            } else if dtype.block_len() == 256 {
+                // 1, 2 and 3 super-blocks.
+                &[256, 512, 768]
             } else {
                 // 5 and 8 blocks: SIMD kernels that take blocks in groups, with and without a tail.
                 &[64, 96, 160, 256]
@@ -301,7 +324,7 @@ fn outlier_values(len: usize, cols: usize, seed: u64) -> Vec<f32> {
 
 #[test]
 fn quantized_matmul_is_close_to_the_dequantized_product() {
-    let (rows, cols, n) = (23, 128, 3);
+    let (rows, cols, n) = (23, 512, 3);
     for x in [values(n * cols, 5, 3.0), outlier_values(n * cols, cols, 11)] {
         for dtype in FORMATS {
             let bytes = quantized(dtype, &values(rows * cols, 6, 1.0));
@@ -388,7 +411,7 @@ proptest! {
         offset in 0usize..4,
     ) {
         let dtype = FORMATS[dtype_index];
-        let cols = col_blocks * 32;
+        let cols = col_blocks * unit(dtype);
         let want = run(Kernel::Scalar, dtype, rows, cols, n, 0);
         for kernel in available_kernels() {
             let got = run(kernel, dtype, rows, cols, n, offset);
