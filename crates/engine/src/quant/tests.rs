@@ -73,7 +73,11 @@ fn roundtrip_bound(dtype: DType, xb: &[f32], x: f32) -> f32 {
         DType::Q5K => (max - min) * (0.5 / 31.0 + 1.0 / 126.0 + 1.0 / 126.0),
         // As q4_0: steps of amax/32, values opposite the extreme clamp a whole step away; plus
         // the i8 rounding of the scale (1/254 of the largest, times |q| ≤ 32).
-        DType::Q6K => amax * (1.0 / 32.0 + 32.0 / 254.0 / 32.0) * (1.0 + f16_scale),
+        // Small blocks put d among the f16 subnormals (absolute step 2^-24, times |sc·q| ≤ 4064).
+        DType::Q6K => {
+            amax * (1.0 / 32.0 + 32.0 / 254.0 / 32.0) * (1.0 + f16_scale)
+                + 4064.0 * 2f32.powi(-25)
+        }
         _ => unreachable!(),
     }
 }
