@@ -538,7 +538,8 @@ impl SubFormat for Q5K {
         };
         let bit = _mm256_set1_epi16(1 << s);
         let sixteen = _mm256_set1_epi16(16);
-        let high = |qh| _mm256_and_si256(_mm256_cmpeq_epi16(_mm256_and_si256(qh, bit), bit), sixteen);
+        let high =
+            |qh| _mm256_and_si256(_mm256_cmpeq_epi16(_mm256_and_si256(qh, bit), bit), sixteen);
         let sc = _mm256_set1_epi16(h.sc[s]);
         (
             _mm256_mullo_epi16(_mm256_or_si256(lo, high(qh0)), sc),

@@ -290,7 +290,14 @@ unsafe impl QuantBlock for BlockQ5K {
     const DTYPE: DType = DType::Q5K;
 
     fn to_float(&self, out: &mut [f32]) {
-        k_to_float(self.d, self.dmin, &self.scales, &self.qs, Some(&self.qh), out);
+        k_to_float(
+            self.d,
+            self.dmin,
+            &self.scales,
+            &self.qs,
+            Some(&self.qh),
+            out,
+        );
     }
 
     fn from_float(x: &[f32]) -> Self {

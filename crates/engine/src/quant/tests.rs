@@ -75,10 +75,8 @@ fn roundtrip_bound(dtype: DType, xb: &[f32], x: f32) -> f32 {
         // the i8 rounding of the scale (1/254 of the largest, times |q| ≤ 32).
         // Small blocks put d among the f16 subnormals (absolute step 2^-24, times |sc·q| ≤ 4064).
         DType::Q6K => {
-            amax * (1.0 / 32.0 + 32.0 / 254.0 / 32.0) * (1.0 + f16_scale)
-                + 4064.0 * 2f32.powi(-25)
+            amax * (1.0 / 32.0 + 32.0 / 254.0 / 32.0) * (1.0 + f16_scale) + 4064.0 * 2f32.powi(-25)
         }
-        _ => unreachable!(),
     }
 }
 
