@@ -492,3 +492,74 @@ fn matvec_speed() {
         }
     }
 }
+
+/// One file of tests/fixtures/quant (scripts/reference/make_quant_fixtures.py).
+#[derive(serde::Deserialize)]
+struct QuantFixture {
+    dtype: String,
+    source: String,
+    blocks: String,
+    expected_bits: Vec<u32>,
+    input_bits: Option<Vec<u32>>,
+}
+
+fn hex_bytes(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Fixtures are compiled in, so the test also runs under wasm32 without file access.
+const QUANT_FIXTURES: [(&str, &str); 9] = [
+    ("q8_0", include_str!("../../../../tests/fixtures/quant/q8_0.json")),
+    ("q4_0", include_str!("../../../../tests/fixtures/quant/q4_0.json")),
+    ("q4_1", include_str!("../../../../tests/fixtures/quant/q4_1.json")),
+    ("q5_0", include_str!("../../../../tests/fixtures/quant/q5_0.json")),
+    ("q5_1", include_str!("../../../../tests/fixtures/quant/q5_1.json")),
+    ("q4_k", include_str!("../../../../tests/fixtures/quant/q4_k.json")),
+    ("q5_k", include_str!("../../../../tests/fixtures/quant/q5_k.json")),
+    ("q6_k", include_str!("../../../../tests/fixtures/quant/q6_k.json")),
+    ("bf16", include_str!("../../../../tests/fixtures/quant/bf16.json")),
+];
+
+#[test]
+fn dequantization_matches_gguf_py_on_real_blocks() {
+    for (name, text) in QUANT_FIXTURES {
+        let fx: QuantFixture = serde_json::from_str(text).unwrap();
+        assert_eq!(fx.dtype, name);
+        let dtype = DType::from_name(&fx.dtype).unwrap();
+        let bytes = hex_bytes(&fx.blocks);
+        assert!(bytes.len() >= dtype.block_bytes(), "{name}: empty fixture");
+        let got = dequantized(dtype, &bytes);
+        assert_eq!(got.len(), fx.expected_bits.len(), "{name}");
+        for (i, (g, &want)) in got.iter().zip(&fx.expected_bits).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                want,
+                "{name} ({}) value {i}: {g} vs {}",
+                fx.source,
+                f32::from_bits(want)
+            );
+        }
+        // Through a matrix row as well: the embedding lookup path.
+        let w = QMatrix::new(dtype, 1, got.len(), &bytes).unwrap();
+        let mut row = vec![0.0; got.len()];
+        w.dequantize_row(0, &mut row);
+        assert_eq!(row, got, "{name}");
+    }
+}
+
+#[test]
+fn legacy_quantizers_match_gguf_py_byte_for_byte() {
+    let mut checked = 0;
+    for (name, text) in QUANT_FIXTURES {
+        let fx: QuantFixture = serde_json::from_str(text).unwrap();
+        let Some(input) = fx.input_bits else { continue };
+        let dtype = DType::from_name(name).unwrap();
+        let x: Vec<f32> = input.into_iter().map(f32::from_bits).collect();
+        assert_eq!(quantized(dtype, &x), hex_bytes(&fx.blocks), "{name}");
+        checked += 1;
+    }
+    assert_eq!(checked, 4, "q5_1, q4_0, q4_1 and bf16 carry their inputs");
+}
