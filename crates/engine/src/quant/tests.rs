@@ -512,15 +512,42 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
 
 /// Fixtures are compiled in, so the test also runs under wasm32 without file access.
 const QUANT_FIXTURES: [(&str, &str); 9] = [
-    ("q8_0", include_str!("../../../../tests/fixtures/quant/q8_0.json")),
-    ("q4_0", include_str!("../../../../tests/fixtures/quant/q4_0.json")),
-    ("q4_1", include_str!("../../../../tests/fixtures/quant/q4_1.json")),
-    ("q5_0", include_str!("../../../../tests/fixtures/quant/q5_0.json")),
-    ("q5_1", include_str!("../../../../tests/fixtures/quant/q5_1.json")),
-    ("q4_k", include_str!("../../../../tests/fixtures/quant/q4_k.json")),
-    ("q5_k", include_str!("../../../../tests/fixtures/quant/q5_k.json")),
-    ("q6_k", include_str!("../../../../tests/fixtures/quant/q6_k.json")),
-    ("bf16", include_str!("../../../../tests/fixtures/quant/bf16.json")),
+    (
+        "q8_0",
+        include_str!("../../../../tests/fixtures/quant/q8_0.json"),
+    ),
+    (
+        "q4_0",
+        include_str!("../../../../tests/fixtures/quant/q4_0.json"),
+    ),
+    (
+        "q4_1",
+        include_str!("../../../../tests/fixtures/quant/q4_1.json"),
+    ),
+    (
+        "q5_0",
+        include_str!("../../../../tests/fixtures/quant/q5_0.json"),
+    ),
+    (
+        "q5_1",
+        include_str!("../../../../tests/fixtures/quant/q5_1.json"),
+    ),
+    (
+        "q4_k",
+        include_str!("../../../../tests/fixtures/quant/q4_k.json"),
+    ),
+    (
+        "q5_k",
+        include_str!("../../../../tests/fixtures/quant/q5_k.json"),
+    ),
+    (
+        "q6_k",
+        include_str!("../../../../tests/fixtures/quant/q6_k.json"),
+    ),
+    (
+        "bf16",
+        include_str!("../../../../tests/fixtures/quant/bf16.json"),
+    ),
 ];
 
 #[test]
