@@ -405,10 +405,12 @@ impl SubBlocks for BlockQ6K {
     /// Integer weights sc·(q − 32) (|·| ≤ 4096) of values 32·sub..32·sub+32, which span two
     /// 16-value scales.
     fn unpack(&self, sub: usize, w: &mut [i16; 32]) -> (f32, f32) {
-        let q = q6_values(&self.ql, &self.qh);
+        let (h, k) = (sub / 4, sub % 4);
         for (l, w) in w.iter_mut().enumerate() {
-            let i = 32 * sub + l;
-            *w = i16::from(self.scales[i / 16] as i8) * (i16::from(q[i]) - 32);
+            let low = (self.ql[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0x0f;
+            let high = (self.qh[32 * h + l] >> (2 * k)) & 3;
+            let q = i16::from(low | (high << 4));
+            *w = i16::from(self.scales[2 * sub + l / 16] as i8) * (q - 32);
         }
         (f16_to_f32(u16::from_le_bytes(self.d)), 0.0)
     }

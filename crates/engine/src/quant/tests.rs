@@ -449,7 +449,8 @@ fn simd_kernels_are_offered_where_built() {
 
 /// Rough speed probe that also runs under wasm32-wasip1 (criterion does not):
 /// `cargo test -p engine --lib --release [--target wasm32-wasip1] quant::tests::matvec_speed
-/// -- --ignored --nocapture`. Prints weight GB/s per kernel for SmolLM2's shapes.
+/// -- --ignored --nocapture`. Prints weight GB/s per kernel for SmolLM2's shapes, and for
+/// the formats Gemma-3-270M Q4_K_M uses on its shapes.
 #[test]
 #[ignore = "timing probe, run by hand in release"]
 fn matvec_speed() {
@@ -458,6 +459,11 @@ fn matvec_speed() {
         (DType::Q4_1, 1536, 576),
         (DType::Q4_1, 576, 1536),
         (DType::Q8_0, 49152, 576),
+        (DType::Q5_0, 2048, 640),
+        (DType::Q5_1, 2048, 640),
+        (DType::Q4K, 640, 2048),
+        (DType::Q5K, 640, 2048),
+        (DType::Q6K, 640, 2048),
     ];
     for (dtype, rows, cols) in shapes {
         let bytes = quantized(dtype, &values(rows * cols, 1, 1.0));
