@@ -485,7 +485,7 @@ unsafe fn k_nibbles(qs: *const u8, s: usize) -> (__m256i, __m256i) {
             _mm256_cvtepu8_epi16(_mm_loadu_si128(c.add(16).cast())),
         )
     };
-    if s % 2 == 0 {
+    if s.is_multiple_of(2) {
         let low4 = _mm256_set1_epi16(0x0f);
         (_mm256_and_si256(b0, low4), _mm256_and_si256(b1, low4))
     } else {
@@ -639,7 +639,7 @@ fn dot_sub<F: SubFormat, const NT: usize>(
                     );
                     let scale = _mm256_set1_ps(h.d * *act.d.add(ab));
                     // Alternate accumulators so consecutive sub-blocks do not wait on one FMA.
-                    if s % 2 == 0 {
+                    if s.is_multiple_of(2) {
                         acc0[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc0[t]);
                     } else {
                         acc1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc1[t]);

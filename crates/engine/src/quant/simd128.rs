@@ -407,7 +407,7 @@ unsafe fn k_header(p: *const u8) -> SubHeader {
 unsafe fn k_nibbles(qs: *const u8, s: usize) -> [v128; 2] {
     let c = unsafe { qs.add(32 * (s / 2)) };
     let (b0, b1) = (load(c), load(unsafe { c.add(16) }));
-    if s % 2 == 0 {
+    if s.is_multiple_of(2) {
         let low4 = u8x16_splat(0x0f);
         [v128_and(b0, low4), v128_and(b1, low4)]
     } else {
