@@ -17,7 +17,7 @@ pub fn output_dtype(t: &SourceTensor, target: TargetDType) -> DType {
         DType::Q4K => Some(DType::Q5_0),
         _ => None,
     };
-    let fits = |dtype: DType, row: u64| row % dtype.block_len() as u64 == 0;
+    let fits = |dtype: DType, row: u64| row.is_multiple_of(dtype.block_len() as u64);
     match t.shape.as_slice() {
         [_] => DType::F32,
         [_, row] if fits(target, *row) => target,
