@@ -343,6 +343,7 @@ impl SubFormat for Q5_0 {
     const BYTES: usize = 22;
     const SUBS: usize = 1;
     const HAS_OFFSET: bool = false;
+    #[inline]
     unsafe fn header(p: *const u8) -> SubHeader {
         SubHeader {
             // SAFETY: d is the first 2 bytes.
@@ -351,6 +352,7 @@ impl SubFormat for Q5_0 {
             sc: [0; 16],
         }
     }
+    #[inline]
     unsafe fn weights(p: *const u8, _: &SubHeader, _: usize) -> [v128; 4] {
         // SAFETY: qh and nibbles follow d.
         unsafe { q5_values(p.add(2)) }.map(|v| i16x8_sub(v, i16x8_splat(16)))
@@ -361,6 +363,7 @@ impl SubFormat for Q5_1 {
     const BYTES: usize = 24;
     const SUBS: usize = 1;
     const HAS_OFFSET: bool = true;
+    #[inline]
     unsafe fn header(p: *const u8) -> SubHeader {
         let mut offsets = [0.0; 8];
         // SAFETY: d and m are the first 4 bytes.
@@ -372,6 +375,7 @@ impl SubFormat for Q5_1 {
             sc: [0; 16],
         }
     }
+    #[inline]
     unsafe fn weights(p: *const u8, _: &SubHeader, _: usize) -> [v128; 4] {
         // SAFETY: qh and nibbles follow d and m.
         unsafe { q5_values(p.add(4)) }
@@ -431,9 +435,11 @@ impl SubFormat for Q4K {
     const BYTES: usize = 144;
     const SUBS: usize = 8;
     const HAS_OFFSET: bool = true;
+    #[inline]
     unsafe fn header(p: *const u8) -> SubHeader {
         unsafe { k_header(p) }
     }
+    #[inline]
     unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> [v128; 4] {
         // SAFETY: nibbles start after the 16 header bytes.
         widen_scaled(unsafe { k_nibbles(p.add(16), s) }, h.sc[s])
@@ -444,9 +450,11 @@ impl SubFormat for Q5K {
     const BYTES: usize = 176;
     const SUBS: usize = 8;
     const HAS_OFFSET: bool = true;
+    #[inline]
     unsafe fn header(p: *const u8) -> SubHeader {
         unsafe { k_header(p) }
     }
+    #[inline]
     unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> [v128; 4] {
         // SAFETY: qh is bytes 16..48, the nibbles 48..176.
         let ([lo, hi], qh0, qh1) =
@@ -462,6 +470,7 @@ impl SubFormat for Q6K {
     const BYTES: usize = 210;
     const SUBS: usize = 8;
     const HAS_OFFSET: bool = false;
+    #[inline]
     unsafe fn header(p: *const u8) -> SubHeader {
         let mut sc = [0i16; 16];
         for (i, sc) in sc.iter_mut().enumerate() {
@@ -477,6 +486,7 @@ impl SubFormat for Q6K {
     }
     /// Sub-block s = 4h + k: low (k < 2) or high nibbles of ql[64h + 32(k % 2)..][..32] and
     /// bits 2k, 2k+1 of qh[32h..][..32] (see `kquant::q6_values`).
+    #[inline]
     unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> [v128; 4] {
         let (half, k) = (s / 4, s % 4);
         // SAFETY: ql is bytes 0..128, qh 128..192.
