@@ -27,7 +27,7 @@ enum Command {
         input: PathBuf,
         output: PathBuf,
         /// Storage format of the weight matrices (`keep` copies them unchanged).
-        /// keep, f32, f16, q8_0 or q4_0.
+        /// keep, f32, f16, q8_0, q4_0 or q4_k.
         #[arg(long, default_value = "keep")]
         dtype: TargetDType,
     },

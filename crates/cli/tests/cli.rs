@@ -367,3 +367,46 @@ fn usage_errors_exit_non_zero() {
         assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     }
 }
+
+#[test]
+fn q4_k_conversion_falls_back_to_q5_0_on_narrow_rows_and_generates() {
+    let dir = std::env::temp_dir().join(format!("knot-cli-q4k-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("q4k.knot");
+    ok_stdout(&[
+        "convert",
+        &fixture("tiny/llama-f32.gguf"),
+        out.to_str().unwrap(),
+        "--dtype",
+        "q4_k",
+    ]);
+    let v = json(&["inspect", out.to_str().unwrap(), "--json"]);
+    let tensors = v["metadata"]["tensors"].as_array().unwrap();
+    let dtype_of = |name: &str| {
+        tensors.iter().find(|t| t["name"] == name).unwrap()["dtype"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // The tiny model's rows (64, 128 values) are not whole 256-value super-blocks.
+    assert_eq!(dtype_of("blk.0.attn_q.weight"), "q5_0");
+    assert_eq!(dtype_of("blk.0.attn_norm.weight"), "f32");
+    let case = reference_case(1);
+    let prompt: Vec<String> = ids(&case["prompt_ids"])
+        .iter()
+        .map(u64::to_string)
+        .collect();
+    let g = json(&[
+        "generate",
+        out.to_str().unwrap(),
+        "--tokens",
+        &prompt.join(","),
+        "-n",
+        "4",
+        "--temperature",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(ids(&g["ids"]).len(), 4);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,4 +1,4 @@
-//! Matrix kernel speed on SmolLM2-135M shapes: matvec (decode) per format and a 128-token
+//! Matrix kernel speed on SmolLM2-135M (and, for the K-quants, Gemma-3-270M) shapes: matvec (decode) per format and a 128-token
 //! matmul (prefill). Throughput is weight bytes read per second for matvec and multiply-adds
 //! (elements) per second for the 128-token matmul.
 
@@ -13,6 +13,10 @@ const SHAPES: [(usize, usize); 5] = [
     (576, 1536),
     (49152, 576),
 ];
+
+/// Gemma-3-270M shapes whose rows are whole 256-value super-blocks (SmolLM2's 576 is not):
+/// attention output and FFN down projection.
+const K_SHAPES: [(usize, usize); 2] = [(640, 1024), (640, 2048)];
 
 fn values(len: usize, seed: u32) -> Vec<f32> {
     let mut s = seed | 1;
@@ -38,13 +42,21 @@ fn matvec(c: &mut Criterion) {
         DType::Q4_1,
         DType::Q4_0,
         DType::Q8_0,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q4K,
+        DType::Q5K,
+        DType::Q6K,
         DType::F16,
         DType::Bf16,
         DType::F32,
     ] {
-        for (rows, cols) in SHAPES {
+        for (rows, cols) in SHAPES.into_iter().chain(K_SHAPES) {
             // The LM head is q8_0 in SmolLM2; other formats there only add minutes.
             if rows == 49152 && dtype != DType::Q8_0 {
+                continue;
+            }
+            if cols % dtype.block_len() != 0 {
                 continue;
             }
             let bytes = weights(dtype, rows, cols);

@@ -33,10 +33,12 @@ pub enum TargetDType {
     F16,
     Q8_0,
     Q4_0,
+    /// Q4_K where rows are whole 256-value super-blocks, Q5_0 for other rows (as llama.cpp).
+    Q4K,
 }
 
 impl TargetDType {
-    pub const NAMES: [&'static str; 5] = ["keep", "f32", "f16", "q8_0", "q4_0"];
+    pub const NAMES: [&'static str; 6] = ["keep", "f32", "f16", "q8_0", "q4_0", "q4_k"];
 
     fn dtype(self) -> Option<DType> {
         match self {
@@ -45,6 +47,7 @@ impl TargetDType {
             TargetDType::F16 => Some(DType::F16),
             TargetDType::Q8_0 => Some(DType::Q8_0),
             TargetDType::Q4_0 => Some(DType::Q4_0),
+            TargetDType::Q4K => Some(DType::Q4K),
         }
     }
 }
@@ -58,6 +61,7 @@ impl FromStr for TargetDType {
             "f16" => TargetDType::F16,
             "q8_0" => TargetDType::Q8_0,
             "q4_0" => TargetDType::Q4_0,
+            "q4_k" => TargetDType::Q4K,
             other => {
                 return Err(format!(
                     "unknown dtype {other:?} (expected one of {})",

@@ -5,16 +5,26 @@ use knot::DType;
 
 use super::{ConvertError, SourceTensor, TargetDType};
 
-/// 2-D weight matrices take the target dtype when their rows are whole blocks of it (otherwise
-/// they keep their dtype); 1-D tensors (norms, biases) become f32 so the engine's norm code
-/// sees one format. `Keep` changes nothing.
+/// 2-D weight matrices take the target dtype when their rows are whole blocks of it; rows that
+/// are not whole 256-value super-blocks take q5_0 for a K-quant target (llama.cpp's fallback
+/// for q4_k, similar in size); otherwise they keep their dtype. 1-D tensors (norms, biases)
+/// become f32 so the engine's norm code sees one format. `Keep` changes nothing.
 pub fn output_dtype(t: &SourceTensor, target: TargetDType) -> DType {
     let Some(target) = target.dtype() else {
         return t.dtype;
     };
+    let fallback = match target {
+        DType::Q4K => Some(DType::Q5_0),
+        _ => None,
+    };
+    let fits = |dtype: DType, row: u64| row.is_multiple_of(dtype.block_len() as u64);
     match t.shape.as_slice() {
         [_] => DType::F32,
-        [_, row] if row % target.block_len() as u64 == 0 => target,
+        [_, row] if fits(target, *row) => target,
+        [_, row] => match fallback {
+            Some(f) if fits(f, *row) => f,
+            _ => t.dtype,
+        },
         _ => t.dtype,
     }
 }
@@ -62,6 +72,42 @@ mod tests {
         let odd = t(vec![4, 48], DType::F16);
         assert_eq!(output_dtype(&odd, TargetDType::Q4_0), DType::F16);
         assert_eq!(output_dtype(&odd, TargetDType::F32), DType::F32);
+        assert_eq!(output_dtype(&odd, TargetDType::Q4K), DType::F16);
+        // K-quants need rows of whole 256-blocks; 640-wide rows (Gemma-3-270M) fall back.
+        let wide = t(vec![4, 512], DType::Q4_1);
+        assert_eq!(output_dtype(&wide, TargetDType::Q4K), DType::Q4K);
+        let gemma = t(vec![4, 640], DType::Q6K);
+        assert_eq!(output_dtype(&gemma, TargetDType::Q4K), DType::Q5_0);
+        assert_eq!("q4_k".parse::<TargetDType>(), Ok(TargetDType::Q4K));
+        assert!("q5_k".parse::<TargetDType>().is_err());
+    }
+
+    #[test]
+    fn k_quants_requantize_to_q4_k_and_back() {
+        // A Q6_K source (one super-block per row) goes to Q4_K through f32.
+        let values: Vec<f32> = (0..512)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0)
+            .collect();
+        let mut q6 = Vec::new();
+        quant::quantize(DType::Q6K, &values, &mut q6).unwrap();
+        let m = t(vec![2, 256], DType::Q6K);
+        let q4k = convert(&m, &q6, DType::Q4K).unwrap();
+        assert_eq!(q4k.len(), 2 * 144);
+        let mut back = vec![0f32; 512];
+        quant::dequantize(DType::Q4K, &q4k, &mut back).unwrap();
+        let rms = (values
+            .iter()
+            .zip(&back)
+            .map(|(a, b)| (a - b).powi(2))
+            .sum::<f32>()
+            / 512.0)
+            .sqrt();
+        // Values span [-1.25, 1.25]: Q4_K steps of about 2.5/15 give an rms error near 0.05.
+        assert!(rms < 0.06, "rms {rms}");
+        assert!(matches!(
+            convert(&m, &q6[..100], DType::Q4K),
+            Err(ConvertError::Tensor { .. })
+        ));
     }
 
     #[test]

@@ -321,3 +321,357 @@ pub(super) unsafe fn matmul_float(
         dot_float::<NT>(format, w.row(r), x, t0, cols)
     });
 }
+
+/// What the sub-block kernels need from a block before unpacking its sub-blocks.
+#[derive(Clone, Copy)]
+pub(super) struct SubHeader {
+    /// Scale applied to every sub-block's integer dot.
+    d: f32,
+    /// Per-sub-block offsets (q5_1's m, the K-quants' −dmin·m).
+    offsets: [f32; 8],
+    /// Integer sub-block scales (K-quants): Q4_K/Q5_K use 8, Q6_K 16.
+    sc: [i16; 16],
+}
+
+/// A `SubBlocks` format as the AVX2 kernel sees it.
+pub(super) trait SubFormat {
+    const BYTES: usize;
+    const SUBS: usize;
+    const HAS_OFFSET: bool;
+    /// # Safety
+    /// `p` points at a whole block; AVX2, FMA and F16C are available.
+    unsafe fn header(p: *const u8) -> SubHeader;
+    /// Integer weights of sub-block `s` as i16 lanes: (elements 0..16, elements 16..32).
+    ///
+    /// # Safety
+    /// As `header`, and `s < SUBS`.
+    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> (__m256i, __m256i);
+}
+
+pub(super) struct Q5_0;
+pub(super) struct Q5_1;
+pub(super) struct Q4K;
+pub(super) struct Q5K;
+pub(super) struct Q6K;
+
+#[inline]
+fn f16_at(p: *const u8) -> f32 {
+    // SAFETY: callers pass a pointer to 2 readable bytes inside a block.
+    super::float::f16_to_f32(unsafe { p.cast::<u16>().read_unaligned() })
+}
+
+/// The 16 bits of `bits` as 0 or 16 per i16 lane (lane j ← bit j): the fifth bit of 5-bit
+/// values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn fifth_bits(bits: u16) -> __m256i {
+    let lane_bit = _mm256_setr_epi16(
+        1,
+        2,
+        4,
+        8,
+        16,
+        32,
+        64,
+        128,
+        256,
+        512,
+        1024,
+        2048,
+        4096,
+        8192,
+        16384,
+        i16::MIN,
+    );
+    let set = _mm256_and_si256(_mm256_set1_epi16(bits as i16), lane_bit);
+    _mm256_and_si256(_mm256_cmpeq_epi16(set, lane_bit), _mm256_set1_epi16(16))
+}
+
+/// 5-bit legacy values at `p` (4 bytes qh, then 16 bytes of nibbles).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_values(p: *const u8) -> (__m256i, __m256i) {
+    // SAFETY: 20 readable bytes at p, per the caller.
+    let (qh, bytes) = unsafe {
+        (
+            p.cast::<u32>().read_unaligned(),
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(4).cast())),
+        )
+    };
+    let lo = _mm256_and_si256(bytes, _mm256_set1_epi16(0x0f));
+    let hi = _mm256_srli_epi16::<4>(bytes);
+    (
+        _mm256_or_si256(lo, fifth_bits(qh as u16)),
+        _mm256_or_si256(hi, fifth_bits((qh >> 16) as u16)),
+    )
+}
+
+impl SubFormat for Q5_0 {
+    const BYTES: usize = 22;
+    const SUBS: usize = 1;
+    const HAS_OFFSET: bool = false;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn header(p: *const u8) -> SubHeader {
+        SubHeader {
+            d: f16_at(p),
+            offsets: [0.0; 8],
+            sc: [0; 16],
+        }
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weights(p: *const u8, _: &SubHeader, _: usize) -> (__m256i, __m256i) {
+        // SAFETY: qh and nibbles follow the 2-byte scale.
+        let (lo, hi) = unsafe { q5_values(p.add(2)) };
+        let sixteen = _mm256_set1_epi16(16);
+        (_mm256_sub_epi16(lo, sixteen), _mm256_sub_epi16(hi, sixteen))
+    }
+}
+
+impl SubFormat for Q5_1 {
+    const BYTES: usize = 24;
+    const SUBS: usize = 1;
+    const HAS_OFFSET: bool = true;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn header(p: *const u8) -> SubHeader {
+        let mut offsets = [0.0; 8];
+        // SAFETY: m is bytes 2..4.
+        offsets[0] = f16_at(unsafe { p.add(2) });
+        SubHeader {
+            d: f16_at(p),
+            offsets,
+            sc: [0; 16],
+        }
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weights(p: *const u8, _: &SubHeader, _: usize) -> (__m256i, __m256i) {
+        // SAFETY: qh and nibbles follow d and m.
+        unsafe { q5_values(p.add(4)) }
+    }
+}
+
+/// d, −dmin·m and the scales of a Q4_K/Q5_K block.
+#[inline]
+unsafe fn k_header(p: *const u8) -> SubHeader {
+    // SAFETY: a Q4_K/Q5_K block starts with d, dmin and 12 scale bytes.
+    let scales: &[u8; 12] = unsafe { &*p.add(4).cast::<[u8; 12]>() };
+    let (sc, m) = super::kquant::scales_mins(scales);
+    // SAFETY: dmin is bytes 2..4.
+    let dmin = f16_at(unsafe { p.add(2) });
+    let mut h = SubHeader {
+        d: f16_at(p),
+        offsets: [0.0; 8],
+        sc: [0; 16],
+    };
+    for i in 0..8 {
+        h.offsets[i] = -(dmin * f32::from(m[i]));
+        h.sc[i] = i16::from(sc[i]);
+    }
+    h
+}
+
+/// The nibbles of sub-block `s` of a Q4_K/Q5_K block whose nibble bytes start at `qs`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn k_nibbles(qs: *const u8, s: usize) -> (__m256i, __m256i) {
+    // SAFETY: 128 nibble bytes at qs, s < 8.
+    let (b0, b1) = unsafe {
+        let c = qs.add(32 * (s / 2));
+        (
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(c.cast())),
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(c.add(16).cast())),
+        )
+    };
+    if s.is_multiple_of(2) {
+        let low4 = _mm256_set1_epi16(0x0f);
+        (_mm256_and_si256(b0, low4), _mm256_and_si256(b1, low4))
+    } else {
+        (_mm256_srli_epi16::<4>(b0), _mm256_srli_epi16::<4>(b1))
+    }
+}
+
+impl SubFormat for Q4K {
+    const BYTES: usize = 144;
+    const SUBS: usize = 8;
+    const HAS_OFFSET: bool = true;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn header(p: *const u8) -> SubHeader {
+        // SAFETY: per the contract.
+        unsafe { k_header(p) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> (__m256i, __m256i) {
+        // SAFETY: nibbles start after the 16 header bytes.
+        let (lo, hi) = unsafe { k_nibbles(p.add(16), s) };
+        let sc = _mm256_set1_epi16(h.sc[s]);
+        (_mm256_mullo_epi16(lo, sc), _mm256_mullo_epi16(hi, sc))
+    }
+}
+
+impl SubFormat for Q5K {
+    const BYTES: usize = 176;
+    const SUBS: usize = 8;
+    const HAS_OFFSET: bool = true;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn header(p: *const u8) -> SubHeader {
+        // SAFETY: per the contract.
+        unsafe { k_header(p) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> (__m256i, __m256i) {
+        // SAFETY: qh is bytes 16..48, the nibbles 48..176.
+        let (lo, hi, qh0, qh1) = unsafe {
+            let (lo, hi) = k_nibbles(p.add(48), s);
+            (
+                lo,
+                hi,
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(16).cast())),
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(32).cast())),
+            )
+        };
+        let bit = _mm256_set1_epi16(1 << s);
+        let sixteen = _mm256_set1_epi16(16);
+        let high =
+            |qh| _mm256_and_si256(_mm256_cmpeq_epi16(_mm256_and_si256(qh, bit), bit), sixteen);
+        let sc = _mm256_set1_epi16(h.sc[s]);
+        (
+            _mm256_mullo_epi16(_mm256_or_si256(lo, high(qh0)), sc),
+            _mm256_mullo_epi16(_mm256_or_si256(hi, high(qh1)), sc),
+        )
+    }
+}
+
+impl SubFormat for Q6K {
+    const BYTES: usize = 210;
+    const SUBS: usize = 8;
+    const HAS_OFFSET: bool = false;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn header(p: *const u8) -> SubHeader {
+        let mut sc = [0i16; 16];
+        for (i, sc) in sc.iter_mut().enumerate() {
+            // SAFETY: the i8 scales are bytes 192..208.
+            *sc = i16::from(unsafe { *p.add(192 + i) } as i8);
+        }
+        SubHeader {
+            // SAFETY: d is bytes 208..210.
+            d: f16_at(unsafe { p.add(208) }),
+            offsets: [0.0; 8],
+            sc,
+        }
+    }
+    /// Sub-block s = 4h + k: low (k < 2) or high nibbles of ql[64h + 32(k % 2)..][..32] and
+    /// bits 2k, 2k+1 of qh[32h..][..32] (see `kquant::q6_values`).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> (__m256i, __m256i) {
+        let (half, k) = (s / 4, s % 4);
+        // SAFETY: ql is bytes 0..128, qh 128..192.
+        let (l0, l1, h0, h1) = unsafe {
+            let ql = p.add(64 * half + 32 * (k % 2));
+            let qh = p.add(128 + 32 * half);
+            (
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(ql.cast())),
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(ql.add(16).cast())),
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(qh.cast())),
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(qh.add(16).cast())),
+            )
+        };
+        let nibble_shift = _mm_cvtsi32_si128(4 * (k / 2) as i32);
+        let high_shift = _mm_cvtsi32_si128(2 * k as i32);
+        let value = |l, hb| {
+            let low = _mm256_and_si256(_mm256_srl_epi16(l, nibble_shift), _mm256_set1_epi16(0x0f));
+            let high = _mm256_and_si256(_mm256_srl_epi16(hb, high_shift), _mm256_set1_epi16(3));
+            let q = _mm256_or_si256(low, _mm256_slli_epi16::<4>(high));
+            _mm256_sub_epi16(q, _mm256_set1_epi16(32))
+        };
+        (
+            _mm256_mullo_epi16(value(l0, h0), _mm256_set1_epi16(h.sc[2 * s])),
+            _mm256_mullo_epi16(value(l1, h1), _mm256_set1_epi16(h.sc[2 * s + 1])),
+        )
+    }
+}
+
+/// A row of `blocks` blocks of `F` against `NT` tokens starting at `t0`; activation block
+/// `b·SUBS + s` of each token lines up with sub-block `s` of weight block `b`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_sub<F: SubFormat, const NT: usize>(
+    row: &[u8],
+    acts: &BlockActs,
+    t0: usize,
+    blocks: usize,
+) -> [f32; NT] {
+    assert_eq!(row.len(), blocks * F::BYTES);
+    let per_token = blocks * F::SUBS;
+    assert!(
+        acts.d.len() >= (t0 + NT) * per_token
+            && acts.s.len() >= (t0 + NT) * per_token
+            && acts.qs.len() >= (t0 + NT) * per_token * ACT_BLOCK
+    );
+    let act = ActPtrs::new(acts);
+    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); NT], [_mm256_setzero_ps(); NT]);
+    let mut offset_acc = [0.0f32; NT];
+    let p = row.as_ptr();
+    for b in 0..blocks {
+        // SAFETY: b < blocks keeps the block inside `row`; activation blocks
+        // (t0 + t)·per_token + b·SUBS + s exist by the assert above.
+        unsafe {
+            let q = p.add(b * F::BYTES);
+            let h = F::header(q);
+            for s in 0..F::SUBS {
+                let (w_lo, w_hi) = F::weights(q, &h, s);
+                for t in 0..NT {
+                    let ab = (t0 + t) * per_token + b * F::SUBS + s;
+                    let x = act.qs.add(ab * ACT_BLOCK);
+                    let x_lo = _mm256_loadu_si256(x.cast());
+                    let x_hi = _mm256_loadu_si256(x.add(16).cast());
+                    let dot = _mm256_add_epi32(
+                        _mm256_madd_epi16(w_lo, x_lo),
+                        _mm256_madd_epi16(w_hi, x_hi),
+                    );
+                    let scale = _mm256_set1_ps(h.d * *act.d.add(ab));
+                    // Alternate accumulators so consecutive sub-blocks do not wait on one FMA.
+                    if s.is_multiple_of(2) {
+                        acc0[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc0[t]);
+                    } else {
+                        acc1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc1[t]);
+                    }
+                    if F::HAS_OFFSET {
+                        offset_acc[t] += h.offsets[s] * *act.s.add(ab);
+                    }
+                }
+            }
+        }
+    }
+    let mut out = [0.0f32; NT];
+    for t in 0..NT {
+        out[t] = hsum(_mm256_add_ps(acc0[t], acc1[t])) + offset_acc[t];
+    }
+    out
+}
+
+/// # Safety
+/// As `matmul_q4`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn matmul_sub<F: SubFormat>(
+    w: &QMatrix,
+    acts: &BlockActs,
+    n: usize,
+    out: &mut [f32],
+) {
+    let blocks = w.cols() / w.dtype().block_len();
+    tiled_matmul!(w.rows(), n, out, |r, t0, NT| dot_sub::<F, NT>(
+        w.row(r),
+        acts,
+        t0,
+        blocks
+    ));
+}

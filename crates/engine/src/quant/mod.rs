@@ -3,10 +3,10 @@
 //! Weights stay in their stored bytes (`QMatrix` borrows them); nothing dequantizes a whole tensor.
 //! `matmul` computes `out = x · Wᵀ` for `n` tokens at once:
 //! - float formats (f32, f16, bf16) compute in f32, the 16-bit formats widened exactly;
-//! - block formats (q8_0, q4_0, q4_1) first quantize `x` to 16-bit blocks of 32 (see `act`) and
+//! - block formats (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k) first quantize `x` to 16-bit blocks of 32 (see `act`) and
 //!   take integer dot products per block, then scale.
 //!
-//! Layout: one file per format family (`float`, `q8_0`, `q4`) holding the block struct, its
+//! Layout: one file per format family (`float`, `q8_0`, `q4`, `q5`, `kquant`) holding the block struct, its
 //! conversions and its scalar reference dot product (the `QuantBlock` trait); SIMD kernels for
 //! every format live in `avx2` (x86_64, chosen at run time) and `simd128` (wasm32, chosen at
 //! compile time). Adding a format = one block file + its functions in the SIMD modules + the
@@ -16,14 +16,18 @@ mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod float;
+mod kquant;
 mod q4;
+mod q5;
 mod q8_0;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 
 use act::{ActRow, BlockActs, ACT_BLOCK};
 use float::FloatFormat;
+use kquant::{BlockQ4K, BlockQ5K, BlockQ6K};
 use q4::{BlockQ4_0, BlockQ4_1};
+use q5::{BlockQ5_0, BlockQ5_1};
 use q8_0::BlockQ8_0;
 
 pub use knot::DType;
@@ -75,10 +79,17 @@ pub enum QuantError {
 /// Formats the kernels of this module handle.
 fn check_supported(dtype: DType) -> Result<(), QuantError> {
     match dtype {
-        DType::F32 | DType::F16 | DType::Bf16 | DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => Ok(()),
-        DType::Q5_0 | DType::Q5_1 | DType::Q4K | DType::Q5K | DType::Q6K => {
-            Err(QuantError::Unsupported { dtype })
-        }
+        DType::F32
+        | DType::F16
+        | DType::Bf16
+        | DType::Q8_0
+        | DType::Q4_0
+        | DType::Q4_1
+        | DType::Q5_0
+        | DType::Q5_1
+        | DType::Q4K
+        | DType::Q5K
+        | DType::Q6K => Ok(()),
     }
 }
 
@@ -96,6 +107,36 @@ pub(crate) unsafe trait QuantBlock: Copy + 'static {
     fn from_float(x: &[f32]) -> Self;
     /// Scalar reference dot product of a row of blocks with one token's quantized activations.
     fn vec_dot(row: &[Self], act: ActRow<'_>) -> f32;
+}
+
+/// A block format whose dot products go through 32-value sub-blocks of small integers, one per
+/// activation block: value_j ≈ scale · w_j + offset (up to f32 rounding; `to_float` is the exact
+/// dequantization).
+pub(crate) trait SubBlocks: QuantBlock {
+    /// 32-value sub-blocks per block.
+    const SUBS: usize = Self::DTYPE.block_len() / act::ACT_BLOCK;
+    /// Writes sub-block `sub`'s integer weights (|w| ≤ 4096) and returns (scale, offset).
+    fn unpack(&self, sub: usize, w: &mut [i16; 32]) -> (f32, f32);
+}
+
+/// Scalar reference dot product for `SubBlocks` formats: Σ scale·x_d·Σw·x_q + offset·Σx.
+fn sub_block_dot<B: SubBlocks>(row: &[B], act: ActRow<'_>) -> f32 {
+    let mut sum = 0.0f32;
+    let mut w = [0i16; 32];
+    for (b, blk) in row.iter().enumerate() {
+        for sub in 0..B::SUBS {
+            let ab = b * B::SUBS + sub;
+            let (scale, offset) = blk.unpack(sub, &mut w);
+            // i64: 32 products of up to 4096·32767 pass i32.
+            let dot: i64 = w
+                .iter()
+                .zip(&act.qs[ab * ACT_BLOCK..][..ACT_BLOCK])
+                .map(|(&w, &x)| i64::from(w) * i64::from(x))
+                .sum();
+            sum += scale * act.d[ab] * dot as f32 + offset * act.s[ab];
+        }
+    }
+    sum
 }
 
 /// Views bytes as blocks; `bytes.len()` must be a whole number of blocks.
@@ -236,10 +277,11 @@ fn dequantize_unchecked(dtype: DType, bytes: &[u8], out: &mut [f32]) {
         DType::Q8_0 => blocks::<BlockQ8_0>(bytes, out),
         DType::Q4_0 => blocks::<BlockQ4_0>(bytes, out),
         DType::Q4_1 => blocks::<BlockQ4_1>(bytes, out),
-        // Callers checked support first.
-        DType::Q5_0 | DType::Q5_1 | DType::Q4K | DType::Q5K | DType::Q6K => {
-            unreachable!("{dtype} passed check_supported")
-        }
+        DType::Q5_0 => blocks::<BlockQ5_0>(bytes, out),
+        DType::Q5_1 => blocks::<BlockQ5_1>(bytes, out),
+        DType::Q4K => blocks::<BlockQ4K>(bytes, out),
+        DType::Q5K => blocks::<BlockQ5K>(bytes, out),
+        DType::Q6K => blocks::<BlockQ6K>(bytes, out),
     }
 }
 
@@ -274,9 +316,11 @@ pub fn quantize(dtype: DType, x: &[f32], out: &mut Vec<u8>) -> Result<(), QuantE
         DType::Q8_0 => blocks::<BlockQ8_0>(x, out),
         DType::Q4_0 => blocks::<BlockQ4_0>(x, out),
         DType::Q4_1 => blocks::<BlockQ4_1>(x, out),
-        DType::Q5_0 | DType::Q5_1 | DType::Q4K | DType::Q5K | DType::Q6K => {
-            unreachable!("{dtype} passed check_supported")
-        }
+        DType::Q5_0 => blocks::<BlockQ5_0>(x, out),
+        DType::Q5_1 => blocks::<BlockQ5_1>(x, out),
+        DType::Q4K => blocks::<BlockQ4K>(x, out),
+        DType::Q5K => blocks::<BlockQ5K>(x, out),
+        DType::Q6K => blocks::<BlockQ6K>(x, out),
     }
     Ok(())
 }
@@ -403,6 +447,11 @@ pub fn matmul_with(
         (Kernel::Scalar, DType::Q8_0) => scalar_blocks::<BlockQ8_0>(w, acts, n, out),
         (Kernel::Scalar, DType::Q4_0) => scalar_blocks::<BlockQ4_0>(w, acts, n, out),
         (Kernel::Scalar, DType::Q4_1) => scalar_blocks::<BlockQ4_1>(w, acts, n, out),
+        (Kernel::Scalar, DType::Q5_0) => scalar_blocks::<BlockQ5_0>(w, acts, n, out),
+        (Kernel::Scalar, DType::Q5_1) => scalar_blocks::<BlockQ5_1>(w, acts, n, out),
+        (Kernel::Scalar, DType::Q4K) => scalar_blocks::<BlockQ4K>(w, acts, n, out),
+        (Kernel::Scalar, DType::Q5K) => scalar_blocks::<BlockQ5K>(w, acts, n, out),
+        (Kernel::Scalar, DType::Q6K) => scalar_blocks::<BlockQ6K>(w, acts, n, out),
         // SAFETY (all Avx2 arms): listed by available_kernels only when detected.
         #[cfg(target_arch = "x86_64")]
         (Kernel::Avx2, DType::Q8_0) => unsafe { avx2::matmul_q8_0(w, acts, n, out) },
@@ -410,12 +459,32 @@ pub fn matmul_with(
         (Kernel::Avx2, DType::Q4_0) => unsafe { avx2::matmul_q4::<false>(w, acts, n, out) },
         #[cfg(target_arch = "x86_64")]
         (Kernel::Avx2, DType::Q4_1) => unsafe { avx2::matmul_q4::<true>(w, acts, n, out) },
+        #[cfg(target_arch = "x86_64")]
+        (Kernel::Avx2, DType::Q5_0) => unsafe { avx2::matmul_sub::<avx2::Q5_0>(w, acts, n, out) },
+        #[cfg(target_arch = "x86_64")]
+        (Kernel::Avx2, DType::Q5_1) => unsafe { avx2::matmul_sub::<avx2::Q5_1>(w, acts, n, out) },
+        #[cfg(target_arch = "x86_64")]
+        (Kernel::Avx2, DType::Q4K) => unsafe { avx2::matmul_sub::<avx2::Q4K>(w, acts, n, out) },
+        #[cfg(target_arch = "x86_64")]
+        (Kernel::Avx2, DType::Q5K) => unsafe { avx2::matmul_sub::<avx2::Q5K>(w, acts, n, out) },
+        #[cfg(target_arch = "x86_64")]
+        (Kernel::Avx2, DType::Q6K) => unsafe { avx2::matmul_sub::<avx2::Q6K>(w, acts, n, out) },
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         (Kernel::Simd128, DType::Q8_0) => simd128::matmul_q8_0(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         (Kernel::Simd128, DType::Q4_0) => simd128::matmul_q4::<false>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         (Kernel::Simd128, DType::Q4_1) => simd128::matmul_q4::<true>(w, acts, n, out),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        (Kernel::Simd128, DType::Q5_0) => simd128::matmul_sub::<simd128::Q5_0>(w, acts, n, out),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        (Kernel::Simd128, DType::Q5_1) => simd128::matmul_sub::<simd128::Q5_1>(w, acts, n, out),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        (Kernel::Simd128, DType::Q4K) => simd128::matmul_sub::<simd128::Q4K>(w, acts, n, out),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        (Kernel::Simd128, DType::Q5K) => simd128::matmul_sub::<simd128::Q5K>(w, acts, n, out),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        (Kernel::Simd128, DType::Q6K) => simd128::matmul_sub::<simd128::Q6K>(w, acts, n, out),
         (kernel, dtype) => unreachable!("{kernel:?} × {dtype}: dtype checked by QMatrix::new"),
     }
 }

@@ -271,6 +271,305 @@ pub(super) fn matmul_q8_0(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f3
     });
 }
 
+/// What the sub-block kernel needs from a block before unpacking its sub-blocks.
+pub(super) struct SubHeader {
+    d: f32,
+    /// Per-sub-block offsets (q5_1's m, the K-quants' −dmin·m).
+    offsets: [f32; 8],
+    /// Integer sub-block scales (K-quants): Q4_K/Q5_K use 8, Q6_K 16.
+    sc: [i16; 16],
+}
+
+/// A `SubBlocks` format as this kernel sees it.
+pub(super) trait SubFormat {
+    const BYTES: usize;
+    const SUBS: usize;
+    const HAS_OFFSET: bool;
+    /// # Safety
+    /// `p` points at a whole block.
+    unsafe fn header(p: *const u8) -> SubHeader;
+    /// Integer weights of sub-block `s` as i16 lanes in element order.
+    ///
+    /// # Safety
+    /// As `header`, and `s < SUBS`.
+    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> [v128; 4];
+}
+
+pub(super) struct Q5_0;
+pub(super) struct Q5_1;
+pub(super) struct Q4K;
+pub(super) struct Q5K;
+pub(super) struct Q6K;
+
+/// # Safety
+/// 2 readable bytes at `p`.
+#[inline]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    f16_to_f32(unsafe { p.cast::<u16>().read_unaligned() })
+}
+
+/// Bits 0..8 (lanes 0..8) and 8..16 of `bits` as 0 or 16 per i16 lane.
+#[inline]
+fn fifth_bits(bits: u16) -> [v128; 2] {
+    let lo = i16x8(1, 2, 4, 8, 16, 32, 64, 128);
+    let hi = i16x8(256, 512, 1024, 2048, 4096, 8192, 16384, i16::MIN);
+    let b = i16x8_splat(bits as i16);
+    let sixteen = i16x8_splat(16);
+    [
+        v128_and(i16x8_eq(v128_and(b, lo), lo), sixteen),
+        v128_and(i16x8_eq(v128_and(b, hi), hi), sixteen),
+    ]
+}
+
+/// 5-bit legacy values at `p` (4 bytes qh, then 16 bytes of nibbles), as u16 lanes.
+///
+/// # Safety
+/// 20 readable bytes at `p`.
+#[inline]
+unsafe fn q5_values(p: *const u8) -> [v128; 4] {
+    let qh = unsafe { p.cast::<u32>().read_unaligned() };
+    let q = nibbles(unsafe { p.add(4) });
+    let [a, b] = fifth_bits(qh as u16);
+    let [c, d] = fifth_bits((qh >> 16) as u16);
+    [
+        v128_or(q[0], a),
+        v128_or(q[1], b),
+        v128_or(q[2], c),
+        v128_or(q[3], d),
+    ]
+}
+
+impl SubFormat for Q5_0 {
+    const BYTES: usize = 22;
+    const SUBS: usize = 1;
+    const HAS_OFFSET: bool = false;
+    #[inline]
+    unsafe fn header(p: *const u8) -> SubHeader {
+        SubHeader {
+            // SAFETY: d is the first 2 bytes.
+            d: unsafe { f16_at(p) },
+            offsets: [0.0; 8],
+            sc: [0; 16],
+        }
+    }
+    #[inline]
+    unsafe fn weights(p: *const u8, _: &SubHeader, _: usize) -> [v128; 4] {
+        // SAFETY: qh and nibbles follow d.
+        unsafe { q5_values(p.add(2)) }.map(|v| i16x8_sub(v, i16x8_splat(16)))
+    }
+}
+
+impl SubFormat for Q5_1 {
+    const BYTES: usize = 24;
+    const SUBS: usize = 1;
+    const HAS_OFFSET: bool = true;
+    #[inline]
+    unsafe fn header(p: *const u8) -> SubHeader {
+        let mut offsets = [0.0; 8];
+        // SAFETY: d and m are the first 4 bytes.
+        let (d, m) = unsafe { (f16_at(p), f16_at(p.add(2))) };
+        offsets[0] = m;
+        SubHeader {
+            d,
+            offsets,
+            sc: [0; 16],
+        }
+    }
+    #[inline]
+    unsafe fn weights(p: *const u8, _: &SubHeader, _: usize) -> [v128; 4] {
+        // SAFETY: qh and nibbles follow d and m.
+        unsafe { q5_values(p.add(4)) }
+    }
+}
+
+/// d, −dmin·m and the scales of a Q4_K/Q5_K block.
+///
+/// # Safety
+/// `p` points at a whole Q4_K/Q5_K block.
+#[inline]
+unsafe fn k_header(p: *const u8) -> SubHeader {
+    let scales: &[u8; 12] = unsafe { &*p.add(4).cast::<[u8; 12]>() };
+    let (sc, m) = super::kquant::scales_mins(scales);
+    let (d, dmin) = unsafe { (f16_at(p), f16_at(p.add(2))) };
+    let mut h = SubHeader {
+        d,
+        offsets: [0.0; 8],
+        sc: [0; 16],
+    };
+    for i in 0..8 {
+        h.offsets[i] = -(dmin * f32::from(m[i]));
+        h.sc[i] = i16::from(sc[i]);
+    }
+    h
+}
+
+/// Nibbles of sub-block `s` of a Q4_K/Q5_K block whose nibble bytes start at `qs`, as u16 lanes.
+///
+/// # Safety
+/// 128 readable bytes at `qs`, s < 8.
+#[inline]
+unsafe fn k_nibbles(qs: *const u8, s: usize) -> [v128; 2] {
+    let c = unsafe { qs.add(32 * (s / 2)) };
+    let (b0, b1) = (load(c), load(unsafe { c.add(16) }));
+    if s.is_multiple_of(2) {
+        let low4 = u8x16_splat(0x0f);
+        [v128_and(b0, low4), v128_and(b1, low4)]
+    } else {
+        [u8x16_shr(b0, 4), u8x16_shr(b1, 4)]
+    }
+}
+
+/// 32 u8 lanes (two vectors) widened to four u16x8 and multiplied by `sc`.
+#[inline]
+fn widen_scaled([a, b]: [v128; 2], sc: i16) -> [v128; 4] {
+    let sc = i16x8_splat(sc);
+    [
+        i16x8_mul(u16x8_extend_low_u8x16(a), sc),
+        i16x8_mul(u16x8_extend_high_u8x16(a), sc),
+        i16x8_mul(u16x8_extend_low_u8x16(b), sc),
+        i16x8_mul(u16x8_extend_high_u8x16(b), sc),
+    ]
+}
+
+impl SubFormat for Q4K {
+    const BYTES: usize = 144;
+    const SUBS: usize = 8;
+    const HAS_OFFSET: bool = true;
+    #[inline]
+    unsafe fn header(p: *const u8) -> SubHeader {
+        unsafe { k_header(p) }
+    }
+    #[inline]
+    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> [v128; 4] {
+        // SAFETY: nibbles start after the 16 header bytes.
+        widen_scaled(unsafe { k_nibbles(p.add(16), s) }, h.sc[s])
+    }
+}
+
+impl SubFormat for Q5K {
+    const BYTES: usize = 176;
+    const SUBS: usize = 8;
+    const HAS_OFFSET: bool = true;
+    #[inline]
+    unsafe fn header(p: *const u8) -> SubHeader {
+        unsafe { k_header(p) }
+    }
+    #[inline]
+    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> [v128; 4] {
+        // SAFETY: qh is bytes 16..48, the nibbles 48..176.
+        let ([lo, hi], qh0, qh1) =
+            unsafe { (k_nibbles(p.add(48), s), load(p.add(16)), load(p.add(32))) };
+        let bit = u8x16_splat(1 << s);
+        let sixteen = u8x16_splat(16);
+        let high = |qh| v128_and(i8x16_eq(v128_and(qh, bit), bit), sixteen);
+        widen_scaled([v128_or(lo, high(qh0)), v128_or(hi, high(qh1))], h.sc[s])
+    }
+}
+
+impl SubFormat for Q6K {
+    const BYTES: usize = 210;
+    const SUBS: usize = 8;
+    const HAS_OFFSET: bool = false;
+    #[inline]
+    unsafe fn header(p: *const u8) -> SubHeader {
+        let mut sc = [0i16; 16];
+        for (i, sc) in sc.iter_mut().enumerate() {
+            // SAFETY: the i8 scales are bytes 192..208.
+            *sc = i16::from(unsafe { *p.add(192 + i) } as i8);
+        }
+        SubHeader {
+            // SAFETY: d is bytes 208..210.
+            d: unsafe { f16_at(p.add(208)) },
+            offsets: [0.0; 8],
+            sc,
+        }
+    }
+    /// Sub-block s = 4h + k: low (k < 2) or high nibbles of ql[64h + 32(k % 2)..][..32] and
+    /// bits 2k, 2k+1 of qh[32h..][..32] (see `kquant::q6_values`).
+    #[inline]
+    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> [v128; 4] {
+        let (half, k) = (s / 4, s % 4);
+        // SAFETY: ql is bytes 0..128, qh 128..192.
+        let (l0, l1, h0, h1) = unsafe {
+            let ql = p.add(64 * half + 32 * (k % 2));
+            let qh = p.add(128 + 32 * half);
+            (load(ql), load(ql.add(16)), load(qh), load(qh.add(16)))
+        };
+        let nibble_shift = 4 * (k / 2) as u32;
+        let high_shift = 2 * k as u32;
+        let value = |l, hb| {
+            let low = v128_and(u8x16_shr(l, nibble_shift), u8x16_splat(0x0f));
+            let high = v128_and(u8x16_shr(hb, high_shift), u8x16_splat(3));
+            // 6-bit values minus 32, still exact in i8.
+            i8x16_sub(v128_or(low, u8x16_shl(high, 4)), i8x16_splat(32))
+        };
+        let (v0, v1) = (value(l0, h0), value(l1, h1));
+        let (s0, s1) = (i16x8_splat(h.sc[2 * s]), i16x8_splat(h.sc[2 * s + 1]));
+        [
+            i16x8_mul(i16x8_extend_low_i8x16(v0), s0),
+            i16x8_mul(i16x8_extend_high_i8x16(v0), s0),
+            i16x8_mul(i16x8_extend_low_i8x16(v1), s1),
+            i16x8_mul(i16x8_extend_high_i8x16(v1), s1),
+        ]
+    }
+}
+
+/// A row of `blocks` blocks of `F` against `NT` tokens starting at `t0`; activation block
+/// `b·SUBS + s` of each token lines up with sub-block `s` of weight block `b`. Each sub-block's
+/// integer dot goes to f32 at once: Q6_K's scaled weights would overflow a 32-value i32 sum.
+#[inline]
+fn dot_sub<F: SubFormat, const NT: usize>(
+    row: &[u8],
+    acts: &BlockActs,
+    t0: usize,
+    blocks: usize,
+) -> [f32; NT] {
+    assert_eq!(row.len(), blocks * F::BYTES);
+    let per_token = blocks * F::SUBS;
+    let act_blocks = (t0 + NT) * per_token;
+    assert!(
+        acts.d.len() >= act_blocks
+            && acts.s.len() >= act_blocks
+            && acts.qs.len() >= act_blocks * ACT_BLOCK
+    );
+    let p = row.as_ptr();
+    let (xq, xd, xs) = (acts.qs.as_ptr(), acts.d.as_ptr(), acts.s.as_ptr());
+    let mut acc = [f32x4_splat(0.0); NT];
+    let mut offset_acc = [0.0f32; NT];
+    for b in 0..blocks {
+        // SAFETY: b < blocks keeps the block inside `row`; activation blocks
+        // (t0 + t)·per_token + b·SUBS + s exist by the assert above.
+        unsafe {
+            let q = p.add(b * F::BYTES);
+            let h = F::header(q);
+            for s in 0..F::SUBS {
+                let w = F::weights(q, &h, s);
+                for t in 0..NT {
+                    let ab = (t0 + t) * per_token + b * F::SUBS + s;
+                    let dot = dot_block(&w, xq.add(ab * ACT_BLOCK));
+                    let scale = f32x4_splat(h.d * *xd.add(ab));
+                    acc[t] = f32x4_add(acc[t], f32x4_mul(f32x4_convert_i32x4(dot), scale));
+                    if F::HAS_OFFSET {
+                        offset_acc[t] += h.offsets[s] * *xs.add(ab);
+                    }
+                }
+            }
+        }
+    }
+    let mut out = [0.0f32; NT];
+    for t in 0..NT {
+        out[t] = hsum(acc[t]) + offset_acc[t];
+    }
+    out
+}
+
+pub(super) fn matmul_sub<F: SubFormat>(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
+    let blocks = w.cols() / w.dtype().block_len();
+    tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
+        dot_sub::<F, NT>(w.row(r), acts, t0, blocks)
+    });
+}
+
 /// f16 values (the low 16 bits of each u32 lane, high bits zero) to f32, exactly: the
 /// lane-wise form of `float::f16_to_f32`.
 #[inline]
