@@ -110,6 +110,7 @@ pub fn from_gguf(g: &GgufFile) -> Result<TokenizerData, ConvertError> {
             // llama.cpp's default: SentencePiece vocabularies prepend BOS, BPE ones do not.
             .unwrap_or(model == "llama"),
         add_eos: opt_bool(g, "tokenizer.ggml.add_eos_token")?.unwrap_or(false),
+        add_space_prefix: opt_bool(g, "tokenizer.ggml.add_space_prefix")?,
         pre: opt_str(g, "tokenizer.ggml.pre")?,
         merges: strings(g, "tokenizer.ggml.merges")?,
         bos_id: opt_id(g, "tokenizer.ggml.bos_token_id")?,
