@@ -65,7 +65,7 @@ pub enum TokenizerError {
 #[derive(Debug)]
 enum Model {
     ByteLevelBpe { pre: PreTokenizer, merges: Merges },
-    SentencePiece(SentencePiece),
+    SentencePiece(Box<SentencePiece>),
 }
 
 /// A byte-level BPE or SentencePiece tokenizer.
@@ -255,7 +255,7 @@ impl Tokenizer {
 
         Ok(Self {
             byte_ids: *model.byte_ids(),
-            model: Model::SentencePiece(model),
+            model: Model::SentencePiece(Box::new(model)),
             tokens: data.tokens.clone(),
             token_bytes,
             token_offsets,
