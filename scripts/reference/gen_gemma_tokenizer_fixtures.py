@@ -8,7 +8,7 @@ offline (HF_HUB_OFFLINE=1). The ids come from transformers'
 `AutoTokenizer.from_pretrained(MODEL_DIR, gguf_file=GGUF_NAME)` with `add_special_tokens=False`;
 "decoded" is that tokenizer's `decode(ids, skip_special_tokens=False)`. The cases are SmolLM2's
 (gen_tokenizer_fixtures.py) plus Gemma-specific ones: its control and user-defined tokens,
-whitespace runs, byte fallback.
+whitespace runs, byte fallback, long texts, and fuzz.
 
 The vocabulary itself (262144 tokens) is too large to commit; the Rust test reads it from
 models/gemma3-tokenizer.json, written by
@@ -43,6 +43,32 @@ GEMMA_CASES = [
     "Mix of 中文 and English and 日本語", "x" * 100, "ab" * 50,
 ]
 
+# Longer texts, where merges interact across words (SentencePiece has no pre-tokenizer).
+LONG_CASES = [
+    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age "
+    "of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season "
+    "of Light, it was the season of Darkness.",
+    "Die Würde des Menschen ist unantastbar. Sie zu achten und zu schützen ist Verpflichtung aller "
+    "staatlichen Gewalt. Œuvres complètes, Ærøskøbing, Şişli, Čeština, Português.",
+    "人工智能是计算机科学的一个分支，它企图了解智能的实质，并生产出一种新的能以人类智能相似的方式做出反应的智能机器。"
+    "東京は日本の首都です。서울은 한국의 수도입니다.",
+    "| col a | col b |\n|-------|-------|\n| 1.5   | `x`   |\n\n```python\nimport numpy as np\n"
+    "x = np.zeros((3, 4), dtype=np.float32)  # comment\nprint(f\"{x.shape=}\")\n```\n",
+    '{"name": "knot", "version": [0, 1, 2], "nested": {"ok": true, "none": null, "pi": 3.14}}',
+    "<bos><start_of_turn>user\nWrite a haiku about Rust.<end_of_turn>\n<start_of_turn>model\n"
+    "Ownership flows on,\nborrowed light through safe lifetimes,\nno data races.<end_of_turn>\n",
+    "    def __init__(self, x):\n        self.x = x\n\n\tif (a && b || !c) { return a->b; }\r\n",
+    "😀😃😄😁😆😅😂🤣🥲☺️😊😇🙂🙃😉😌😍🥰😘 🏳️‍🌈 👩🏾‍💻 ✊🏿",
+    "Numbers: 0 1 12 123 1234 12345 123456 1234567 3.14 2.718281828 -42 +7 1e10 1_000_000 0xDEADBEEF",
+]
+
+
+def mixed_fuzz(count, seed=777):
+    """Random strings over every character the fixed cases use, to mix scripts and merges."""
+    alphabet = sorted(set("".join(CASES + GEMMA_CASES + LONG_CASES)))
+    rng = random.Random(seed)
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(count)]
+
 
 def gemma_fuzz(count, seed=4321):
     """Random strings over spaces, newlines, tabs, ▁, specials and rare characters."""
@@ -61,7 +87,7 @@ def main():
 
     model_dir, gguf_name = sys.argv[1], sys.argv[2]
     tok = AutoTokenizer.from_pretrained(model_dir, gguf_file=gguf_name)
-    texts = CASES + fuzz_cases(60) + GEMMA_CASES + gemma_fuzz(80)
+    texts = CASES + fuzz_cases(60) + GEMMA_CASES + gemma_fuzz(80) + LONG_CASES + mixed_fuzz(150)
     cases = []
     round_trips = 0
     for text in texts:
