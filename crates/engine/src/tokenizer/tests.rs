@@ -493,26 +493,33 @@ fn sentencepiece_bad_data_is_a_typed_error() {
 
 // ---- Parity with Hugging Face on Gemma 3 (fixtures from gen_gemma_tokenizer_fixtures.py)
 
-/// Gemma 3's tokenizer from the git-ignored models/ cache (262144 tokens, too large to commit),
-/// written by scripts/gemma3-tokenizer.sh. Missing: skipped, or a failure under
+/// Gemma 3's tokenizer (262144 tokens, too large to commit) from the git-ignored models/ cache:
+/// the converted models/gemma-3-270m.knot when present, else models/gemma3-tokenizer.json
+/// (written by scripts/gemma3-tokenizer.sh). Neither: skipped, or a failure under
 /// `KNOT_REQUIRE_MODELS`.
-fn gemma3() -> Option<Tokenizer> {
-    let path = format!(
-        "{}/../../models/gemma3-tokenizer.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
+fn gemma3_data() -> Option<TokenizerData> {
+    let models = format!("{}/../../models", env!("CARGO_MANIFEST_DIR"));
+    if let Ok(file) = std::fs::read(format!("{models}/gemma-3-270m.knot")) {
+        let knot = knot::Knot::from_bytes(&file).unwrap();
+        let range = knot.tokenizer_range();
+        let blob = &file[range.start as usize..range.end as usize];
+        return Some(knot::Knot::parse_tokenizer(blob).unwrap());
+    }
+    let path = format!("{models}/gemma3-tokenizer.json");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Some(serde_json::from_str(&text).unwrap()),
         Err(e) if std::env::var_os("KNOT_REQUIRE_MODELS").is_some() => {
             panic!("{path}: {e} (run scripts/gemma3-tokenizer.sh)")
         }
         Err(e) => {
             eprintln!("skipping: {path}: {e} (run scripts/gemma3-tokenizer.sh)");
-            return None;
+            None
         }
-    };
-    let data: TokenizerData = serde_json::from_str(&text).unwrap();
-    Some(Tokenizer::from_data(&data).unwrap())
+    }
+}
+
+fn gemma3() -> Option<Tokenizer> {
+    gemma3_data().map(|data| Tokenizer::from_data(&data).unwrap())
 }
 
 fn gemma3_cases() -> Vec<Case> {
@@ -572,12 +579,7 @@ fn gemma3_stream_decoding_matches_decode() {
 #[test]
 #[ignore = "timing, not a check"]
 fn gemma3_speed() {
-    let path = format!(
-        "{}/../../models/gemma3-tokenizer.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let data: TokenizerData =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let data = gemma3_data().unwrap();
     let start = std::time::Instant::now();
     let tok = Tokenizer::from_data(&data).unwrap();
     println!("from_data: {:?}", start.elapsed());
