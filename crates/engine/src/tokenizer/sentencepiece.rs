@@ -19,7 +19,10 @@ use super::{TokenizerError, TOKEN_TYPE_BYTE, TOKEN_TYPE_NORMAL, TOKEN_TYPE_USER_
 /// The SentencePiece space marker.
 pub const SPACE_MARK: char = '\u{2581}';
 
+/// A free hash slot.
 const EMPTY: u32 = u32::MAX;
+/// No neighbouring symbol.
+const NONE: usize = usize::MAX;
 
 #[derive(Debug)]
 pub struct SentencePiece {
@@ -29,8 +32,8 @@ pub struct SentencePiece {
     piece_offsets: Vec<u32>,
     /// Open-addressing hash table of piece ids (EMPTY = free slot), keyed by piece string.
     slots: Vec<u32>,
-    /// Merge rank of each id (lower merges first).
-    ranks: Vec<u32>,
+    /// Merge rank of each id (lower merges first); `None` when the rank is the id.
+    ranks: Option<Vec<u32>>,
     /// Id of each byte's `<0xNN>` token.
     byte_ids: [Option<u32>; 256],
     unk_id: Option<u32>,
@@ -106,7 +109,7 @@ impl SentencePiece {
             piece_text,
             piece_offsets,
             slots: vec![EMPTY; capacity],
-            ranks: Vec::new(),
+            ranks: None,
             byte_ids,
             unk_id,
             add_space_prefix,
@@ -116,6 +119,10 @@ impl SentencePiece {
         }
         model.ranks = merge_ranks(token_types, scores, n);
         Ok(model)
+    }
+
+    fn rank(&self, id: u32) -> u32 {
+        self.ranks.as_ref().map_or(id, |ranks| ranks[id as usize])
     }
 
     fn piece(&self, id: u32) -> &[u8] {
@@ -184,67 +191,67 @@ impl SentencePiece {
         symbols.clear();
         for (start, ch) in normalized.char_indices() {
             let end = start + ch.len_utf8();
-            let index = symbols.len() as u32;
+            let index = symbols.len();
             symbols.push(Symbol {
-                start: start as u32,
-                end: end as u32,
+                start,
+                end,
                 chars: 1,
                 id: self.lookup(&normalized.as_bytes()[start..end]),
-                prev: index.wrapping_sub(1),
+                prev: index.checked_sub(1).unwrap_or(NONE),
                 next: index + 1,
             });
         }
         if let Some(last) = symbols.last_mut() {
-            last.next = EMPTY;
+            last.next = NONE;
         }
 
         let heap = &mut scratch.heap;
         heap.clear();
         for left in 1..symbols.len() {
-            self.push_candidate(normalized.as_bytes(), symbols, left as u32 - 1, heap);
+            self.push_candidate(normalized.as_bytes(), symbols, left - 1, heap);
         }
         while let Some(Reverse(candidate)) = heap.pop() {
-            let left = candidate.left as usize;
+            let left = candidate.left;
             let right = symbols[left].next;
             // Stale: a neighbour merged since this pair was queued, so the pair changed.
             if symbols[left].id.is_none()
-                || right == EMPTY
-                || symbols[left].end - symbols[left].start + symbols[right as usize].end
-                    - symbols[right as usize].start
+                || right == NONE
+                || symbols[left].end - symbols[left].start + symbols[right].end
+                    - symbols[right].start
                     != candidate.len
-                || symbols[right as usize].start != symbols[left].end
+                || symbols[right].start != symbols[left].end
             {
                 continue;
             }
-            let right_symbol = symbols[right as usize];
+            let right_symbol = symbols[right];
             let merged = &mut symbols[left];
             merged.end = right_symbol.end;
             merged.chars += right_symbol.chars;
             merged.id = Some(candidate.id);
             merged.next = right_symbol.next;
             // Dead symbols are marked by an empty span.
-            symbols[right as usize].end = symbols[right as usize].start;
-            if right_symbol.next != EMPTY {
-                symbols[right_symbol.next as usize].prev = left as u32;
-                self.push_candidate(normalized.as_bytes(), symbols, left as u32, heap);
+            symbols[right].end = symbols[right].start;
+            if right_symbol.next != NONE {
+                symbols[right_symbol.next].prev = left;
+                self.push_candidate(normalized.as_bytes(), symbols, left, heap);
             }
             let prev = symbols[left].prev;
-            if prev != EMPTY {
+            if prev != NONE {
                 self.push_candidate(normalized.as_bytes(), symbols, prev, heap);
             }
         }
 
-        let mut at = if symbols.is_empty() { EMPTY } else { 0 };
+        let mut at = if symbols.is_empty() { NONE } else { 0 };
         let mut previous_unk = false;
-        while at != EMPTY {
-            let symbol = symbols[at as usize];
+        while at != NONE {
+            let symbol = symbols[at];
             at = symbol.next;
             if let Some(id) = symbol.id {
                 out.push(id);
                 previous_unk = false;
                 continue;
             }
-            let bytes = &normalized.as_bytes()[symbol.start as usize..symbol.end as usize];
+            let bytes = &normalized.as_bytes()[symbol.start..symbol.end];
             if bytes.iter().all(|&b| self.byte_ids[b as usize].is_some()) {
                 out.extend(bytes.iter().filter_map(|&b| self.byte_ids[b as usize]));
                 previous_unk = false;
@@ -263,20 +270,20 @@ impl SentencePiece {
         &self,
         text: &[u8],
         symbols: &[Symbol],
-        left: u32,
+        left: usize,
         heap: &mut BinaryHeap<Reverse<Candidate>>,
     ) {
-        let l = &symbols[left as usize];
-        if l.next == EMPTY || l.id.is_none() {
+        let l = &symbols[left];
+        if l.next == NONE || l.id.is_none() {
             return;
         }
-        let r = &symbols[l.next as usize];
+        let r = &symbols[l.next];
         if r.id.is_none() {
             return;
         }
-        if let Some(id) = self.lookup(&text[l.start as usize..r.end as usize]) {
+        if let Some(id) = self.lookup(&text[l.start..r.end]) {
             heap.push(Reverse(Candidate {
-                rank: self.ranks[id as usize],
+                rank: self.rank(id),
                 longer_left: Reverse(l.chars),
                 left,
                 id,
@@ -286,9 +293,9 @@ impl SentencePiece {
     }
 }
 
-/// Merge rank of every id: the id itself when normal pieces' scores never rise with the id,
-/// otherwise the position in (score descending, id ascending) order.
-fn merge_ranks(token_types: &[i32], scores: &[f32], n: usize) -> Vec<u32> {
+/// Merge rank of every id: `None` (the id itself) when normal pieces' scores never rise with
+/// the id, otherwise the position in (score descending, id ascending) order.
+fn merge_ranks(token_types: &[i32], scores: &[f32], n: usize) -> Option<Vec<u32>> {
     let is_normal = |id: usize| token_types.get(id).is_none_or(|&t| t == TOKEN_TYPE_NORMAL);
     let mut previous: Option<f32> = None;
     let mut ordered = true;
@@ -303,7 +310,7 @@ fn merge_ranks(token_types: &[i32], scores: &[f32], n: usize) -> Vec<u32> {
         previous = Some(score);
     }
     if ordered {
-        return (0..n as u32).collect();
+        return None;
     }
     let mut by_score: Vec<u32> = (0..n as u32).collect();
     by_score.sort_by(|&a, &b| {
@@ -315,7 +322,7 @@ fn merge_ranks(token_types: &[i32], scores: &[f32], n: usize) -> Vec<u32> {
     for (rank, &id) in by_score.iter().enumerate() {
         ranks[id as usize] = rank as u32;
     }
-    ranks
+    Some(ranks)
 }
 
 /// Reusable buffers for [`SentencePiece::encode_segment`].
@@ -329,22 +336,22 @@ pub struct Scratch {
 #[derive(Debug, Clone, Copy)]
 struct Symbol {
     /// Byte span in the normalized text; empty once merged into its left neighbour.
-    start: u32,
-    end: u32,
-    chars: u32,
+    start: usize,
+    end: usize,
+    chars: usize,
     /// `None` for a character outside the vocabulary (byte fallback, never merges).
     id: Option<u32>,
-    prev: u32,
-    next: u32,
+    prev: usize,
+    next: usize,
 }
 
 /// A queued merge; the derived order (rank, longer left half, leftmost) is HF's merge priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Candidate {
     rank: u32,
-    longer_left: Reverse<u32>,
-    left: u32,
+    longer_left: Reverse<usize>,
+    left: usize,
     id: u32,
     /// Byte length of the pair when queued, to detect stale entries.
-    len: u32,
+    len: usize,
 }
