@@ -96,6 +96,17 @@ def main():
         round_trips += decoded == text
         cases.append({"text": text, "ids": ids, "decoded": decoded})
     print(f"{len(cases)} cases, {round_trips} round-trip", file=sys.stderr)
+    # Decoding alone: byte-token runs that are not valid UTF-8 (HF's ByteFallback gives one U+FFFD
+    # per byte token of such a run), control tokens inside a run.
+    byte = lambda b: tok.convert_tokens_to_ids(f"<0x{b:02X}>")  # noqa: E731
+    a, turn = tok.convert_tokens_to_ids("a"), tok.convert_tokens_to_ids("<start_of_turn>")
+    decode_ids = [
+        [byte(0xE4), byte(0xB8)], [byte(0xE4), a], [byte(0xE4), byte(0xB8), byte(0xAD)],
+        [byte(0xFF), byte(0xE4), byte(0xB8), a, byte(0x80)], [byte(0xE4), turn, byte(0xB8), byte(0xAD)],
+        [byte(0x61), byte(0x62)], [byte(0x61), byte(0xC3)], [byte(0xF0), byte(0x9F), byte(0x98), byte(0x80)],
+        [byte(0xF0), byte(0x9F), byte(0x98)], [tok.convert_tokens_to_ids("\u2581"), byte(0x20), a],
+    ]
+    decode_cases = [{"ids": ids, "decoded": tok.decode(ids, skip_special_tokens=False)} for ids in decode_ids]
     source = {
         "script": "scripts/reference/gen_gemma_tokenizer_fixtures.py",
         "gguf": gguf_name,
@@ -104,7 +115,7 @@ def main():
         "bos_with_add_special_tokens": tok.encode("a")[:1],
     }
     with open(OUT / "gemma3.json", "w", encoding="utf-8") as out:
-        json.dump({"source": source, "cases": cases}, out, ensure_ascii=False, indent=1)
+        json.dump({"source": source, "cases": cases, "decode_cases": decode_cases}, out, ensure_ascii=False, indent=1)
         out.write("\n")
 
 

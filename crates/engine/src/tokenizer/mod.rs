@@ -302,7 +302,19 @@ impl Tokenizer {
 
     /// The text of `ids`: control tokens as their text, invalid UTF-8 as U+FFFD. With a
     /// SentencePiece space prefix, the first token's leading space is dropped.
+    ///
+    /// SentencePiece byte tokens decode as HF's `ByteFallback`: a run of consecutive `<0xNN>`
+    /// tokens that is not valid UTF-8 as a whole becomes one U+FFFD per token.
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        if matches!(self.model, Model::SentencePiece(_)) {
+            let mut stream = StreamDecoder::new(self);
+            let mut out = String::new();
+            for &id in ids {
+                stream.push_into(id, &mut out)?;
+            }
+            out.push_str(&stream.finish());
+            return Ok(out);
+        }
         let mut bytes = Vec::new();
         for (i, &id) in ids.iter().enumerate() {
             let token = self.bytes_of(id)?;
@@ -360,6 +372,17 @@ impl Tokenizer {
         match self.model {
             Model::ByteLevelBpe { pre, .. } => Some(pre),
             Model::SentencePiece(_) => None,
+        }
+    }
+
+    /// The byte a SentencePiece `<0xNN>` token stands for.
+    fn fallback_byte(&self, id: u32) -> Option<u8> {
+        if !matches!(self.model, Model::SentencePiece(_)) {
+            return None;
+        }
+        match self.token_bytes(id)? {
+            &[b] if self.byte_ids[b as usize] == Some(id) => Some(b),
+            _ => None,
         }
     }
 
@@ -425,9 +448,14 @@ fn literal_tokens(
 /// completed by that token, holding back a UTF-8 sequence split across tokens until it is whole.
 /// The pushes plus [`StreamDecoder::finish`] concatenate to [`Tokenizer::decode`] of all ids.
 #[derive(Debug)]
+///
+/// For SentencePiece, a run of byte tokens is held back whole until a text token (or `finish`)
+/// ends it: HF replaces every byte of a run that is invalid anywhere.
 pub struct StreamDecoder<'a> {
     tokenizer: &'a Tokenizer,
     pending: Vec<u8>,
+    /// SentencePiece: the bytes of the current run of `<0xNN>` tokens.
+    byte_run: Vec<u8>,
     /// Whether a token has been pushed (the first one may lose its SentencePiece space prefix).
     started: bool,
 }
@@ -437,11 +465,17 @@ impl<'a> StreamDecoder<'a> {
         Self {
             tokenizer,
             pending: Vec::new(),
+            byte_run: Vec::new(),
             started: false,
         }
     }
 
     pub fn push(&mut self, id: u32) -> Result<String, TokenizerError> {
+        if matches!(self.tokenizer.model, Model::SentencePiece(_)) {
+            let mut out = String::new();
+            self.push_into(id, &mut out)?;
+            return Ok(out);
+        }
         let token = self.tokenizer.bytes_of(id)?;
         if self.started {
             self.pending.extend_from_slice(token);
@@ -481,9 +515,41 @@ impl<'a> StreamDecoder<'a> {
 
     /// Flushes what is held back; an unfinished UTF-8 sequence becomes U+FFFD.
     pub fn finish(&mut self) -> String {
-        let out = String::from_utf8_lossy(&self.pending).into_owned();
+        let mut out = String::from_utf8_lossy(&self.pending).into_owned();
         self.pending.clear();
+        self.flush_byte_run(&mut out);
         out
+    }
+
+    /// SentencePiece: appends what token `id` completes to `out`.
+    fn push_into(&mut self, id: u32, out: &mut String) -> Result<(), TokenizerError> {
+        let token = self.tokenizer.bytes_of(id)?;
+        let first = !self.started;
+        self.started = true;
+        if let Some(b) = self.tokenizer.fallback_byte(id) {
+            self.byte_run.push(b);
+            return Ok(());
+        }
+        self.flush_byte_run(out);
+        let token = if first {
+            self.tokenizer.strip_prefix(token)
+        } else {
+            token
+        };
+        // Text tokens are valid UTF-8: their bytes come from the vocabulary's strings.
+        out.push_str(&String::from_utf8_lossy(token));
+        Ok(())
+    }
+
+    fn flush_byte_run(&mut self, out: &mut String) {
+        match std::str::from_utf8(&self.byte_run) {
+            Ok(text) => out.push_str(text),
+            Err(_) => out.extend(std::iter::repeat_n(
+                char::REPLACEMENT_CHARACTER,
+                self.byte_run.len(),
+            )),
+        }
+        self.byte_run.clear();
     }
 }
 

@@ -407,11 +407,33 @@ fn sentencepiece_falls_back_to_bytes_and_decodes_them() {
     assert_eq!(tok.decode(&ids).unwrap(), "a中");
     assert_eq!(tok.decode(&tok.encode("he wor  é")).unwrap(), "he wor  é");
     assert_eq!(tok.decode(&[4, 1]).unwrap(), "<start_of_turn><eos>");
-    // Split across tokens, the stream holds the character back until it is whole.
+    // The stream holds a run of byte tokens back until a text token ends it.
     let mut stream = StreamDecoder::new(&tok);
     assert_eq!(stream.push(zhong[0]).unwrap(), "");
     assert_eq!(stream.push(zhong[1]).unwrap(), "");
-    assert_eq!(stream.push(zhong[2]).unwrap(), "中");
+    assert_eq!(stream.push(zhong[2]).unwrap(), "");
+    assert_eq!(stream.push(ids[0]).unwrap(), "中a");
+    assert_eq!(stream.finish(), "");
+    // A run that is not valid UTF-8 as a whole: one U+FFFD per byte token, as HF's ByteFallback.
+    let byte = |b: u8| 5 + u32::from(b);
+    let a = ids[0];
+    for (ids, text) in [
+        (vec![byte(0xE4), byte(0xB8)], "\u{FFFD}\u{FFFD}"),
+        (vec![byte(0xE4), a], "\u{FFFD}a"),
+        (
+            vec![byte(0xFF), byte(0xE4), byte(0xB8), a, byte(0x80)],
+            "\u{FFFD}\u{FFFD}\u{FFFD}a\u{FFFD}",
+        ),
+        (
+            vec![byte(0xE4), 4, byte(0xB8), byte(0xAD)],
+            "\u{FFFD}<start_of_turn>\u{FFFD}\u{FFFD}",
+        ),
+    ] {
+        assert_eq!(tok.decode(&ids).unwrap(), text, "{ids:?}");
+        let mut stream = StreamDecoder::new(&tok);
+        let streamed: String = ids.iter().map(|&id| stream.push(id).unwrap()).collect();
+        assert_eq!(streamed + &stream.finish(), text, "{ids:?}");
+    }
 }
 
 #[test]
@@ -559,6 +581,38 @@ fn gemma3_matches_hugging_face() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // Only inputs typing the `▁` marker itself do not come back unchanged.
     assert!(round_trips >= cases.iter().filter(|c| !c.text.contains('▁')).count());
+}
+
+/// Decoding alone, including byte-token runs that are not valid UTF-8.
+#[test]
+fn gemma3_decodes_byte_runs_as_hugging_face() {
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        decode_cases: Vec<DecodeCase>,
+    }
+    #[derive(serde::Deserialize)]
+    struct DecodeCase {
+        ids: Vec<u32>,
+        decoded: String,
+    }
+    let Some(tok) = gemma3() else { return };
+    let fixture: Fixture = serde_json::from_str(&fixture("gemma3.json")).unwrap();
+    assert!(fixture.decode_cases.len() >= 10);
+    for case in &fixture.decode_cases {
+        assert_eq!(
+            tok.decode(&case.ids).unwrap(),
+            case.decoded,
+            "{:?}",
+            case.ids
+        );
+        let mut stream = StreamDecoder::new(&tok);
+        let streamed: String = case
+            .ids
+            .iter()
+            .map(|&id| stream.push(id).unwrap())
+            .collect();
+        assert_eq!(streamed + &stream.finish(), case.decoded, "{:?}", case.ids);
+    }
 }
 
 #[test]
