@@ -8,8 +8,8 @@
 //! tokens and never merge.
 //!
 //! Merge rank: SentencePiece BPE vocabularies list pieces best first, with scores falling as ids
-//! rise. When the normal pieces' scores do fall that way the rank is the id (what HF uses for Gemma,
-//! whose whitespace-run tokens carry placeholder scores); otherwise pieces rank by score.
+//! rise. When the normal pieces' scores do fall that way the rank is the id (what HF uses for
+//! Gemma, whose whitespace-run tokens carry placeholder scores); otherwise pieces rank by score.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
