@@ -301,7 +301,7 @@ impl Tokenizer {
     }
 
     /// The text of `ids`: control tokens as their text, invalid UTF-8 as U+FFFD. With a
-    /// SentencePiece space prefix, the first token's leading space is dropped.
+    /// SentencePiece space prefix, one leading space of the text is dropped (HF's `Strip`).
     ///
     /// SentencePiece byte tokens decode as HF's `ByteFallback`: a run of consecutive `<0xNN>`
     /// tokens that is not valid UTF-8 as a whole becomes one U+FFFD per token.
@@ -316,25 +316,15 @@ impl Tokenizer {
             return Ok(out);
         }
         let mut bytes = Vec::new();
-        for (i, &id) in ids.iter().enumerate() {
-            let token = self.bytes_of(id)?;
-            bytes.extend_from_slice(if i == 0 {
-                self.strip_prefix(token)
-            } else {
-                token
-            });
+        for &id in ids {
+            bytes.extend_from_slice(self.bytes_of(id)?);
         }
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// `bytes` of a first token without the space SentencePiece prepended when encoding.
-    fn strip_prefix<'t>(&self, bytes: &'t [u8]) -> &'t [u8] {
-        match &self.model {
-            Model::SentencePiece(spm) if spm.add_space_prefix() => {
-                bytes.strip_prefix(b" ").unwrap_or(bytes)
-            }
-            _ => bytes,
-        }
+    /// Whether decoding drops the space SentencePiece prepends when encoding.
+    fn strips_space_prefix(&self) -> bool {
+        matches!(&self.model, Model::SentencePiece(spm) if spm.add_space_prefix())
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -447,17 +437,17 @@ fn literal_tokens(
 /// Incremental decoding for streamed generation: each [`StreamDecoder::push`] returns the text
 /// completed by that token, holding back a UTF-8 sequence split across tokens until it is whole.
 /// The pushes plus [`StreamDecoder::finish`] concatenate to [`Tokenizer::decode`] of all ids.
-#[derive(Debug)]
 ///
 /// For SentencePiece, a run of byte tokens is held back whole until a text token (or `finish`)
 /// ends it: HF replaces every byte of a run that is invalid anywhere.
+#[derive(Debug)]
 pub struct StreamDecoder<'a> {
     tokenizer: &'a Tokenizer,
     pending: Vec<u8>,
     /// SentencePiece: the bytes of the current run of `<0xNN>` tokens.
     byte_run: Vec<u8>,
-    /// Whether a token has been pushed (the first one may lose its SentencePiece space prefix).
-    started: bool,
+    /// SentencePiece: whether text has been emitted (the first may lose the space prefix).
+    text_started: bool,
 }
 
 impl<'a> StreamDecoder<'a> {
@@ -466,7 +456,7 @@ impl<'a> StreamDecoder<'a> {
             tokenizer,
             pending: Vec::new(),
             byte_run: Vec::new(),
-            started: false,
+            text_started: false,
         }
     }
 
@@ -476,14 +466,7 @@ impl<'a> StreamDecoder<'a> {
             self.push_into(id, &mut out)?;
             return Ok(out);
         }
-        let token = self.tokenizer.bytes_of(id)?;
-        if self.started {
-            self.pending.extend_from_slice(token);
-        } else {
-            self.pending
-                .extend_from_slice(self.tokenizer.strip_prefix(token));
-            self.started = true;
-        }
+        self.pending.extend_from_slice(self.tokenizer.bytes_of(id)?);
         let mut out = String::new();
         let mut consumed = 0;
         loop {
@@ -524,32 +507,43 @@ impl<'a> StreamDecoder<'a> {
     /// SentencePiece: appends what token `id` completes to `out`.
     fn push_into(&mut self, id: u32, out: &mut String) -> Result<(), TokenizerError> {
         let token = self.tokenizer.bytes_of(id)?;
-        let first = !self.started;
-        self.started = true;
         if let Some(b) = self.tokenizer.fallback_byte(id) {
             self.byte_run.push(b);
             return Ok(());
         }
         self.flush_byte_run(out);
-        let token = if first {
-            self.tokenizer.strip_prefix(token)
-        } else {
-            token
-        };
         // Text tokens are valid UTF-8: their bytes come from the vocabulary's strings.
-        out.push_str(&String::from_utf8_lossy(token));
+        self.emit(&String::from_utf8_lossy(token), out);
         Ok(())
     }
 
     fn flush_byte_run(&mut self, out: &mut String) {
-        match std::str::from_utf8(&self.byte_run) {
-            Ok(text) => out.push_str(text),
-            Err(_) => out.extend(std::iter::repeat_n(
-                char::REPLACEMENT_CHARACTER,
-                self.byte_run.len(),
-            )),
+        if self.byte_run.is_empty() {
+            return;
         }
+        let run = std::mem::take(&mut self.byte_run);
+        match std::str::from_utf8(&run) {
+            Ok(text) => self.emit(text, out),
+            Err(_) => self.emit(
+                &char::REPLACEMENT_CHARACTER.to_string().repeat(run.len()),
+                out,
+            ),
+        }
+        self.byte_run = run;
         self.byte_run.clear();
+    }
+
+    /// Appends decoded text, dropping the space prefix from the start of the whole text.
+    fn emit(&mut self, text: &str, out: &mut String) {
+        if self.text_started || text.is_empty() {
+            out.push_str(text);
+            return;
+        }
+        self.text_started = true;
+        match text.strip_prefix(' ') {
+            Some(rest) if self.tokenizer.strips_space_prefix() => out.push_str(rest),
+            _ => out.push_str(text),
+        }
     }
 }
 

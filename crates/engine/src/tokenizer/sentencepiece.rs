@@ -1,9 +1,9 @@
 //! SentencePiece BPE (GGUF `tokenizer.ggml.model = "llama"`), encoded as Hugging Face's
 //! GGUF-built tokenizers do it.
 //!
-//! Spaces become `▁` (with one prepended when `add_space_prefix` is on), then each character is a
-//! symbol and adjacent symbols merge, best pair first, while their concatenation is a vocabulary
-//! piece. A pair's priority is its result's merge rank, then the longer left half, then the
+//! Spaces become `▁` (one is prepended to the input when `add_space_prefix` is on and it does not
+//! start with a space), then each character is a symbol and adjacent symbols merge, best pair
+//! first, while their concatenation is a vocabulary piece. A pair's priority is its result's merge rank, then the longer left half, then the
 //! leftmost position. Characters outside the vocabulary become their UTF-8 bytes as `<0xNN>`
 //! tokens and never merge.
 //!
@@ -182,7 +182,9 @@ impl SentencePiece {
         }
         let normalized = &mut scratch.normalized;
         normalized.clear();
-        if self.add_space_prefix && first {
+        // As HF's Metaspace (prepend_scheme "first"): only at the start of the input, and not
+        // when the text already starts with a space.
+        if self.add_space_prefix && first && !text.starts_with(' ') {
             normalized.push(SPACE_MARK);
         }
         normalized.extend(text.chars().map(|c| if c == ' ' { SPACE_MARK } else { c }));

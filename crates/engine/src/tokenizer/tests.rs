@@ -462,6 +462,15 @@ fn sentencepiece_space_prefix() {
         tok.encode("<eos>world")[1..],
         ids_of(&tok, &["w", "or", "l", "d"])[..]
     );
+    // A leading space is the prefix already (HF's Metaspace); decoding drops one leading space.
+    assert_eq!(tok.encode(" world"), tok.encode("world"));
+    assert_eq!(tok.decode(&tok.encode(" world")).unwrap(), "world");
+    let space_byte = 5 + u32::from(b' ');
+    assert_eq!(tok.decode(&[space_byte, id_of(&tok, "a")]).unwrap(), "a");
+    assert_eq!(
+        tok.decode(&[4, id_of(&tok, "▁w")]).unwrap(),
+        "<start_of_turn> w"
+    );
     let ids = tok.encode("world hello");
     assert_eq!(tok.decode(&ids).unwrap(), "world hello");
     let mut stream = StreamDecoder::new(&tok);
