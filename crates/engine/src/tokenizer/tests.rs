@@ -463,8 +463,12 @@ fn sentencepiece_space_prefix() {
         ids_of(&tok, &["w", "or", "l", "d"])[..]
     );
     // A leading space is the prefix already (HF's Metaspace); decoding drops one leading space.
+    // (Checked against transformers' LlamaTokenizer(add_prefix_space=True) on this vocabulary.)
     assert_eq!(tok.encode(" world"), tok.encode("world"));
     assert_eq!(tok.decode(&tok.encode(" world")).unwrap(), "world");
+    // (This vocabulary's "  " run outranks "▁w".)
+    assert_eq!(tok.encode("  world")[0], id_of(&tok, "  "));
+    assert_eq!(tok.decode(&tok.encode("  world")).unwrap(), " world");
     let space_byte = 5 + u32::from(b' ');
     assert_eq!(tok.decode(&[space_byte, id_of(&tok, "a")]).unwrap(), "a");
     assert_eq!(
