@@ -2,6 +2,7 @@
 """Write a GGUF file's tokenizer as knot::TokenizerData JSON (crates/knot/src/meta.rs).
 
 Usage: dump_gguf_tokenizer.py MODEL.gguf OUT.json
+  e.g. dump_gguf_tokenizer.py models/gemma-3-270m-q4_k_m.gguf models/gemma3-tokenizer.json
 Needs the `gguf` package (pip install gguf).
 """
 import json
@@ -45,6 +46,9 @@ def main():
         "add_bos": bool(field_value(reader, prefix + "add_bos_token") or False),
         "add_eos": bool(field_value(reader, prefix + "add_eos_token") or False),
     }
+    add_space_prefix = field_value(reader, prefix + "add_space_prefix")
+    if add_space_prefix is not None:
+        data["add_space_prefix"] = bool(add_space_prefix)
     with open(sys.argv[2], "w", encoding="utf-8") as out:
         json.dump(data, out, ensure_ascii=False, separators=(",", ":"))
         out.write("\n")

@@ -124,4 +124,8 @@ pub struct TokenizerData {
     pub add_bos: bool,
     #[serde(default)]
     pub add_eos: bool,
+    /// GGUF `tokenizer.ggml.add_space_prefix` (llama model): whether SentencePiece prepends `▁`
+    /// to the text. `None` when the file does not say (llama.cpp then prepends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add_space_prefix: Option<bool>,
 }

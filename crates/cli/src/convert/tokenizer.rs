@@ -110,6 +110,7 @@ pub fn from_gguf(g: &GgufFile) -> Result<TokenizerData, ConvertError> {
             // llama.cpp's default: SentencePiece vocabularies prepend BOS, BPE ones do not.
             .unwrap_or(model == "llama"),
         add_eos: opt_bool(g, "tokenizer.ggml.add_eos_token")?.unwrap_or(false),
+        add_space_prefix: opt_bool(g, "tokenizer.ggml.add_space_prefix")?,
         pre: opt_str(g, "tokenizer.ggml.pre")?,
         merges: strings(g, "tokenizer.ggml.merges")?,
         bos_id: opt_id(g, "tokenizer.ggml.bos_token_id")?,
@@ -335,4 +336,64 @@ pub fn token_id(data: &TokenizerData, token: &str) -> Option<u32> {
         .iter()
         .position(|t| t == token)
         .map(|i| i as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::write;
+    use std::io::Cursor;
+
+    fn sentencepiece_gguf(extra: Vec<(&str, GgufValue)>) -> GgufFile {
+        let s = |t: &str| GgufValue::String(t.into());
+        let mut kv = vec![
+            ("tokenizer.ggml.model", s("llama")),
+            (
+                "tokenizer.ggml.tokens",
+                GgufValue::Array(["<unk>", "<0x41>", "▁a", "  "].map(s).to_vec()),
+            ),
+            (
+                "tokenizer.ggml.token_type",
+                GgufValue::Array([3, 6, 1, 4].map(GgufValue::I32).to_vec()),
+            ),
+            (
+                "tokenizer.ggml.scores",
+                GgufValue::Array([0.0, 0.0, -1.5, -1000.0].map(GgufValue::F32).to_vec()),
+            ),
+            ("tokenizer.ggml.unknown_token_id", GgufValue::U32(0)),
+        ];
+        kv.extend(extra);
+        GgufFile::read(&mut Cursor::new(write::file(&kv, &[]))).unwrap()
+    }
+
+    #[test]
+    fn sentencepiece_metadata_is_kept() {
+        let data = from_gguf(&sentencepiece_gguf(vec![(
+            "tokenizer.ggml.add_space_prefix",
+            GgufValue::Bool(false),
+        )]))
+        .unwrap();
+        assert_eq!(data.model, "llama");
+        assert_eq!(data.token_types, [3, 6, 1, 4]);
+        assert_eq!(data.scores, [0.0, 0.0, -1.5, -1000.0]);
+        assert_eq!(data.unk_id, Some(0));
+        assert_eq!(data.add_space_prefix, Some(false));
+        // llama.cpp's defaults when the file does not say.
+        assert!(data.add_bos);
+        let data = from_gguf(&sentencepiece_gguf(vec![])).unwrap();
+        assert_eq!(data.add_space_prefix, None);
+    }
+
+    #[test]
+    fn sentencepiece_metadata_of_the_wrong_type_is_an_error() {
+        let err = from_gguf(&sentencepiece_gguf(vec![(
+            "tokenizer.ggml.add_space_prefix",
+            GgufValue::U32(1),
+        )]))
+        .unwrap_err();
+        assert!(
+            matches!(&err, ConvertError::WrongType { key, .. } if key == "tokenizer.ggml.add_space_prefix"),
+            "{err}"
+        );
+    }
 }

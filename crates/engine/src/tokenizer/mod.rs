@@ -1,29 +1,37 @@
-//! Byte-level BPE tokenizer (GGUF `tokenizer.ggml.model = "gpt2"`), built from
-//! [`knot::TokenizerData`].
+//! Tokenizers built from [`knot::TokenizerData`]: byte-level BPE (GGUF
+//! `tokenizer.ggml.model = "gpt2"`) and SentencePiece BPE (`"llama"`, see [`sentencepiece`]).
 //!
 //! Encoding: control and user-defined tokens written literally in the text are matched first
-//! (longest match, leftmost), as Hugging Face does for added tokens; the text between them is cut
-//! by the model's [`PreTokenizer`], each piece spelled in the GPT-2 byte alphabet and merged by
-//! rank. Bytes whose symbol is missing from the vocabulary are dropped, as HF's BPE does without
-//! an unknown token. Decoding maps tokens back to bytes; invalid UTF-8 becomes U+FFFD.
+//! (longest match, leftmost), as Hugging Face does for added tokens. For byte-level BPE the text
+//! between them is cut by the model's [`PreTokenizer`], each piece spelled in the GPT-2 byte
+//! alphabet and merged by rank; bytes whose symbol is missing from the vocabulary are dropped, as
+//! HF's BPE does without an unknown token. Decoding maps tokens back to bytes; invalid UTF-8
+//! becomes U+FFFD.
 
 mod bpe;
 mod letters;
 mod pretokenize;
+mod sentencepiece;
 
 use std::collections::HashMap;
 
 pub use pretokenize::{is_letter, PreTokenizer};
 
 use bpe::{byte_to_char, char_to_byte_table, Merges};
+use sentencepiece::{byte_token_value, is_space_run, SentencePiece, SPACE_MARK};
 
-/// GGUF token types that are matched literally in text and decoded as their own text.
+/// GGUF token types. Control and user-defined tokens are matched literally in text and decoded
+/// as their own text.
+const TOKEN_TYPE_NORMAL: i32 = 1;
 const TOKEN_TYPE_CONTROL: i32 = 3;
 const TOKEN_TYPE_USER_DEFINED: i32 = 4;
+const TOKEN_TYPE_BYTE: i32 = 6;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
-    #[error("unsupported tokenizer model {0:?} (only byte-level BPE \"gpt2\" is supported)")]
+    #[error(
+        "unsupported tokenizer model {0:?} (supported: byte-level BPE \"gpt2\", SentencePiece \"llama\")"
+    )]
     UnknownModel(String),
     #[error("unsupported pre-tokenizer {0:?}")]
     UnknownPreTokenizer(String),
@@ -33,6 +41,8 @@ pub enum TokenizerError {
     VocabularyTooLarge(usize),
     #[error("{types} token types for {tokens} tokens")]
     TokenTypeCount { types: usize, tokens: usize },
+    #[error("{scores} scores for {tokens} tokens")]
+    ScoreCount { scores: usize, tokens: usize },
     #[error("merge {index} ({merge:?}) is not two tokens separated by one space")]
     MalformedMerge { index: usize, merge: String },
     #[error("merge {index} ({merge:?}) uses or makes {token:?}, which is not in the vocabulary")]
@@ -51,17 +61,24 @@ pub enum TokenizerError {
     IdOutOfRange { id: u32, vocab_size: usize },
 }
 
-/// A byte-level BPE tokenizer.
+/// The encoding algorithm and its tables.
+#[derive(Debug)]
+enum Model {
+    ByteLevelBpe { pre: PreTokenizer, merges: Merges },
+    SentencePiece(Box<SentencePiece>),
+}
+
+/// A byte-level BPE or SentencePiece tokenizer.
 #[derive(Debug)]
 pub struct Tokenizer {
-    pre: PreTokenizer,
+    model: Model,
     tokens: Vec<String>,
     /// The bytes of token `i` are `token_bytes[token_offsets[i]..token_offsets[i + 1]]`.
     token_bytes: Vec<u8>,
     token_offsets: Vec<u32>,
-    /// Id of each byte's single-byte token, if the vocabulary has one.
+    /// Id of each byte's single-byte token (byte-level symbol or `<0xNN>`), if the vocabulary
+    /// has one.
     byte_ids: [Option<u32>; 256],
-    merges: Merges,
     /// Literal-match tokens grouped by first byte, longest first.
     specials_by_first_byte: Vec<Vec<(Box<str>, u32)>>,
     bos_id: Option<u32>,
@@ -71,10 +88,9 @@ pub struct Tokenizer {
 
 impl Tokenizer {
     pub fn from_data(data: &knot::TokenizerData) -> Result<Self, TokenizerError> {
-        if data.model != "gpt2" {
+        if data.model != "gpt2" && data.model != "llama" {
             return Err(TokenizerError::UnknownModel(data.model.clone()));
         }
-        let pre = PreTokenizer::from_name(data.pre.as_deref())?;
         let vocab_size = data.tokens.len();
         if vocab_size == 0 {
             return Err(TokenizerError::EmptyVocabulary);
@@ -97,6 +113,10 @@ impl Tokenizer {
                 });
             }
         }
+        if data.model == "llama" {
+            return Self::sentencepiece(data);
+        }
+        let pre = PreTokenizer::from_name(data.pre.as_deref())?;
         let is_literal = |id: usize| {
             matches!(
                 data.token_types.get(id),
@@ -169,25 +189,77 @@ impl Tokenizer {
             token_offsets.push(end);
         }
 
-        let mut specials_by_first_byte: Vec<Vec<(Box<str>, u32)>> = vec![Vec::new(); 256];
-        for (id, token) in data.tokens.iter().enumerate() {
-            if is_literal(id) && !token.is_empty() {
-                specials_by_first_byte[token.as_bytes()[0] as usize]
-                    .push((token.as_str().into(), id as u32));
-            }
-        }
-        for group in &mut specials_by_first_byte {
-            group.sort_by_key(|(text, id)| (std::cmp::Reverse(text.len()), *id));
-        }
-
         Ok(Self {
-            pre,
+            model: Model::ByteLevelBpe { pre, merges },
             tokens: data.tokens.clone(),
             token_bytes,
             token_offsets,
             byte_ids,
-            merges,
-            specials_by_first_byte,
+            specials_by_first_byte: literal_tokens(&data.tokens, is_literal),
+            bos_id: data.bos_id,
+            eos_id: data.eos_id,
+            add_bos: data.add_bos,
+        })
+    }
+
+    fn sentencepiece(data: &knot::TokenizerData) -> Result<Self, TokenizerError> {
+        let vocab_size = data.tokens.len();
+        if let Some(id) = data.unk_id.filter(|&id| id as usize >= vocab_size) {
+            return Err(TokenizerError::SpecialIdOutOfRange {
+                which: "unknown",
+                id,
+                vocab_size,
+            });
+        }
+        let model = SentencePiece::new(
+            &data.tokens,
+            &data.token_types,
+            &data.scores,
+            data.unk_id,
+            // llama.cpp's default when the file does not say.
+            data.add_space_prefix.unwrap_or(true),
+        )?;
+        let token_type = |id: usize| data.token_types.get(id).copied();
+        // Runs of spaces are ordinary pieces (see sentencepiece::is_space_run), not literals.
+        let is_literal = |id: usize| match token_type(id) {
+            Some(TOKEN_TYPE_CONTROL) => true,
+            Some(TOKEN_TYPE_USER_DEFINED) => !is_space_run(&data.tokens[id]),
+            _ => false,
+        };
+
+        let mut token_bytes = Vec::new();
+        let mut token_offsets = Vec::with_capacity(vocab_size + 1);
+        token_offsets.push(0u32);
+        let mut space = [0; 4];
+        let space_mark = SPACE_MARK.encode_utf8(&mut space);
+        for (id, token) in data.tokens.iter().enumerate() {
+            let byte = match token_type(id) {
+                Some(TOKEN_TYPE_BYTE) | None => byte_token_value(token),
+                _ => None,
+            };
+            match byte {
+                Some(b) => token_bytes.push(b),
+                None => {
+                    for (i, part) in token.split(&*space_mark).enumerate() {
+                        if i > 0 {
+                            token_bytes.push(b' ');
+                        }
+                        token_bytes.extend_from_slice(part.as_bytes());
+                    }
+                }
+            }
+            let end = u32::try_from(token_bytes.len())
+                .map_err(|_| TokenizerError::VocabularyTooLarge(vocab_size))?;
+            token_offsets.push(end);
+        }
+
+        Ok(Self {
+            byte_ids: *model.byte_ids(),
+            model: Model::SentencePiece(Box::new(model)),
+            tokens: data.tokens.clone(),
+            token_bytes,
+            token_offsets,
+            specials_by_first_byte: literal_tokens(&data.tokens, is_literal),
             bos_id: data.bos_id,
             eos_id: data.eos_id,
             add_bos: data.add_bos,
@@ -198,13 +270,14 @@ impl Tokenizer {
     /// (e.g. `<|im_start|>`) become their single ids.
     pub fn encode(&self, text: &str) -> Vec<u32> {
         let mut out = Vec::with_capacity(text.len() / 3 + 1);
+        let mut scratch = sentencepiece::Scratch::default();
         let mut plain_start = 0;
         let mut at = 0;
         let bytes = text.as_bytes();
         while at < bytes.len() {
             match self.special_at(text, at) {
                 Some((len, id)) => {
-                    self.encode_plain(&text[plain_start..at], &mut out);
+                    self.encode_plain(text, plain_start..at, &mut scratch, &mut out);
                     out.push(id);
                     at += len;
                     plain_start = at;
@@ -212,7 +285,7 @@ impl Tokenizer {
                 None => at += 1,
             }
         }
-        self.encode_plain(&text[plain_start..], &mut out);
+        self.encode_plain(text, plain_start..text.len(), &mut scratch, &mut out);
         out
     }
 
@@ -227,8 +300,21 @@ impl Tokenizer {
         out
     }
 
-    /// The text of `ids`: control tokens as their text, invalid UTF-8 as U+FFFD.
+    /// The text of `ids`: control tokens as their text, invalid UTF-8 as U+FFFD. With a
+    /// SentencePiece space prefix, one leading space of the text is dropped (HF's `Strip`).
+    ///
+    /// SentencePiece byte tokens decode as HF's `ByteFallback`: a run of consecutive `<0xNN>`
+    /// tokens that is not valid UTF-8 as a whole becomes one U+FFFD per token.
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        if matches!(self.model, Model::SentencePiece(_)) {
+            let mut stream = StreamDecoder::new(self);
+            let mut out = String::new();
+            for &id in ids {
+                stream.push_into(id, &mut out)?;
+            }
+            out.push_str(&stream.finish());
+            return Ok(out);
+        }
         let mut bytes = Vec::new();
         for &id in ids {
             bytes.extend_from_slice(self.bytes_of(id)?);
@@ -236,11 +322,17 @@ impl Tokenizer {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// Whether decoding drops the space SentencePiece prepends when encoding.
+    fn strips_space_prefix(&self) -> bool {
+        matches!(&self.model, Model::SentencePiece(spm) if spm.add_space_prefix())
+    }
+
     pub fn vocab_size(&self) -> usize {
         self.tokens.len()
     }
 
-    /// The token as the vocabulary spells it (byte-level alphabet, e.g. `Ġthe`).
+    /// The token as the vocabulary spells it (byte-level alphabet, e.g. `Ġthe`, or SentencePiece's
+    /// `▁the`).
     pub fn token(&self, id: u32) -> Option<&str> {
         self.tokens.get(id as usize).map(String::as_str)
     }
@@ -265,8 +357,23 @@ impl Tokenizer {
         self.add_bos
     }
 
-    pub fn pre_tokenizer(&self) -> PreTokenizer {
-        self.pre
+    /// The byte-level BPE pre-tokenizer; `None` for SentencePiece, which has none.
+    pub fn pre_tokenizer(&self) -> Option<PreTokenizer> {
+        match self.model {
+            Model::ByteLevelBpe { pre, .. } => Some(pre),
+            Model::SentencePiece(_) => None,
+        }
+    }
+
+    /// The byte a SentencePiece `<0xNN>` token stands for.
+    fn fallback_byte(&self, id: u32) -> Option<u8> {
+        if !matches!(self.model, Model::SentencePiece(_)) {
+            return None;
+        }
+        match self.token_bytes(id)? {
+            &[b] if self.byte_ids[b as usize] == Some(id) => Some(b),
+            _ => None,
+        }
     }
 
     fn bytes_of(&self, id: u32) -> Result<&[u8], TokenizerError> {
@@ -285,24 +392,62 @@ impl Tokenizer {
             .map(|(special, id)| (special.len(), *id))
     }
 
-    fn encode_plain(&self, text: &str, out: &mut Vec<u32>) {
-        let mut symbols = Vec::new();
-        self.pre.split(text, |piece| {
-            symbols.clear();
-            symbols.extend(piece.bytes().filter_map(|b| self.byte_ids[b as usize]));
-            self.merges.apply(&mut symbols);
-            out.extend_from_slice(&symbols);
-        });
+    /// Encodes `text[range]`, a stretch without literal-match tokens.
+    fn encode_plain(
+        &self,
+        text: &str,
+        range: std::ops::Range<usize>,
+        scratch: &mut sentencepiece::Scratch,
+        out: &mut Vec<u32>,
+    ) {
+        let first = range.start == 0;
+        let text = &text[range];
+        match &self.model {
+            Model::ByteLevelBpe { pre, merges } => {
+                let mut symbols = Vec::new();
+                pre.split(text, |piece| {
+                    symbols.clear();
+                    symbols.extend(piece.bytes().filter_map(|b| self.byte_ids[b as usize]));
+                    merges.apply(&mut symbols);
+                    out.extend_from_slice(&symbols);
+                });
+            }
+            Model::SentencePiece(spm) => spm.encode_segment(text, first, scratch, out),
+        }
     }
+}
+
+/// Literal-match tokens grouped by first byte, longest first.
+fn literal_tokens(
+    tokens: &[String],
+    is_literal: impl Fn(usize) -> bool,
+) -> Vec<Vec<(Box<str>, u32)>> {
+    let mut by_first_byte: Vec<Vec<(Box<str>, u32)>> = vec![Vec::new(); 256];
+    for (id, token) in tokens.iter().enumerate() {
+        if is_literal(id) && !token.is_empty() {
+            by_first_byte[token.as_bytes()[0] as usize].push((token.as_str().into(), id as u32));
+        }
+    }
+    for group in &mut by_first_byte {
+        group.sort_by_key(|(text, id)| (std::cmp::Reverse(text.len()), *id));
+    }
+    by_first_byte
 }
 
 /// Incremental decoding for streamed generation: each [`StreamDecoder::push`] returns the text
 /// completed by that token, holding back a UTF-8 sequence split across tokens until it is whole.
 /// The pushes plus [`StreamDecoder::finish`] concatenate to [`Tokenizer::decode`] of all ids.
+///
+/// For SentencePiece, a run of byte tokens is held back whole until a text token (or `finish`)
+/// ends it: HF replaces every byte of a run that is invalid anywhere.
 #[derive(Debug)]
 pub struct StreamDecoder<'a> {
     tokenizer: &'a Tokenizer,
     pending: Vec<u8>,
+    /// SentencePiece: the bytes of the current run of `<0xNN>` tokens.
+    byte_run: Vec<u8>,
+    /// SentencePiece: whether text has been emitted (the first may lose the space prefix).
+    text_started: bool,
 }
 
 impl<'a> StreamDecoder<'a> {
@@ -310,10 +455,17 @@ impl<'a> StreamDecoder<'a> {
         Self {
             tokenizer,
             pending: Vec::new(),
+            byte_run: Vec::new(),
+            text_started: false,
         }
     }
 
     pub fn push(&mut self, id: u32) -> Result<String, TokenizerError> {
+        if matches!(self.tokenizer.model, Model::SentencePiece(_)) {
+            let mut out = String::new();
+            self.push_into(id, &mut out)?;
+            return Ok(out);
+        }
         self.pending.extend_from_slice(self.tokenizer.bytes_of(id)?);
         let mut out = String::new();
         let mut consumed = 0;
@@ -346,9 +498,52 @@ impl<'a> StreamDecoder<'a> {
 
     /// Flushes what is held back; an unfinished UTF-8 sequence becomes U+FFFD.
     pub fn finish(&mut self) -> String {
-        let out = String::from_utf8_lossy(&self.pending).into_owned();
+        let mut out = String::from_utf8_lossy(&self.pending).into_owned();
         self.pending.clear();
+        self.flush_byte_run(&mut out);
         out
+    }
+
+    /// SentencePiece: appends what token `id` completes to `out`.
+    fn push_into(&mut self, id: u32, out: &mut String) -> Result<(), TokenizerError> {
+        let token = self.tokenizer.bytes_of(id)?;
+        if let Some(b) = self.tokenizer.fallback_byte(id) {
+            self.byte_run.push(b);
+            return Ok(());
+        }
+        self.flush_byte_run(out);
+        // Text tokens are valid UTF-8: their bytes come from the vocabulary's strings.
+        self.emit(&String::from_utf8_lossy(token), out);
+        Ok(())
+    }
+
+    fn flush_byte_run(&mut self, out: &mut String) {
+        if self.byte_run.is_empty() {
+            return;
+        }
+        let run = std::mem::take(&mut self.byte_run);
+        match std::str::from_utf8(&run) {
+            Ok(text) => self.emit(text, out),
+            Err(_) => self.emit(
+                &char::REPLACEMENT_CHARACTER.to_string().repeat(run.len()),
+                out,
+            ),
+        }
+        self.byte_run = run;
+        self.byte_run.clear();
+    }
+
+    /// Appends decoded text, dropping the space prefix from the start of the whole text.
+    fn emit(&mut self, text: &str, out: &mut String) {
+        if self.text_started || text.is_empty() {
+            out.push_str(text);
+            return;
+        }
+        self.text_started = true;
+        match text.strip_prefix(' ') {
+            Some(rest) if self.tokenizer.strips_space_prefix() => out.push_str(rest),
+            _ => out.push_str(text),
+        }
     }
 }
 
