@@ -261,7 +261,10 @@ impl Host {
         let prefetch_depth = match (opts.prefetch, opts.prefetch_depth) {
             (false, _) => 0,
             (true, Some(d)) => d.min(n.saturating_sub(1)),
-            (true, None) => opts.lru_capacity.saturating_sub(1).clamp(1, n.saturating_sub(1).max(1)),
+            (true, None) => opts
+                .lru_capacity
+                .saturating_sub(1)
+                .clamp(1, n.saturating_sub(1).max(1)),
         };
         let stats = Stats {
             resident_bytes: resident.len() as u64,

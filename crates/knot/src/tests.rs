@@ -25,6 +25,15 @@ fn config(n_layers: usize, tied: bool) -> ModelConfig {
         eos_ids: vec![2],
         pad_id: None,
         add_bos: true,
+        qkv_bias: false,
+        qk_norm: false,
+        sandwich_norms: false,
+        scale_embeddings: false,
+        ffn_activation: FfnActivation::Silu,
+        query_pre_attn_scalar: None,
+        sliding_window: None,
+        sliding_window_pattern: 0,
+        rope_theta_local: None,
     }
 }
 
