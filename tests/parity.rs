@@ -165,3 +165,62 @@ fn tiny_llama_tied_safetensors_matches_reference() {
         1e-4,
     );
 }
+
+// qwen2 (Q/K/V biases), qwen3 (per-head q/k norms) and gemma3 (sandwich norms, √dim embedding
+// scale, GELU-tanh, 5 sliding-window layers of width 4 then a global one, two RoPE bases),
+// each from the GGUF llama.cpp's converter would write and from the HF directory
+// (scripts/reference/make_tiny_archs.py).
+
+#[test]
+fn tiny_qwen2_gguf_matches_reference() {
+    check_tiny(
+        "tiny/qwen2-f32.knot",
+        &load_reference("tiny/qwen2-f32.json"),
+        1e-4,
+    );
+}
+
+#[test]
+fn tiny_qwen2_safetensors_matches_reference() {
+    check_tiny(
+        "tiny/qwen2-f32-hf.knot",
+        &load_reference("tiny/qwen2-f32.json"),
+        1e-4,
+    );
+}
+
+#[test]
+fn tiny_qwen3_gguf_matches_reference() {
+    check_tiny(
+        "tiny/qwen3-f32.knot",
+        &load_reference("tiny/qwen3-f32.json"),
+        1e-4,
+    );
+}
+
+#[test]
+fn tiny_qwen3_safetensors_matches_reference() {
+    check_tiny(
+        "tiny/qwen3-f32-hf.knot",
+        &load_reference("tiny/qwen3-f32.json"),
+        1e-4,
+    );
+}
+
+#[test]
+fn tiny_gemma3_gguf_matches_reference() {
+    check_tiny(
+        "tiny/gemma3-f32.knot",
+        &load_reference("tiny/gemma3-f32.json"),
+        1e-4,
+    );
+}
+
+#[test]
+fn tiny_gemma3_safetensors_matches_reference() {
+    check_tiny(
+        "tiny/gemma3-f32-hf.knot",
+        &load_reference("tiny/gemma3-f32.json"),
+        1e-4,
+    );
+}

@@ -236,7 +236,10 @@ impl ConfigExt for ModelConfig {
         if self.sliding_window == Some(0) {
             return bad("sliding_window must be positive");
         }
-        if self.query_pre_attn_scalar.is_some_and(|s| s.is_nan() || s <= 0.0) {
+        if self
+            .query_pre_attn_scalar
+            .is_some_and(|s| s.is_nan() || s <= 0.0)
+        {
             return bad("query_pre_attn_scalar must be positive");
         }
         Ok(())

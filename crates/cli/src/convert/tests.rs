@@ -560,7 +560,9 @@ fn hf_directory_converts() {
         assert_eq!(knot.tensor("output.weight").is_some(), !tied);
 
         for (hf_name, _, shape, bytes) in hf_tensors(2, !tied) {
-            let name = super::from_hf::knot_name(&hf_name).unwrap().unwrap();
+            let name = super::from_hf::knot_name(&hf_name, &super::arch::spec("llama").unwrap())
+                .unwrap()
+                .unwrap();
             let t = knot.tensor(&name).unwrap();
             assert_eq!(
                 t.shape,
