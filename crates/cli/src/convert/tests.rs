@@ -748,3 +748,55 @@ fn qwen2_hf_sliding_window_is_rejected() {
     let e = hf_err_with(&dir, |c| c["use_sliding_window"] = json!(true));
     assert!(matches!(e, ConvertError::Unsupported(_)), "{e}");
 }
+
+/// The committed gemma3 GGUF fixture rewritten with `edit` applied to its key-value pairs.
+fn gemma3_gguf_with(edit: impl FnOnce(&mut Vec<(String, GgufValue)>)) -> Vec<u8> {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny/gemma3-f32.gguf");
+    let bytes = std::fs::read(path).unwrap();
+    let g = GgufFile::read(&mut Cursor::new(&bytes)).unwrap();
+    let tensors: Vec<RawTensor> = g
+        .tensors
+        .iter()
+        .map(|t| {
+            assert_eq!(t.dtype, DType::F32);
+            RawTensor {
+                name: t.name.clone(),
+                dims: t.dims.clone(),
+                type_id: 0,
+                data: g.read_tensor(&mut Cursor::new(&bytes), t).unwrap(),
+            }
+        })
+        .collect();
+    let mut kv = g.metadata.clone();
+    edit(&mut kv);
+    let kv: Vec<(&str, GgufValue)> = kv.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    gguf_file(&kv, &tensors)
+}
+
+#[test]
+fn gemma3_gguf_gets_llama_cpp_layer_pattern_and_local_base() {
+    let (_, out) =
+        convert_gguf_bytes(&gemma3_gguf_with(|_| {}), &ConvertOptions::default()).unwrap();
+    let c = Knot::from_bytes(&out).unwrap().meta.config;
+    assert_eq!((c.sliding_window, c.sliding_window_pattern), (Some(4), 6));
+    assert_eq!((c.rope_theta, c.rope_theta_local), (1e6, Some(1e4)));
+    assert_eq!(c.query_pre_attn_scalar, None);
+    assert!(c.tie_word_embeddings && c.qk_norm && c.sandwich_norms && c.scale_embeddings);
+
+    let without = gemma3_gguf_with(|kv| kv.retain(|(k, _)| k != "gemma3.attention.sliding_window"));
+    let e = convert_gguf_bytes(&without, &ConvertOptions::default()).unwrap_err();
+    assert!(
+        matches!(e, ConvertError::MissingKey(ref k) if k == "gemma3.attention.sliding_window"),
+        "{e}"
+    );
+    let zero = gemma3_gguf_with(|kv| {
+        for (k, v) in kv.iter_mut() {
+            if k == "gemma3.attention.sliding_window" {
+                *v = GgufValue::U32(0);
+            }
+        }
+    });
+    let e = convert_gguf_bytes(&zero, &ConvertOptions::default()).unwrap_err();
+    assert!(matches!(e, ConvertError::InvalidConfig(_)), "{e}");
+}
