@@ -609,3 +609,121 @@ fn load_vector(w: &QMatrix, out: &mut Vec<f32>) {
     out.resize(w.cols(), 0.0);
     w.dequantize_row(0, out);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use knot::RopeStyle;
+
+    fn gemma_like() -> ModelConfig {
+        ModelConfig {
+            n_layers: 1,
+            dim: 8,
+            n_heads: 2,
+            n_kv_heads: 1,
+            head_dim: 4,
+            ffn_dim: 8,
+            vocab_size: 4,
+            context_length: 16,
+            rope_theta: 1e6,
+            rope_style: RopeStyle::Neox,
+            rope_dim: 4,
+            norm_eps: 1e-6,
+            tie_word_embeddings: true,
+            bos_id: None,
+            eos_ids: vec![],
+            pad_id: None,
+            add_bos: false,
+            qkv_bias: true,
+            qk_norm: true,
+            sandwich_norms: true,
+            scale_embeddings: true,
+            ffn_activation: FfnActivation::GeluTanh,
+            query_pre_attn_scalar: Some(4.0),
+            sliding_window: Some(2),
+            sliding_window_pattern: 6,
+            rope_theta_local: Some(1e4),
+        }
+    }
+
+    #[test]
+    fn bad_window_and_query_scale_are_config_errors() {
+        for bad in [
+            ModelConfig {
+                sliding_window: Some(0),
+                ..gemma_like()
+            },
+            ModelConfig {
+                query_pre_attn_scalar: Some(0.0),
+                ..gemma_like()
+            },
+            ModelConfig {
+                query_pre_attn_scalar: Some(f32::NAN),
+                ..gemma_like()
+            },
+        ] {
+            assert!(matches!(bad.validate(), Err(EngineError::BadConfig(_))));
+            assert!(Session::new(&bad, 8).is_err());
+        }
+        gemma_like().validate().unwrap();
+    }
+
+    #[test]
+    fn every_switched_on_tensor_is_required() {
+        let cfg = gemma_like();
+        let (dim, q, kv, hd, ffn) = (8u64, 8u64, 4u64, 4u64, 8u64);
+        let shapes: Vec<(&str, Vec<u64>)> = vec![
+            ("attn_norm.weight", vec![dim]),
+            ("attn_q.weight", vec![q, dim]),
+            ("attn_k.weight", vec![kv, dim]),
+            ("attn_v.weight", vec![kv, dim]),
+            ("attn_output.weight", vec![dim, q]),
+            ("ffn_norm.weight", vec![dim]),
+            ("ffn_gate.weight", vec![ffn, dim]),
+            ("ffn_up.weight", vec![ffn, dim]),
+            ("ffn_down.weight", vec![dim, ffn]),
+            ("attn_q.bias", vec![q]),
+            ("attn_k.bias", vec![kv]),
+            ("attn_v.bias", vec![kv]),
+            ("attn_q_norm.weight", vec![hd]),
+            ("attn_k_norm.weight", vec![hd]),
+            ("post_attention_norm.weight", vec![dim]),
+            ("post_ffw_norm.weight", vec![dim]),
+        ];
+        let data = vec![0u8; 4 * 64];
+        let names: Vec<String> = shapes.iter().map(|(n, _)| format!("blk.0.{n}")).collect();
+        let lookup = |skip: Option<String>| {
+            let (names, shapes, data) = (&names, &shapes, &data);
+            move |name: &str| {
+                if skip.as_deref() == Some(name) {
+                    return None;
+                }
+                let i = names.iter().position(|n| n == name)?;
+                let shape = &shapes[i].1;
+                let n = shape.iter().product::<u64>() as usize;
+                Some(TensorRef {
+                    dtype: DType::F32,
+                    shape: shape.as_slice(),
+                    data: &data[..4 * n],
+                })
+            }
+        };
+        LayerWeights::load(&cfg, 0, &lookup(None)).unwrap();
+        for name in &names[9..] {
+            match LayerWeights::load(&cfg, 0, &lookup(Some(name.clone()))) {
+                Err(EngineError::MissingTensor(n)) => assert_eq!(&n, name),
+                other => panic!("{name}: {:?}", other.err()),
+            }
+        }
+        // A llama config does not ask for them.
+        let llama = ModelConfig {
+            qkv_bias: false,
+            qk_norm: false,
+            sandwich_norms: false,
+            ..cfg
+        };
+        let w = LayerWeights::load(&llama, 0, &lookup(Some("blk.0.attn_q_norm.weight".into())))
+            .unwrap();
+        assert!(w.attn_qk_norm.is_none() && w.attn_qkv_bias.is_none());
+    }
+}
