@@ -12,7 +12,7 @@
 //! positions at once: matrix-matrix in prefill, matrix-vector in decode), and
 //! [`Session::finish`] applies the final norm and the LM head.
 
-use crate::ops::{axpy, dot, gelu_tanh_gated, rmsnorm, softmax, swiglu, Rope};
+use crate::ops::{axpy, dot, gelu_tanh_gated, rmsnorm, rmsnorm_in_place, softmax, swiglu, Rope};
 use crate::quant::{matmul, MatmulScratch, QMatrix, QuantError};
 use knot::{DType, FfnActivation, ModelConfig};
 
@@ -590,17 +590,6 @@ fn add(x: &mut [f32], y: &[f32]) {
 fn add_rows(x: &mut [f32], row: &[f32]) {
     for r in x.chunks_exact_mut(row.len()) {
         add(r, row);
-    }
-}
-
-/// RMSNorm of every `weight.len()`-wide row of `x`, in place.
-fn rmsnorm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
-    for r in x.chunks_exact_mut(weight.len()) {
-        let ss = r.iter().map(|v| v * v).sum::<f32>() / r.len() as f32;
-        let scale = 1.0 / (ss + eps).sqrt();
-        for (v, w) in r.iter_mut().zip(weight) {
-            *v = *v * scale * w;
-        }
     }
 }
 

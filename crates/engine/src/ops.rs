@@ -42,6 +42,18 @@ pub fn rmsnorm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
     }
 }
 
+/// RMSNorm of every `weight.len()`-wide row of `x`, in place (per-head q/k norms, where a row
+/// is one head, and gemma's post-attention/post-FFN norms).
+pub fn rmsnorm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
+    for r in x.chunks_exact_mut(weight.len()) {
+        let ss = r.iter().map(|v| v * v).sum::<f32>() / r.len() as f32;
+        let scale = 1.0 / (ss + eps).sqrt();
+        for (v, w) in r.iter_mut().zip(weight) {
+            *v = *v * scale * w;
+        }
+    }
+}
+
 /// In-place softmax.
 pub fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
