@@ -107,12 +107,18 @@ fn tiny_llama_f16_safetensors_matches_reference() {
 /// activations to 8-bit blocks, so logits differ slightly; near-ties may flip the argmax.
 #[test]
 fn smollm2_matches_reference() {
-    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
+    check_real_model("SmolLM2-135M-Instruct.Q4_1.knot", "smollm2.json");
+}
+
+/// A quantized real model against HF's f32 computation on the dequantized weights:
+/// teacher-forced argmax agreement >= 99% and greedy identical for the first 16 tokens.
+fn check_real_model(model_rel: &str, reference_rel: &str) {
+    let Some(path) = require_model(model_rel) else {
         return;
     };
     let file = KnotFile::read(&path);
     let model = file.model();
-    let reference = load_reference("smollm2.json");
+    let reference = load_reference(reference_rel);
     let (mut agree, mut total) = (0usize, 0usize);
     let mut max_diff = 0.0f32;
     let mut diverged = Vec::new();
@@ -140,7 +146,7 @@ fn smollm2_matches_reference() {
         }
     }
     let rate = agree as f64 / total as f64;
-    eprintln!("smollm2: teacher-forced argmax agreement {agree}/{total} ({:.2}%), max |logit diff| at reference top-8 {max_diff:.3}", rate * 100.0);
+    eprintln!("{model_rel}: teacher-forced argmax agreement {agree}/{total} ({:.2}%), max |logit diff| at reference top-8 {max_diff:.3}", rate * 100.0);
     assert!(rate >= 0.99, "argmax agreement {rate}");
     assert!(
         diverged.is_empty(),
@@ -164,4 +170,71 @@ fn tiny_llama_tied_safetensors_matches_reference() {
         &load_reference("tiny/llama-tied-f32.json"),
         1e-4,
     );
+}
+
+// qwen2 (Q/K/V biases), qwen3 (per-head q/k norms) and gemma3 (sandwich norms, √dim embedding
+// scale, GELU-tanh, 5 sliding-window layers of width 4 then a global one, two RoPE bases),
+// each from the GGUF llama.cpp's converter would write and from the HF directory
+// (scripts/reference/make_tiny_archs.py).
+
+#[test]
+fn tiny_qwen2_gguf_matches_reference() {
+    check_tiny(
+        "tiny/qwen2-f32.knot",
+        &load_reference("tiny/qwen2-f32.json"),
+        1e-4,
+    );
+}
+
+#[test]
+fn tiny_qwen2_safetensors_matches_reference() {
+    check_tiny(
+        "tiny/qwen2-f32-hf.knot",
+        &load_reference("tiny/qwen2-f32.json"),
+        1e-4,
+    );
+}
+
+#[test]
+fn tiny_qwen3_gguf_matches_reference() {
+    check_tiny(
+        "tiny/qwen3-f32.knot",
+        &load_reference("tiny/qwen3-f32.json"),
+        1e-4,
+    );
+}
+
+#[test]
+fn tiny_qwen3_safetensors_matches_reference() {
+    check_tiny(
+        "tiny/qwen3-f32-hf.knot",
+        &load_reference("tiny/qwen3-f32.json"),
+        1e-4,
+    );
+}
+
+#[test]
+fn tiny_gemma3_gguf_matches_reference() {
+    check_tiny(
+        "tiny/gemma3-f32.knot",
+        &load_reference("tiny/gemma3-f32.json"),
+        1e-4,
+    );
+}
+
+#[test]
+fn tiny_gemma3_safetensors_matches_reference() {
+    check_tiny(
+        "tiny/gemma3-f32-hf.knot",
+        &load_reference("tiny/gemma3-f32.json"),
+        1e-4,
+    );
+}
+
+/// Gemma-3-270M Q4_K_M (Q5_0/Q4_K/Q6_K/Q8_0 tensors), including a prompt longer than its
+/// 512-position sliding window. The knot file comes from
+/// `knot convert models/gemma-3-270m-q4_k_m.gguf models/gemma-3-270m.knot`.
+#[test]
+fn gemma3_270m_matches_reference() {
+    check_real_model("gemma-3-270m.knot", "gemma3-270m.json");
 }

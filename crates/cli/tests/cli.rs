@@ -248,6 +248,12 @@ fn convert_reproduces_the_committed_fixtures_byte_for_byte() {
         ("tiny/llama-f32-hf", "tiny/llama-f32-hf.knot"),
         ("tiny/llama-f16-hf", "tiny/llama-f16-hf.knot"),
         ("tiny/llama-tied-f32-hf", "tiny/llama-tied-f32-hf.knot"),
+        ("tiny/qwen2-f32.gguf", "tiny/qwen2-f32.knot"),
+        ("tiny/qwen2-f32-hf", "tiny/qwen2-f32-hf.knot"),
+        ("tiny/qwen3-f32.gguf", "tiny/qwen3-f32.knot"),
+        ("tiny/qwen3-f32-hf", "tiny/qwen3-f32-hf.knot"),
+        ("tiny/gemma3-f32.gguf", "tiny/gemma3-f32.knot"),
+        ("tiny/gemma3-f32-hf", "tiny/gemma3-f32-hf.knot"),
     ] {
         let out = dir.join(committed.replace('/', "_"));
         ok_stdout(&["convert", &fixture(input), out.to_str().unwrap()]);

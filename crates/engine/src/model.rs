@@ -1,14 +1,20 @@
 //! The llama-family forward pass, llama2.c-style: weights are borrowed views into the file's
 //! bytes, the run state (activations, KV cache) is allocated by the session and reused.
 //!
+//! qwen2, qwen3 and gemma3 are the same block with a few switches from [`ModelConfig`]:
+//! Q/K/V biases (`qkv_bias`), per-head q/k RMSNorm before RoPE (`qk_norm`), norms on the
+//! attention and FFN outputs (`sandwich_norms`), a √dim embedding scale, GELU-tanh instead of
+//! SiLU, a query scale other than `1/√head_dim`, and sliding-window layers with their own RoPE
+//! base. Gemma's `(1 + w)` norms need no switch: converters store `1 + w` (as llama.cpp does).
+//!
 //! A forward pass over a batch of tokens is split so a caller can stream layers:
 //! [`Session::begin`] embeds the batch, [`Session::run_layer`] runs it through one layer (all
 //! positions at once: matrix-matrix in prefill, matrix-vector in decode), and
 //! [`Session::finish`] applies the final norm and the LM head.
 
-use crate::ops::{axpy, dot, rmsnorm, softmax, swiglu, Rope};
+use crate::ops::{axpy, dot, gelu_tanh_gated, rmsnorm, rmsnorm_in_place, softmax, swiglu, Rope};
 use crate::quant::{matmul, MatmulScratch, QMatrix, QuantError};
-use knot::{DType, ModelConfig};
+use knot::{DType, FfnActivation, ModelConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -133,6 +139,13 @@ pub struct LayerWeights<'a> {
     pub ffn_gate: QMatrix<'a>,
     pub ffn_up: QMatrix<'a>,
     pub ffn_down: QMatrix<'a>,
+    /// Present when `cfg.qkv_bias`.
+    pub attn_qkv_bias: Option<[QMatrix<'a>; 3]>,
+    /// Per-head norms of q and k (`[head_dim]` each), present when `cfg.qk_norm`.
+    pub attn_qk_norm: Option<[QMatrix<'a>; 2]>,
+    /// Norms of the attention and FFN outputs, present when `cfg.sandwich_norms`.
+    pub post_attention_norm: Option<QMatrix<'a>>,
+    pub post_ffw_norm: Option<QMatrix<'a>>,
 }
 
 impl<'a> LayerWeights<'a> {
@@ -144,6 +157,8 @@ impl<'a> LayerWeights<'a> {
         let (dim, q_dim, kv_dim, ffn) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim);
         let m =
             |role: &str, rows, cols| matrix(src, &format!("blk.{layer}.{role}.weight"), rows, cols);
+        let bias = |role: &str, len| matrix(src, &format!("blk.{layer}.{role}.bias"), 1, len);
+        let hd = cfg.head_dim;
         Ok(LayerWeights {
             attn_norm: m("attn_norm", 1, dim)?,
             attn_q: m("attn_q", q_dim, dim)?,
@@ -154,12 +169,32 @@ impl<'a> LayerWeights<'a> {
             ffn_gate: m("ffn_gate", ffn, dim)?,
             ffn_up: m("ffn_up", ffn, dim)?,
             ffn_down: m("ffn_down", dim, ffn)?,
+            attn_qkv_bias: match cfg.qkv_bias {
+                true => Some([
+                    bias("attn_q", q_dim)?,
+                    bias("attn_k", kv_dim)?,
+                    bias("attn_v", kv_dim)?,
+                ]),
+                false => None,
+            },
+            attn_qk_norm: match cfg.qk_norm {
+                true => Some([m("attn_q_norm", 1, hd)?, m("attn_k_norm", 1, hd)?]),
+                false => None,
+            },
+            post_attention_norm: cfg
+                .sandwich_norms
+                .then(|| m("post_attention_norm", 1, dim))
+                .transpose()?,
+            post_ffw_norm: cfg
+                .sandwich_norms
+                .then(|| m("post_ffw_norm", 1, dim))
+                .transpose()?,
         })
     }
 }
 
 /// Architectures this engine runs.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma3"];
 
 /// Rejects architectures the forward pass does not implement, naming them.
 pub fn check_architecture(name: &str) -> Result<(), EngineError> {
@@ -198,6 +233,15 @@ impl ConfigExt for ModelConfig {
         if self.vocab_size == 0 || self.ffn_dim == 0 || self.n_layers == 0 {
             return bad("vocab_size, ffn_dim and n_layers must be positive");
         }
+        if self.sliding_window == Some(0) {
+            return bad("sliding_window must be positive");
+        }
+        if self
+            .query_pre_attn_scalar
+            .is_some_and(|s| s.is_nan() || s <= 0.0)
+        {
+            return bad("query_pre_attn_scalar must be positive");
+        }
         Ok(())
     }
 }
@@ -213,6 +257,8 @@ struct LayerCache {
 pub struct Session {
     cfg: ModelConfig,
     rope: Rope,
+    /// RoPE of sliding-window layers (their base can differ from the global layers').
+    rope_local: Rope,
     max_ctx: usize,
     /// Positions already in the KV cache.
     pos: usize,
@@ -242,6 +288,11 @@ impl Session {
         let max_ctx = max_ctx.min(cfg.context_length.max(1));
         Ok(Session {
             rope: Rope::new(cfg.rope_style, cfg.rope_dim, cfg.rope_theta),
+            rope_local: Rope::new(
+                cfg.rope_style,
+                cfg.rope_dim,
+                cfg.rope_theta_local.unwrap_or(cfg.rope_theta),
+            ),
             cfg: cfg.clone(),
             max_ctx,
             pos: 0,
@@ -330,8 +381,13 @@ impl Session {
         ] {
             buf.resize(n * width, 0.0);
         }
+        // HF computes Gemma's scale as a Python float cast to the weights' dtype.
+        let embed_scale = (dim as f64).sqrt() as f32;
         for (row, &id) in self.x.chunks_exact_mut(dim).zip(tokens) {
             w.token_embd.dequantize_row(id as usize, row);
+            if c.scale_embeddings {
+                row.iter_mut().for_each(|v| *v *= embed_scale);
+            }
         }
         self.n = n;
         self.next_layer = 0;
@@ -350,20 +406,35 @@ impl Session {
             });
         }
         let (n, pos, eps) = (self.n, self.pos, self.cfg.norm_eps);
-        let (hd, kv_dim) = (self.cfg.head_dim, self.cfg.kv_dim());
+        let (hd, q_dim, kv_dim) = (self.cfg.head_dim, self.cfg.q_dim(), self.cfg.kv_dim());
 
-        // Attention: x += Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
+        // Attention: x += [post_norm] Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
         load_vector(&w.attn_norm, &mut self.norm_w);
         rmsnorm(&mut self.xb, &self.x, &self.norm_w, eps);
         matmul(&w.attn_q, &self.xb, n, &mut self.q, &mut self.scratch);
         matmul(&w.attn_k, &self.xb, n, &mut self.k, &mut self.scratch);
         matmul(&w.attn_v, &self.xb, n, &mut self.v, &mut self.scratch);
+        if let Some([bq, bk, bv]) = &w.attn_qkv_bias {
+            // qwen2
+            for (b, out) in [(bq, &mut self.q), (bk, &mut self.k), (bv, &mut self.v)] {
+                load_vector(b, &mut self.norm_w);
+                add_rows(out, &self.norm_w);
+            }
+        }
+        if let Some([q_norm, k_norm]) = &w.attn_qk_norm {
+            // qwen3, gemma3: each head normalised on its own, before RoPE.
+            for (nw, buf) in [(q_norm, &mut self.q), (k_norm, &mut self.k)] {
+                load_vector(nw, &mut self.norm_w);
+                rmsnorm_in_place(buf, &self.norm_w, eps);
+            }
+        }
+        let rope = match self.cfg.is_local_layer(layer) {
+            true => &self.rope_local,
+            false => &self.rope,
+        };
         for t in 0..n {
-            let q_dim = self.cfg.q_dim();
-            self.rope
-                .apply(&mut self.q[t * q_dim..(t + 1) * q_dim], hd, pos + t);
-            self.rope
-                .apply(&mut self.k[t * kv_dim..(t + 1) * kv_dim], hd, pos + t);
+            rope.apply(&mut self.q[t * q_dim..(t + 1) * q_dim], hd, pos + t);
+            rope.apply(&mut self.k[t * kv_dim..(t + 1) * kv_dim], hd, pos + t);
         }
         let cache = &mut self.kv[layer];
         cache.k.extend_from_slice(&self.k);
@@ -376,15 +447,27 @@ impl Session {
             &mut self.xb,
             &mut self.scratch,
         );
+        if let Some(post) = &w.post_attention_norm {
+            // gemma3's sandwich norm
+            load_vector(post, &mut self.norm_w);
+            rmsnorm_in_place(&mut self.xb, &self.norm_w, eps);
+        }
         add(&mut self.x, &self.xb);
 
-        // Feed-forward: x += Wdown · (silu(Wgate·norm(x)) * Wup·norm(x))
+        // Feed-forward: x += [post_norm] Wdown · (act(Wgate·norm(x)) * Wup·norm(x))
         load_vector(&w.ffn_norm, &mut self.norm_w);
         rmsnorm(&mut self.xb, &self.x, &self.norm_w, eps);
         matmul(&w.ffn_gate, &self.xb, n, &mut self.hb, &mut self.scratch);
         matmul(&w.ffn_up, &self.xb, n, &mut self.hb2, &mut self.scratch);
-        swiglu(&mut self.hb, &self.hb2);
+        match self.cfg.ffn_activation {
+            FfnActivation::Silu => swiglu(&mut self.hb, &self.hb2),
+            FfnActivation::GeluTanh => gelu_tanh_gated(&mut self.hb, &self.hb2),
+        }
         matmul(&w.ffn_down, &self.hb, n, &mut self.xb, &mut self.scratch);
+        if let Some(post) = &w.post_ffw_norm {
+            load_vector(post, &mut self.norm_w);
+            rmsnorm_in_place(&mut self.xb, &self.norm_w, eps);
+        }
         add(&mut self.x, &self.xb);
 
         self.next_layer += 1;
@@ -396,21 +479,27 @@ impl Session {
         let c = &self.cfg;
         let (hd, n_heads, kv_dim) = (c.head_dim, c.n_heads, c.kv_dim());
         let group = n_heads / c.n_kv_heads;
-        let scale = 1.0 / (hd as f32).sqrt();
+        let scale = 1.0 / c.query_pre_attn_scalar.unwrap_or(hd as f32).sqrt();
+        // Local layers see the last `window` positions, the current one included.
+        let window = match c.is_local_layer(layer) {
+            true => c.sliding_window,
+            false => None,
+        };
         let cache = &self.kv[layer];
         for t in 0..self.n {
             let len = self.pos + t + 1; // causal: this token sees itself and everything before
-            self.scores.resize(len, 0.0);
+            let first = window.map_or(0, |w| len.saturating_sub(w));
+            self.scores.resize(len - first, 0.0);
             for h in 0..n_heads {
                 let q = &self.q[(t * n_heads + h) * hd..][..hd];
                 let kv_off = (h / group) * hd;
-                for (s, score) in self.scores.iter_mut().enumerate() {
+                for (s, score) in (first..len).zip(self.scores.iter_mut()) {
                     *score = dot(q, &cache.k[s * kv_dim + kv_off..][..hd]) * scale;
                 }
                 softmax(&mut self.scores);
                 let out = &mut self.att[(t * n_heads + h) * hd..][..hd];
                 out.fill(0.0);
-                for (s, &p) in self.scores.iter().enumerate() {
+                for (s, &p) in (first..len).zip(self.scores.iter()) {
                     axpy(out, p, &cache.v[s * kv_dim + kv_off..][..hd]);
                 }
             }
@@ -497,8 +586,133 @@ fn add(x: &mut [f32], y: &[f32]) {
     }
 }
 
+/// Adds `row` to every `row.len()`-wide row of `x`.
+fn add_rows(x: &mut [f32], row: &[f32]) {
+    for r in x.chunks_exact_mut(row.len()) {
+        add(r, row);
+    }
+}
+
 /// Dequantizes a 1-row tensor (a norm weight) into `out`.
 fn load_vector(w: &QMatrix, out: &mut Vec<f32>) {
     out.resize(w.cols(), 0.0);
     w.dequantize_row(0, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use knot::RopeStyle;
+
+    fn gemma_like() -> ModelConfig {
+        ModelConfig {
+            n_layers: 1,
+            dim: 8,
+            n_heads: 2,
+            n_kv_heads: 1,
+            head_dim: 4,
+            ffn_dim: 8,
+            vocab_size: 4,
+            context_length: 16,
+            rope_theta: 1e6,
+            rope_style: RopeStyle::Neox,
+            rope_dim: 4,
+            norm_eps: 1e-6,
+            tie_word_embeddings: true,
+            bos_id: None,
+            eos_ids: vec![],
+            pad_id: None,
+            add_bos: false,
+            qkv_bias: true,
+            qk_norm: true,
+            sandwich_norms: true,
+            scale_embeddings: true,
+            ffn_activation: FfnActivation::GeluTanh,
+            query_pre_attn_scalar: Some(4.0),
+            sliding_window: Some(2),
+            sliding_window_pattern: 6,
+            rope_theta_local: Some(1e4),
+        }
+    }
+
+    #[test]
+    fn bad_window_and_query_scale_are_config_errors() {
+        for bad in [
+            ModelConfig {
+                sliding_window: Some(0),
+                ..gemma_like()
+            },
+            ModelConfig {
+                query_pre_attn_scalar: Some(0.0),
+                ..gemma_like()
+            },
+            ModelConfig {
+                query_pre_attn_scalar: Some(f32::NAN),
+                ..gemma_like()
+            },
+        ] {
+            assert!(matches!(bad.validate(), Err(EngineError::BadConfig(_))));
+            assert!(Session::new(&bad, 8).is_err());
+        }
+        gemma_like().validate().unwrap();
+    }
+
+    #[test]
+    fn every_switched_on_tensor_is_required() {
+        let cfg = gemma_like();
+        let (dim, q, kv, hd, ffn) = (8u64, 8u64, 4u64, 4u64, 8u64);
+        let shapes: Vec<(&str, Vec<u64>)> = vec![
+            ("attn_norm.weight", vec![dim]),
+            ("attn_q.weight", vec![q, dim]),
+            ("attn_k.weight", vec![kv, dim]),
+            ("attn_v.weight", vec![kv, dim]),
+            ("attn_output.weight", vec![dim, q]),
+            ("ffn_norm.weight", vec![dim]),
+            ("ffn_gate.weight", vec![ffn, dim]),
+            ("ffn_up.weight", vec![ffn, dim]),
+            ("ffn_down.weight", vec![dim, ffn]),
+            ("attn_q.bias", vec![q]),
+            ("attn_k.bias", vec![kv]),
+            ("attn_v.bias", vec![kv]),
+            ("attn_q_norm.weight", vec![hd]),
+            ("attn_k_norm.weight", vec![hd]),
+            ("post_attention_norm.weight", vec![dim]),
+            ("post_ffw_norm.weight", vec![dim]),
+        ];
+        let data = vec![0u8; 4 * 64];
+        let names: Vec<String> = shapes.iter().map(|(n, _)| format!("blk.0.{n}")).collect();
+        let lookup = |skip: Option<String>| {
+            let (names, shapes, data) = (&names, &shapes, &data);
+            move |name: &str| {
+                if skip.as_deref() == Some(name) {
+                    return None;
+                }
+                let i = names.iter().position(|n| n == name)?;
+                let shape = &shapes[i].1;
+                let n = shape.iter().product::<u64>() as usize;
+                Some(TensorRef {
+                    dtype: DType::F32,
+                    shape: shape.as_slice(),
+                    data: &data[..4 * n],
+                })
+            }
+        };
+        LayerWeights::load(&cfg, 0, &lookup(None)).unwrap();
+        for name in &names[9..] {
+            match LayerWeights::load(&cfg, 0, &lookup(Some(name.clone()))) {
+                Err(EngineError::MissingTensor(n)) => assert_eq!(&n, name),
+                other => panic!("{name}: {:?}", other.err()),
+            }
+        }
+        // A llama config does not ask for them.
+        let llama = ModelConfig {
+            qkv_bias: false,
+            qk_norm: false,
+            sandwich_norms: false,
+            ..cfg
+        };
+        let w = LayerWeights::load(&llama, 0, &lookup(Some("blk.0.attn_q_norm.weight".into())))
+            .unwrap();
+        assert!(w.attn_qk_norm.is_none() && w.attn_qkv_bias.is_none());
+    }
 }

@@ -42,6 +42,18 @@ pub fn rmsnorm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
     }
 }
 
+/// RMSNorm of every `weight.len()`-wide row of `x`, in place (per-head q/k norms, where a row
+/// is one head, and gemma's post-attention/post-FFN norms).
+pub fn rmsnorm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
+    for r in x.chunks_exact_mut(weight.len()) {
+        let ss = r.iter().map(|v| v * v).sum::<f32>() / r.len() as f32;
+        let scale = 1.0 / (ss + eps).sqrt();
+        for (v, w) in r.iter_mut().zip(weight) {
+            *v = *v * scale * w;
+        }
+    }
+}
+
 /// In-place softmax.
 pub fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -60,6 +72,17 @@ pub fn softmax(x: &mut [f32]) {
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     for (g, u) in gate.iter_mut().zip(up) {
         *g = *g / (1.0 + (-*g).exp()) * u;
+    }
+}
+
+/// GELU(gate) * up, in place in `gate`, with GELU's tanh approximation (PyTorch's
+/// `gelu(approximate="tanh")`, Gemma's `gelu_pytorch_tanh`).
+pub fn gelu_tanh_gated(gate: &mut [f32], up: &[f32]) {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    for (g, u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        let inner = SQRT_2_OVER_PI * (x + 0.044715 * x * x * x);
+        *g = 0.5 * x * (1.0 + inner.tanh()) * u;
     }
 }
 
@@ -142,6 +165,17 @@ mod tests {
         Rope::new(RopeStyle::Interleaved, d, 10000.0).apply(&mut inter, d, 7);
         for (j, &p) in perm.iter().enumerate() {
             assert!((inter[j] - neox[p]).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn gelu_tanh_matches_known_values() {
+        // PyTorch: gelu(x, approximate="tanh") at -1, 0, 0.5, 2.
+        let mut g = [-1.0f32, 0.0, 0.5, 2.0];
+        gelu_tanh_gated(&mut g, &[1.0, 1.0, 2.0, 1.0]);
+        let want = [-0.158_808, 0.0, 2.0 * 0.345_714, 1.954_598];
+        for (a, b) in g.iter().zip(want) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
         }
     }
 

@@ -2,7 +2,7 @@
 //! argument, e.g. to look at a real header with `xxd`. Used for the dump in docs/knot-format.md.
 
 use knot::{
-    layer_tensor_name, DType, KnotBuilder, ModelConfig, RopeStyle, TokenizerData,
+    layer_tensor_name, DType, FfnActivation, KnotBuilder, ModelConfig, RopeStyle, TokenizerData,
     CANONICAL_LAYER_TENSORS,
 };
 
@@ -26,6 +26,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eos_ids: vec![3],
         pad_id: None,
         add_bos: false,
+        qkv_bias: false,
+        qk_norm: false,
+        sandwich_norms: false,
+        scale_embeddings: false,
+        ffn_activation: FfnActivation::Silu,
+        query_pre_attn_scalar: None,
+        sliding_window: None,
+        sliding_window_pattern: 0,
+        rope_theta_local: None,
     };
     let tokenizer = TokenizerData {
         model: "gpt2".into(),

@@ -18,7 +18,8 @@ pub use header::{
     FIXED_HEADER_LEN, MAGIC, TENSOR_ALIGNMENT, VERSION,
 };
 pub use meta::{
-    Metadata, ModelConfig, RopeStyle, Span, TensorEntry, TokenizerData, TokenizerEntry,
+    FfnActivation, Metadata, ModelConfig, RopeStyle, Span, TensorEntry, TokenizerData,
+    TokenizerEntry,
 };
 pub use names::{
     layer_of, layer_tensor_name, CANONICAL_LAYER_TENSORS, OUTPUT, OUTPUT_NORM, TOKEN_EMBD,

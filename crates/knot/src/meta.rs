@@ -49,6 +49,66 @@ pub struct ModelConfig {
     /// Whether a BOS token is prepended when encoding a prompt.
     #[serde(default)]
     pub add_bos: bool,
+
+    // Architecture variations. Every default is llama's and is left out when written, so llama
+    // files read and write exactly as before these fields existed.
+    /// Q, K and V projections carry biases (`blk.N.attn_{q,k,v}.bias`; qwen2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub qkv_bias: bool,
+    /// Per-head RMSNorm of q and k before RoPE (`attn_q_norm`, `attn_k_norm`; qwen3, gemma3).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub qk_norm: bool,
+    /// RMSNorm of the attention and FFN outputs before each residual add (`post_attention_norm`,
+    /// `post_ffw_norm`; gemma3).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandwich_norms: bool,
+    /// Multiply the token embedding by √dim (gemma3).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scale_embeddings: bool,
+    /// Activation of the gated FFN.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub ffn_activation: FfnActivation,
+    /// Attention scores are scaled by `1/√query_pre_attn_scalar`; `None` means `head_dim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_pre_attn_scalar: Option<f32>,
+    /// Local layers see only the last `sliding_window` positions (the current one included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<usize>,
+    /// With a sliding window: every `sliding_window_pattern`-th layer (1-based) is global, the
+    /// others local. 0 makes every layer local.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sliding_window_pattern: usize,
+    /// RoPE base of local (sliding-window) layers; `None` means `rope_theta`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_theta_local: Option<f32>,
+}
+
+impl ModelConfig {
+    /// Whether `layer` attends through the sliding window.
+    pub fn is_local_layer(&self, layer: usize) -> bool {
+        self.sliding_window.is_some()
+            && (self.sliding_window_pattern == 0
+                || !(layer + 1).is_multiple_of(self.sliding_window_pattern))
+    }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// The nonlinearity of the gated feed-forward block: `down(act(gate(x)) * up(x))`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FfnActivation {
+    /// SiLU (llama, qwen2, qwen3).
+    #[default]
+    Silu,
+    /// GELU with the tanh approximation (gemma3's `gelu_pytorch_tanh`).
+    GeluTanh,
 }
 
 /// Which dims RoPE pairs together.

@@ -25,6 +25,15 @@ fn config(n_layers: usize, tied: bool) -> ModelConfig {
         eos_ids: vec![2],
         pad_id: None,
         add_bos: true,
+        qkv_bias: false,
+        qk_norm: false,
+        sandwich_norms: false,
+        scale_embeddings: false,
+        ffn_activation: FfnActivation::Silu,
+        query_pre_attn_scalar: None,
+        sliding_window: None,
+        sliding_window_pattern: 0,
+        rope_theta_local: None,
     }
 }
 
@@ -583,4 +592,40 @@ proptest! {
         let last = knot.meta.layers[n_layers - 1];
         prop_assert_eq!(knot.payload_offset + last.end().unwrap(), file.len() as u64);
     }
+}
+
+#[test]
+fn llama_configs_omit_the_architecture_variations_and_read_back_as_before() {
+    let c = config(2, false);
+    let json = serde_json::to_value(&c).unwrap();
+    for k in [
+        "qkv_bias",
+        "qk_norm",
+        "sandwich_norms",
+        "scale_embeddings",
+        "ffn_activation",
+        "query_pre_attn_scalar",
+        "sliding_window",
+        "sliding_window_pattern",
+        "rope_theta_local",
+    ] {
+        assert!(json.get(k).is_none(), "{k} written for a llama config");
+    }
+    assert_eq!(serde_json::from_value::<ModelConfig>(json).unwrap(), c);
+
+    let gemma = ModelConfig {
+        qk_norm: true,
+        sandwich_norms: true,
+        ffn_activation: FfnActivation::GeluTanh,
+        sliding_window: Some(4),
+        sliding_window_pattern: 6,
+        rope_theta_local: Some(10000.0),
+        ..c
+    };
+    let json = serde_json::to_value(&gemma).unwrap();
+    assert_eq!(json["ffn_activation"], "gelu_tanh");
+    assert_eq!(serde_json::from_value::<ModelConfig>(json).unwrap(), gemma);
+    let local: Vec<bool> = (0..12).map(|l| gemma.is_local_layer(l)).collect();
+    assert_eq!(local.iter().filter(|&&l| !l).count(), 2);
+    assert!(!local[5] && !local[11] && local[0] && local[6]);
 }

@@ -1,33 +1,103 @@
-//! Per-architecture facts the converters need. Adding qwen2/qwen3/gemma3 means adding a row to
-//! [`spec`] (and, for HF, the extra tensor names in `from_hf`).
+//! Per-architecture facts the converters need: one row per architecture in [`spec`].
 
-use knot::RopeStyle;
+use knot::{FfnActivation, RopeStyle};
 
 use super::ConvertError;
 
 /// Architectures the converters accept.
-pub const SUPPORTED: [&str; 1] = ["llama"];
+pub const SUPPORTED: [&str; 4] = ["llama", "qwen2", "qwen3", "gemma3"];
 
 #[derive(Debug, Clone, Copy)]
 pub struct ArchSpec {
     /// `general.architecture` value; also the prefix of its hyperparameter keys.
     pub name: &'static str,
+    /// HF `config.json` `model_type` of the text-only checkpoint.
+    pub hf_model_type: &'static str,
     /// RoPE pairing of Q/K rows as stored in GGUF files of this architecture.
     pub gguf_rope_style: RopeStyle,
     /// Default RMS norm epsilon when the GGUF omits it.
     pub default_norm_eps: f32,
+    /// Per-head RMSNorm of q and k before RoPE.
+    pub qk_norm: bool,
+    /// Gemma layout: post-attention and post-FFN norms, and HF's `post_attention_layernorm` is
+    /// `post_attention_norm` (not `ffn_norm`; that is `pre_feedforward_layernorm`).
+    pub sandwich_norms: bool,
+    /// HF norms multiply by `1 + w`; knot (like llama.cpp's GGUF) stores `1 + w`.
+    pub norm_plus_one: bool,
+    pub scale_embeddings: bool,
+    pub ffn_activation: FfnActivation,
+    /// Sliding-window layers as llama.cpp runs this architecture from a GGUF (which has no key
+    /// for the pattern or the local RoPE base): every Nth layer global, and the local base.
+    pub gguf_swa: Option<GgufSwa>,
 }
+
+#[derive(Debug, Clone, Copy)]
+pub struct GgufSwa {
+    pub pattern: usize,
+    pub rope_theta_local: f32,
+}
+
+const LLAMA: ArchSpec = ArchSpec {
+    name: "llama",
+    hf_model_type: "llama",
+    // llama.cpp's converter permutes llama Q/K rows for interleaved pairs.
+    gguf_rope_style: RopeStyle::Interleaved,
+    default_norm_eps: 1e-5,
+    qk_norm: false,
+    sandwich_norms: false,
+    norm_plus_one: false,
+    scale_embeddings: false,
+    ffn_activation: FfnActivation::Silu,
+    gguf_swa: None,
+};
 
 pub fn spec(architecture: &str) -> Result<ArchSpec, ConvertError> {
     match architecture {
-        // llama.cpp's converter permutes llama Q/K rows for interleaved pairs.
-        "llama" => Ok(ArchSpec {
-            name: "llama",
-            gguf_rope_style: RopeStyle::Interleaved,
-            default_norm_eps: 1e-5,
+        "llama" => Ok(LLAMA),
+        // Q/K/V biases are detected from the tensors (`attn_q.bias`), not assumed.
+        "qwen2" => Ok(ArchSpec {
+            name: "qwen2",
+            hf_model_type: "qwen2",
+            gguf_rope_style: RopeStyle::Neox,
+            default_norm_eps: 1e-6,
+            ..LLAMA
+        }),
+        "qwen3" => Ok(ArchSpec {
+            name: "qwen3",
+            hf_model_type: "qwen3",
+            gguf_rope_style: RopeStyle::Neox,
+            default_norm_eps: 1e-6,
+            qk_norm: true,
+            ..LLAMA
+        }),
+        // llama.cpp (llama-model.cpp, LLM_ARCH_GEMMA3): every 6th layer global, local RoPE base
+        // 10000, attention scale 1/sqrt(head_dim).
+        "gemma3" => Ok(ArchSpec {
+            name: "gemma3",
+            hf_model_type: "gemma3_text",
+            gguf_rope_style: RopeStyle::Neox,
+            default_norm_eps: 1e-6,
+            qk_norm: true,
+            sandwich_norms: true,
+            norm_plus_one: true,
+            scale_embeddings: true,
+            ffn_activation: FfnActivation::GeluTanh,
+            gguf_swa: Some(GgufSwa {
+                pattern: 6,
+                rope_theta_local: 10000.0,
+            }),
         }),
         other => Err(ConvertError::UnsupportedArchitecture(other.to_string())),
     }
+}
+
+/// The spec of an HF `model_type`.
+pub fn spec_for_hf(model_type: &str) -> Result<ArchSpec, ConvertError> {
+    SUPPORTED
+        .iter()
+        .filter_map(|a| spec(a).ok())
+        .find(|s| s.hf_model_type == model_type)
+        .ok_or_else(|| ConvertError::UnsupportedArchitecture(model_type.to_string()))
 }
 
 /// Tokens that end an assistant turn in common chat formats; added to `eos_ids` when present.
@@ -38,3 +108,28 @@ pub const END_OF_TURN_TOKENS: [&str; 5] = [
     "<end_of_turn>",
     "<|end|>",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_supported_architecture_has_a_spec_and_the_engine_runs_it() {
+        for a in SUPPORTED {
+            assert_eq!(spec(a).unwrap().name, a);
+            assert_eq!(spec_for_hf(spec(a).unwrap().hf_model_type).unwrap().name, a);
+            engine::model::check_architecture(a).unwrap();
+        }
+    }
+
+    #[test]
+    fn unknown_architectures_are_named() {
+        for bad in ["mamba", "phi3"] {
+            let e = spec(bad).unwrap_err();
+            assert!(e.to_string().contains(bad), "{e}");
+        }
+        // The multimodal `gemma3` HF config is not a text checkpoint (`gemma3_text`).
+        let e = spec_for_hf("gemma3").unwrap_err();
+        assert!(e.to_string().contains("\"gemma3\""), "{e}");
+    }
+}

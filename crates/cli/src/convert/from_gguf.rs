@@ -173,6 +173,15 @@ fn config(
             )))
         }
     };
+    let sliding_window = match spec.gguf_swa {
+        Some(_) => Some(k.usize("attention.sliding_window")?),
+        None => None,
+    };
+    if sliding_window == Some(0) {
+        return Err(ConvertError::InvalidConfig(
+            "attention.sliding_window is 0".into(),
+        ));
+    }
     Ok(ModelConfig {
         n_layers: k.usize("block_count")?,
         dim,
@@ -193,5 +202,16 @@ fn config(
         eos_ids,
         pad_id: tok.pad_id,
         add_bos: tok.add_bos,
+        qkv_bias: g.tensor("blk.0.attn_q.bias").is_some(),
+        qk_norm: spec.qk_norm,
+        sandwich_norms: spec.sandwich_norms,
+        scale_embeddings: spec.scale_embeddings,
+        ffn_activation: spec.ffn_activation,
+        // The GGUF has no query_pre_attn_scalar; llama.cpp scales by 1/sqrt(head_dim) (right for
+        // every Gemma 3 size but 27B), which is what `None` means.
+        query_pre_attn_scalar: None,
+        sliding_window,
+        sliding_window_pattern: spec.gguf_swa.map_or(0, |s| s.pattern),
+        rope_theta_local: spec.gguf_swa.map(|s| s.rope_theta_local),
     })
 }

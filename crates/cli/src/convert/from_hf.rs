@@ -1,4 +1,4 @@
-//! HuggingFace llama directory → knot: `config.json`, `model.safetensors` (or sharded with
+//! HuggingFace llama / qwen2 / qwen3 / gemma3 (text) directory → knot: `config.json`, `model.safetensors` (or sharded with
 //! `model.safetensors.index.json`), `tokenizer.json`, optional `tokenizer_config.json`,
 //! `generation_config.json` and `chat_template.jinja`.
 //!
@@ -41,7 +41,7 @@ pub fn hf_to_knot(
     let mut has_lm_head = false;
     for (shard_index, shard) in shards.iter().enumerate() {
         for (hf_name, info) in &shard.tensors {
-            let Some(name) = knot_name(hf_name)? else {
+            let Some(name) = knot_name(hf_name, &hf.spec)? else {
                 continue;
             };
             if name == knot::OUTPUT {
@@ -50,7 +50,7 @@ pub fn hf_to_knot(
                     continue;
                 }
             }
-            let dtype = match info.dtype {
+            let mut dtype = match info.dtype {
                 StDtype::F32 => DType::F32,
                 StDtype::F16 => DType::F16,
                 StDtype::BF16 => DType::Bf16,
@@ -61,6 +61,10 @@ pub fn hf_to_knot(
                     })
                 }
             };
+            if hf.spec.norm_plus_one && is_norm(&name) {
+                // Stored as f32 `1 + w` (see `fetch` below).
+                dtype = DType::F32;
+            }
             tensors.push(SourceTensor {
                 name: name.clone(),
                 dtype,
@@ -128,6 +132,15 @@ pub fn hf_to_knot(
         eos_ids,
         pad_id: tok.pad_id,
         add_bos: tok.add_bos,
+        qkv_bias: located.contains_key("blk.0.attn_q.bias"),
+        qk_norm: hf.spec.qk_norm,
+        sandwich_norms: hf.spec.sandwich_norms,
+        scale_embeddings: hf.spec.scale_embeddings,
+        ffn_activation: hf.spec.ffn_activation,
+        query_pre_attn_scalar: hf.query_pre_attn_scalar,
+        sliding_window: hf.sliding_window,
+        sliding_window_pattern: hf.sliding_window_pattern,
+        rope_theta_local: hf.rope_theta_local,
     };
     let name = dir
         .canonicalize()
@@ -159,11 +172,37 @@ pub fn hf_to_knot(
             .map_err(io_err(&shard.path))?;
         let mut buf = vec![0u8; end - start];
         file.read_exact(&mut buf).map_err(io_err(&shard.path))?;
+        if hf.spec.norm_plus_one && is_norm(&t.name) {
+            buf = norm_plus_one(t, info, &buf)?;
+        }
         Ok(buf)
     })
 }
 
-/// The llama hyperparameters of `config.json`.
+fn is_norm(knot_name: &str) -> bool {
+    knot_name.ends_with("norm.weight")
+}
+
+/// Gemma's norm weight `w` (any float dtype) as f32 bytes of `1 + w`, like llama.cpp's converter.
+fn norm_plus_one(
+    t: &SourceTensor,
+    info: &StTensorInfo,
+    raw: &[u8],
+) -> Result<Vec<u8>, ConvertError> {
+    let dtype = match info.dtype {
+        StDtype::F32 => DType::F32,
+        StDtype::F16 => DType::F16,
+        _ => DType::Bf16,
+    };
+    let stored = SourceTensor { dtype, ..t.clone() };
+    let f32_bytes = super::requant::convert(&stored, raw, DType::F32)?;
+    Ok(f32_bytes
+        .chunks_exact(4)
+        .flat_map(|b| (f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + 1.0).to_le_bytes())
+        .collect())
+}
+
+/// The hyperparameters of `config.json`.
 struct HfConfig {
     spec: arch::ArchSpec,
     n_layers: usize,
@@ -177,6 +216,10 @@ struct HfConfig {
     rope_theta: f32,
     norm_eps: f32,
     tie_word_embeddings: bool,
+    query_pre_attn_scalar: Option<f32>,
+    sliding_window: Option<usize>,
+    sliding_window_pattern: usize,
+    rope_theta_local: Option<f32>,
 }
 
 impl HfConfig {
@@ -185,10 +228,20 @@ impl HfConfig {
             .get("model_type")
             .and_then(Value::as_str)
             .ok_or_else(|| ConvertError::MissingKey("config.json: model_type".into()))?;
-        let spec = arch::spec(model_type)?;
+        let spec = arch::spec_for_hf(model_type)?;
         if c.get("rope_scaling").is_some_and(|v| !v.is_null()) {
             return Err(ConvertError::Unsupported(
                 "config.json: rope_scaling (scaled RoPE frequencies)".into(),
+            ));
+        }
+        for k in ["attn_logit_softcapping", "final_logit_softcapping"] {
+            if c.get(k).is_some_and(|v| !v.is_null()) {
+                return Err(ConvertError::Unsupported(format!("config.json: {k}")));
+            }
+        }
+        if c.get("use_sliding_window").and_then(Value::as_bool) == Some(true) {
+            return Err(ConvertError::Unsupported(
+                "config.json: use_sliding_window (qwen-style sliding windows)".into(),
             ));
         }
         let usize_opt = |k: &str| -> Result<Option<usize>, ConvertError> {
@@ -239,9 +292,25 @@ impl HfConfig {
                 )))
             }
         };
+        let n_layers = usize_req("num_hidden_layers")?;
+        let (rope_theta, rope_theta_local) = rope_bases(c, &f32_opt)?;
+        // Gemma-style windows only (qwen's `use_sliding_window` is rejected above).
+        let sliding_window = match spec.gguf_swa {
+            Some(_) => usize_opt("sliding_window")?,
+            None => None,
+        };
+        let sliding_window_pattern = match sliding_window {
+            Some(0) => {
+                return Err(ConvertError::InvalidConfig(
+                    "config.json: sliding_window is 0".into(),
+                ))
+            }
+            Some(_) => sliding_window_pattern(c, n_layers, &usize_opt)?,
+            None => 0,
+        };
         Ok(HfConfig {
             spec,
-            n_layers: usize_req("num_hidden_layers")?,
+            n_layers,
             dim,
             n_heads,
             n_kv_heads,
@@ -250,8 +319,13 @@ impl HfConfig {
             vocab_size: usize_req("vocab_size")?,
             // transformers' LlamaConfig defaults.
             context_length: usize_opt("max_position_embeddings")?.unwrap_or(2048),
-            rope_theta: f32_opt("rope_theta")?.unwrap_or(10000.0),
+            rope_theta: rope_theta.unwrap_or(10000.0),
             norm_eps: f32_opt("rms_norm_eps")?.unwrap_or(1e-6),
+            query_pre_attn_scalar: f32_opt("query_pre_attn_scalar")?,
+            sliding_window,
+            sliding_window_pattern,
+            // transformers' Gemma3TextConfig default.
+            rope_theta_local: sliding_window.map(|_| rope_theta_local.unwrap_or(10000.0)),
             tie_word_embeddings: c
                 .get("tie_word_embeddings")
                 .and_then(Value::as_bool)
@@ -260,8 +334,94 @@ impl HfConfig {
     }
 }
 
-/// The GGUF name of a checkpoint tensor; `None` for buffers that carry no weights.
-pub(super) fn knot_name(hf: &str) -> Result<Option<String>, ConvertError> {
+type F32Opt<'a> = dyn Fn(&str) -> Result<Option<f32>, ConvertError> + 'a;
+type UsizeOpt<'a> = dyn Fn(&str) -> Result<Option<usize>, ConvertError> + 'a;
+
+/// The RoPE bases of global and local layers. transformers 5 writes `rope_parameters`, either
+/// `{rope_theta, rope_type}` or one such object per layer type (`full_attention`,
+/// `sliding_attention`); 4.x wrote `rope_theta` and Gemma's `rope_local_base_freq`.
+fn rope_bases(c: &Value, f32_opt: &F32Opt) -> Result<(Option<f32>, Option<f32>), ConvertError> {
+    let Some(params) = c.get("rope_parameters").filter(|v| !v.is_null()) else {
+        return Ok((f32_opt("rope_theta")?, f32_opt("rope_local_base_freq")?));
+    };
+    let theta = |p: &Value, what: &str| -> Result<Option<f32>, ConvertError> {
+        let Some(p) = p.as_object() else {
+            return Err(ConvertError::WrongType {
+                key: format!("config.json: {what}"),
+                expected: "object",
+                found: p.to_string(),
+            });
+        };
+        match p.get("rope_type").and_then(Value::as_str) {
+            None | Some("default") => {}
+            Some(other) => {
+                return Err(ConvertError::Unsupported(format!(
+                    "config.json: {what}.rope_type {other:?} (scaled RoPE frequencies)"
+                )))
+            }
+        }
+        Ok(p.get("rope_theta")
+            .and_then(Value::as_f64)
+            .map(|t| t as f32))
+    };
+    if params.get("full_attention").is_some() || params.get("sliding_attention").is_some() {
+        let get = |k: &str| match params.get(k) {
+            Some(p) => theta(p, &format!("rope_parameters.{k}")),
+            None => Ok(None),
+        };
+        Ok((get("full_attention")?, get("sliding_attention")?))
+    } else {
+        Ok((theta(params, "rope_parameters")?, None))
+    }
+}
+
+/// Gemma's layer pattern as "every Nth layer is global", from `layer_types` (transformers 5) or
+/// `sliding_window_pattern` (4.x; default 6). Other layouts are rejected.
+fn sliding_window_pattern(
+    c: &Value,
+    n_layers: usize,
+    usize_opt: &UsizeOpt,
+) -> Result<usize, ConvertError> {
+    let Some(types) = c.get("layer_types").and_then(Value::as_array) else {
+        let p = match usize_opt("sliding_window_pattern")? {
+            Some(p) => p,
+            None => usize_opt("_sliding_window_pattern")?.unwrap_or(6),
+        };
+        return Ok(p);
+    };
+    if types.len() != n_layers {
+        return Err(ConvertError::InvalidConfig(format!(
+            "config.json: {} layer_types for {n_layers} layers",
+            types.len()
+        )));
+    }
+    let global: Vec<bool> = types
+        .iter()
+        .map(|t| match t.as_str() {
+            Some("full_attention") => Ok(true),
+            Some("sliding_attention") => Ok(false),
+            _ => Err(ConvertError::Unsupported(format!(
+                "config.json: layer type {t}"
+            ))),
+        })
+        .collect::<Result<_, _>>()?;
+    // The first global layer fixes the period; with none, every layer is local (pattern 0).
+    let pattern = global.iter().position(|&g| g).map_or(0, |i| i + 1);
+    let fits = global
+        .iter()
+        .enumerate()
+        .all(|(l, &g)| g == (pattern != 0 && (l + 1) % pattern == 0));
+    if !fits {
+        return Err(ConvertError::Unsupported(
+            "config.json: layer_types is not \"every Nth layer global\"".into(),
+        ));
+    }
+    Ok(pattern)
+}
+
+/// The GGUF name of a checkpoint tensor; `None` for buffers that carry no weights. Names follow
+/// gguf-py's `tensor_mapping.py` (the table llama.cpp's converter and HF's GGUF loader share).
+pub(super) fn knot_name(hf: &str, spec: &arch::ArchSpec) -> Result<Option<String>, ConvertError> {
     if hf.ends_with("rotary_emb.inv_freq") {
         return Ok(None);
     }
@@ -288,6 +448,12 @@ pub(super) fn knot_name(hf: &str) -> Result<Option<String>, ConvertError> {
         "mlp.up_proj" => "ffn_up",
         "mlp.down_proj" => "ffn_down",
         "input_layernorm" => "attn_norm",
+        "self_attn.q_norm" if spec.qk_norm => "attn_q_norm",
+        "self_attn.k_norm" if spec.qk_norm => "attn_k_norm",
+        // Gemma's sandwich: its `post_attention_layernorm` normalises the attention output.
+        "post_attention_layernorm" if spec.sandwich_norms => "post_attention_norm",
+        "pre_feedforward_layernorm" if spec.sandwich_norms => "ffn_norm",
+        "post_feedforward_layernorm" if spec.sandwich_norms => "post_ffw_norm",
         "post_attention_layernorm" => "ffn_norm",
         _ => return Err(unknown()),
     };
@@ -540,20 +706,40 @@ mod tests {
             ),
             ("model.layers.0.self_attn.q_proj.bias", "blk.0.attn_q.bias"),
         ];
+        let llama = arch::spec("llama").unwrap();
         for (hf, gguf) in cases {
-            assert_eq!(knot_name(hf).unwrap().as_deref(), Some(gguf), "{hf}");
+            assert_eq!(
+                knot_name(hf, &llama).unwrap().as_deref(),
+                Some(gguf),
+                "{hf}"
+            );
         }
         assert_eq!(
-            knot_name("model.layers.0.self_attn.rotary_emb.inv_freq").unwrap(),
+            knot_name("model.layers.0.self_attn.rotary_emb.inv_freq", &llama).unwrap(),
             None
         );
+        let gemma = arch::spec("gemma3").unwrap();
+        for (hf, gguf) in [
+            ("input_layernorm", "attn_norm"),
+            ("post_attention_layernorm", "post_attention_norm"),
+            ("pre_feedforward_layernorm", "ffn_norm"),
+            ("post_feedforward_layernorm", "post_ffw_norm"),
+            ("self_attn.q_norm", "attn_q_norm"),
+            ("self_attn.k_norm", "attn_k_norm"),
+        ] {
+            let got = knot_name(&format!("model.layers.2.{hf}.weight"), &gemma).unwrap();
+            assert_eq!(got, Some(format!("blk.2.{gguf}.weight")), "{hf}");
+        }
+        // Norms an architecture does not have are not silently dropped.
+        assert!(knot_name("model.layers.0.self_attn.q_norm.weight", &llama).is_err());
+        assert!(knot_name("model.layers.0.pre_feedforward_layernorm.weight", &llama).is_err());
         for bad in [
             "model.layers.x.mlp.up_proj.weight",
             "model.layers.0.mlp.foo.weight",
             "vision.w",
         ] {
             assert!(
-                matches!(knot_name(bad), Err(ConvertError::Unsupported(_))),
+                matches!(knot_name(bad, &llama), Err(ConvertError::Unsupported(_))),
                 "{bad}"
             );
         }

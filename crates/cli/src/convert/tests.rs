@@ -560,7 +560,9 @@ fn hf_directory_converts() {
         assert_eq!(knot.tensor("output.weight").is_some(), !tied);
 
         for (hf_name, _, shape, bytes) in hf_tensors(2, !tied) {
-            let name = super::from_hf::knot_name(&hf_name).unwrap().unwrap();
+            let name = super::from_hf::knot_name(&hf_name, &super::arch::spec("llama").unwrap())
+                .unwrap()
+                .unwrap();
             let t = knot.tensor(&name).unwrap();
             assert_eq!(
                 t.shape,
@@ -660,4 +662,141 @@ fn hf_errors_are_specific() {
     let err = hf_to_knot(&dir.0, &out, &ConvertOptions::default(), &no_progress).unwrap_err();
     assert!(matches!(err, ConvertError::Safetensors { .. }), "{err}");
     assert!(!dir.path("o.knot").exists());
+}
+
+/// A copy of a committed tiny HF fixture directory, to break on purpose.
+fn fixture_hf_copy(name: &str) -> TempDir {
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/tiny/{name}"));
+    let dir = TempDir::new(name);
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(src.join(f), dir.path(f)).unwrap();
+    }
+    dir
+}
+
+fn hf_err_with(dir: &TempDir, edit: impl FnOnce(&mut serde_json::Value)) -> ConvertError {
+    let cfg_path = dir.path("config.json");
+    let mut cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+    let original = cfg.clone();
+    edit(&mut cfg);
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let out = dir.path("o.knot");
+    let err = hf_to_knot(&dir.0, &out, &ConvertOptions::default(), &no_progress).unwrap_err();
+    std::fs::write(&cfg_path, original.to_string()).unwrap();
+    err
+}
+
+#[test]
+fn gemma3_hf_config_reads_pattern_bases_and_norms() {
+    let dir = fixture_hf_copy("gemma3-f32-hf");
+    let out = dir.path("g.knot");
+    hf_to_knot(&dir.0, &out, &ConvertOptions::default(), &no_progress).unwrap();
+    let bytes = std::fs::read(&out).unwrap();
+    let knot = Knot::from_bytes(&bytes).unwrap();
+    let c = &knot.meta.config;
+    assert_eq!(knot.meta.architecture, "gemma3");
+    assert_eq!((c.sliding_window, c.sliding_window_pattern), (Some(4), 6));
+    assert_eq!((c.rope_theta, c.rope_theta_local), (1e6, Some(1e4)));
+    assert_eq!(c.query_pre_attn_scalar, Some(32.0));
+    assert!(c.qk_norm && c.sandwich_norms && c.scale_embeddings && !c.qkv_bias);
+    assert_eq!(c.ffn_activation, knot::FfnActivation::GeluTanh);
+    // Norms are stored as 1 + w: the HF weights were drawn around 0.
+    let t = knot.tensor("blk.0.post_ffw_norm.weight").unwrap();
+    let start = (knot.payload_offset + t.offset) as usize;
+    let mean = bytes[start..start + t.size as usize]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .sum::<f32>()
+        / 64.0;
+    assert!((mean - 1.0).abs() < 0.1, "{mean}");
+}
+
+#[test]
+fn gemma3_hf_configs_the_engine_cannot_run_are_rejected() {
+    let dir = fixture_hf_copy("gemma3-f32-hf");
+    let unsupported = |e: ConvertError| matches!(e, ConvertError::Unsupported(_));
+    assert!(unsupported(hf_err_with(&dir, |c| {
+        c["final_logit_softcapping"] = json!(30.0)
+    })));
+    assert!(unsupported(hf_err_with(&dir, |c| {
+        c["attn_logit_softcapping"] = json!(50.0)
+    })));
+    // Global layers that do not recur with one period.
+    assert!(unsupported(hf_err_with(&dir, |c| {
+        c["layer_types"][0] = json!("full_attention")
+    })));
+    assert!(unsupported(hf_err_with(&dir, |c| {
+        c["layer_types"][1] = json!("chunked_attention")
+    })));
+    assert!(unsupported(hf_err_with(&dir, |c| {
+        c["rope_parameters"]["sliding_attention"]["rope_type"] = json!("linear")
+    })));
+    let e = hf_err_with(&dir, |c| c["layer_types"] = json!(["full_attention"]));
+    assert!(matches!(e, ConvertError::InvalidConfig(_)), "{e}");
+    let e = hf_err_with(&dir, |c| c["sliding_window"] = json!(0));
+    assert!(matches!(e, ConvertError::InvalidConfig(_)), "{e}");
+    // The multimodal config names its architecture.
+    let e = hf_err_with(&dir, |c| c["model_type"] = json!("gemma3"));
+    assert!(matches!(e, ConvertError::UnsupportedArchitecture(ref a) if a == "gemma3"));
+}
+
+#[test]
+fn qwen2_hf_sliding_window_is_rejected() {
+    let dir = fixture_hf_copy("qwen2-f32-hf");
+    let e = hf_err_with(&dir, |c| c["use_sliding_window"] = json!(true));
+    assert!(matches!(e, ConvertError::Unsupported(_)), "{e}");
+}
+
+/// The committed gemma3 GGUF fixture rewritten with `edit` applied to its key-value pairs.
+fn gemma3_gguf_with(edit: impl FnOnce(&mut Vec<(String, GgufValue)>)) -> Vec<u8> {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny/gemma3-f32.gguf");
+    let bytes = std::fs::read(path).unwrap();
+    let g = GgufFile::read(&mut Cursor::new(&bytes)).unwrap();
+    let tensors: Vec<RawTensor> = g
+        .tensors
+        .iter()
+        .map(|t| {
+            assert_eq!(t.dtype, DType::F32);
+            RawTensor {
+                name: t.name.clone(),
+                dims: t.dims.clone(),
+                type_id: 0,
+                data: g.read_tensor(&mut Cursor::new(&bytes), t).unwrap(),
+            }
+        })
+        .collect();
+    let mut kv = g.metadata.clone();
+    edit(&mut kv);
+    let kv: Vec<(&str, GgufValue)> = kv.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    gguf_file(&kv, &tensors)
+}
+
+#[test]
+fn gemma3_gguf_gets_llama_cpp_layer_pattern_and_local_base() {
+    let (_, out) =
+        convert_gguf_bytes(&gemma3_gguf_with(|_| {}), &ConvertOptions::default()).unwrap();
+    let c = Knot::from_bytes(&out).unwrap().meta.config;
+    assert_eq!((c.sliding_window, c.sliding_window_pattern), (Some(4), 6));
+    assert_eq!((c.rope_theta, c.rope_theta_local), (1e6, Some(1e4)));
+    assert_eq!(c.query_pre_attn_scalar, None);
+    assert!(c.tie_word_embeddings && c.qk_norm && c.sandwich_norms && c.scale_embeddings);
+
+    let without = gemma3_gguf_with(|kv| kv.retain(|(k, _)| k != "gemma3.attention.sliding_window"));
+    let e = convert_gguf_bytes(&without, &ConvertOptions::default()).unwrap_err();
+    assert!(
+        matches!(e, ConvertError::MissingKey(ref k) if k == "gemma3.attention.sliding_window"),
+        "{e}"
+    );
+    let zero = gemma3_gguf_with(|kv| {
+        for (k, v) in kv.iter_mut() {
+            if k == "gemma3.attention.sliding_window" {
+                *v = GgufValue::U32(0);
+            }
+        }
+    });
+    let e = convert_gguf_bytes(&zero, &ConvertOptions::default()).unwrap_err();
+    assert!(matches!(e, ConvertError::InvalidConfig(_)), "{e}");
 }
