@@ -37,22 +37,36 @@ fn main() {
         .map(|i| (i * 7919 + 13) % vocab)
         .collect();
     let mut session = Session::new(&model.config, prompt_len + n).unwrap();
-    let (mut prefill, mut decode) = (Vec::new(), Vec::new());
+    let (mut prefill, mut decode, mut head_share) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         session.reset();
         let t0 = Instant::now();
         let mut next = greedy(model.forward(&mut session, &prompt, false).unwrap()).unwrap();
         prefill.push(prompt_len as f64 / t0.elapsed().as_secs_f64());
+        // Decode step by step through the streaming API, timing the layers and the final
+        // norm + LM head separately: where the time goes.
+        let (mut layers_s, mut head_s) = (0.0f64, 0.0f64);
         let t1 = Instant::now();
         for _ in 0..n {
-            next = greedy(model.forward(&mut session, &[next], false).unwrap()).unwrap();
+            let t = Instant::now();
+            session.begin(&[next], &model.resident).unwrap();
+            for (l, w) in model.layers.iter().enumerate() {
+                session.run_layer(l, w).unwrap();
+            }
+            let t_head = Instant::now();
+            layers_s += (t_head - t).as_secs_f64();
+            next = greedy(session.finish(&model.resident, false).unwrap()).unwrap();
+            head_s += t_head.elapsed().as_secs_f64();
         }
         decode.push(n as f64 / t1.elapsed().as_secs_f64());
+        head_share.push(head_s / (head_s + layers_s));
     }
     println!(
-        "{{\"target\":\"{}\",\"prefill_tok_s\":{:.2},\"decode_tok_s\":{:.2},\"prompt_len\":{prompt_len},\"n\":{n},\"runs\":{runs}}}",
+        "{{\"target\":\"{}\",\"model\":{:?},\"prefill_tok_s\":{:.2},\"decode_tok_s\":{:.2},\"lm_head_share\":{:.3},\"prompt_len\":{prompt_len},\"n\":{n},\"runs\":{runs}}}",
         std::env::consts::ARCH,
+        file.knot.meta.name,
         median(prefill),
-        median(decode)
+        median(decode),
+        median(head_share)
     );
 }

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Makes sure the default model is present as a knot file: downloads the GGUF (scripts/fetch-model.sh,
-# sha256-checked) and converts it with the release `knot` binary when the knot is missing or stale.
-# Prints the knot's path.
+# Makes sure the real models are present as knot files: downloads the GGUFs (sha256-checked) and
+# converts them with the release `knot` binary when a knot is missing or stale. Prints the path
+# of the default model's knot (SmolLM2-135M-Instruct); Gemma-3-270M is prepared too with --all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-gguf=models/SmolLM2-135M-Instruct.Q4_1.gguf
-out=models/SmolLM2-135M-Instruct.Q4_1.knot
-scripts/fetch-model.sh models >&2
 cargo build --release --quiet -p knot-cli
-if [ ! -s "$out" ] || [ "$gguf" -nt "$out" ] || [ target/release/knot -nt "$out" ]; then
-  target/release/knot convert "$gguf" "$out.tmp" >&2
-  mv "$out.tmp" "$out"
+
+convert() { # GGUF KNOT
+  if [ ! -s "$2" ] || [ "$1" -nt "$2" ] || [ target/release/knot -nt "$2" ]; then
+    target/release/knot convert "$1" "$2.tmp" >&2
+    mv "$2.tmp" "$2"
+  fi
+}
+
+scripts/fetch-model.sh models >&2
+convert models/SmolLM2-135M-Instruct.Q4_1.gguf models/SmolLM2-135M-Instruct.Q4_1.knot
+if [ "${1:-}" = "--all" ]; then
+  scripts/fetch-gemma.sh models >&2
+  convert models/gemma-3-270m-q4_k_m.gguf models/gemma-3-270m.knot
 fi
-echo "$out"
+echo models/SmolLM2-135M-Instruct.Q4_1.knot

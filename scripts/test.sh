@@ -9,8 +9,8 @@ step() { printf '\n== %s\n' "$*"; }
 step "toolchain targets"
 rustup target add wasm32-unknown-unknown wasm32-wasip1
 
-step "default model"
-scripts/prepare-model.sh
+step "real models (SmolLM2-135M-Instruct, Gemma-3-270M)"
+scripts/prepare-model.sh --all
 
 step "format and lints"
 cargo fmt --all -- --check
