@@ -429,8 +429,8 @@ impl Session {
             }
         }
         let rope = match self.cfg.is_local_layer(layer) {
-            true => &self.rope_local,
-            false => &self.rope,
+            true => &mut self.rope_local,
+            false => &mut self.rope,
         };
         for t in 0..n {
             rope.apply(&mut self.q[t * q_dim..(t + 1) * q_dim], hd, pos + t);

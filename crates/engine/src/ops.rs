@@ -91,27 +91,39 @@ pub struct Rope {
     style: RopeStyle,
     rope_dim: usize,
     inv_freq: Vec<f32>,
+    /// (cos, sin) per rotated pair for `table_pos`: computed once per position instead of once
+    /// per head and layer.
+    table: Vec<(f32, f32)>,
+    table_pos: Option<usize>,
 }
 
 impl Rope {
     pub fn new(style: RopeStyle, rope_dim: usize, theta: f32) -> Self {
         // Same formula and precision as HF: inv_freq computed once in f32.
-        let inv_freq = (0..rope_dim / 2)
+        let inv_freq: Vec<f32> = (0..rope_dim / 2)
             .map(|i| 1.0 / theta.powf((2 * i) as f32 / rope_dim as f32))
             .collect();
         Rope {
             style,
             rope_dim,
+            table: vec![(1.0, 0.0); inv_freq.len()],
             inv_freq,
+            table_pos: None,
         }
     }
 
     /// Rotates every head of `x` (`n_heads * head_dim` values) for position `pos`.
-    pub fn apply(&self, x: &mut [f32], head_dim: usize, pos: usize) {
+    pub fn apply(&mut self, x: &mut [f32], head_dim: usize, pos: usize) {
+        if self.table_pos != Some(pos) {
+            for (t, &f) in self.table.iter_mut().zip(&self.inv_freq) {
+                let (sin, cos) = (pos as f32 * f).sin_cos();
+                *t = (cos, sin);
+            }
+            self.table_pos = Some(pos);
+        }
         let half = self.rope_dim / 2;
         for head in x.chunks_exact_mut(head_dim) {
-            for (i, &f) in self.inv_freq.iter().enumerate() {
-                let (sin, cos) = (pos as f32 * f).sin_cos();
+            for (i, &(cos, sin)) in self.table.iter().enumerate() {
                 let (a, b) = match self.style {
                     RopeStyle::Interleaved => (2 * i, 2 * i + 1),
                     RopeStyle::Neox => (i, i + half),
