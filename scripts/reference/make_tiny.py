@@ -126,6 +126,20 @@ def byte_level_tokens() -> list[str]:
     return [mapping[b] for b in range(256)]
 
 
+
+def add_byte_level_tokenizer(writer, vocab_size):
+    """The tiny models' tokenizer: GPT-2 byte-level BPE over exactly the 256 byte tokens."""
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt2")
+    writer.add_token_list(byte_level_tokens())
+    writer.add_token_types([gguf.TokenType.NORMAL] * vocab_size)
+    # No merges: with a vocab of exactly the 256 byte tokens no merge result would be in the
+    # vocab. The key is still written, as an empty string array.
+    writer.add_empty_string_array(gguf.Keys.Tokenizer.MERGES)
+    writer.add_bos_token_id(BOS_ID)
+    writer.add_eos_token_id(EOS_ID)
+    writer.add_add_bos_token(False)
+
 def gguf_tensor_name(hf_name: str) -> str:
     if hf_name == "model.embed_tokens.weight":
         return "token_embd.weight"
@@ -189,16 +203,7 @@ def write_gguf(model: LlamaForCausalLM, path: Path, name: str, dtype: str) -> No
     writer.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt2")
-    writer.add_token_list(byte_level_tokens())
-    writer.add_token_types([gguf.TokenType.NORMAL] * cfg.vocab_size)
-    # No merges: with a vocab of exactly the 256 byte tokens no merge result would be in the
-    # vocab. The key is still written, as an empty string array.
-    writer.add_empty_string_array(gguf.Keys.Tokenizer.MERGES)
-    writer.add_bos_token_id(BOS_ID)
-    writer.add_eos_token_id(EOS_ID)
-    writer.add_add_bos_token(False)
+    add_byte_level_tokenizer(writer, cfg.vocab_size)
 
     state = model.state_dict()
     for hf_name in state:

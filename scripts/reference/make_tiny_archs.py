@@ -53,6 +53,7 @@ from make_tiny import (  # noqa: E402
     NORM_JITTER,
     SEED,
     EmptyArrayGGUFWriter,
+    add_byte_level_tokenizer,
     byte_level_tokens,
     check_reload,
     prompts,
@@ -158,14 +159,7 @@ def write_gguf(model, path: Path, name: str, arch) -> None:
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt2")
-    writer.add_token_list(byte_level_tokens())
-    writer.add_token_types([gguf.TokenType.NORMAL] * cfg.vocab_size)
-    writer.add_empty_string_array(gguf.Keys.Tokenizer.MERGES)
-    writer.add_bos_token_id(BOS_ID)
-    writer.add_eos_token_id(EOS_ID)
-    writer.add_add_bos_token(False)
+    add_byte_level_tokenizer(writer, cfg.vocab_size)
 
     # The converter's own HF -> GGUF name table.
     name_map = gguf.get_tensor_name_map(arch, cfg.num_hidden_layers)

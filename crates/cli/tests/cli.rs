@@ -267,25 +267,32 @@ fn convert_reproduces_the_committed_fixtures_byte_for_byte() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-#[test]
-fn requantized_conversion_still_generates() {
-    let dir = std::env::temp_dir().join(format!("knot-cli-q8-{}", std::process::id()));
+/// Converts the tiny GGUF with `--dtype dtype`, checks it generates 4 greedy tokens, and returns
+/// the stored dtype of each tensor by name.
+fn requantize_and_generate(dtype: &str) -> std::collections::HashMap<String, String> {
+    let dir = std::env::temp_dir().join(format!("knot-cli-{dtype}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("q8.knot");
+    let out = dir.join(format!("{dtype}.knot"));
+    let out_s = out.to_str().unwrap();
     ok_stdout(&[
         "convert",
         &fixture("tiny/llama-f32.gguf"),
-        out.to_str().unwrap(),
+        out_s,
         "--dtype",
-        "q8_0",
+        dtype,
     ]);
-    let v = json(&["inspect", out.to_str().unwrap(), "--json"]);
-    let tensors = v["metadata"]["tensors"].as_array().unwrap();
-    let q = tensors
+    let v = json(&["inspect", out_s, "--json"]);
+    let dtypes = v["metadata"]["tensors"]
+        .as_array()
+        .unwrap()
         .iter()
-        .find(|t| t["name"] == "blk.0.attn_q.weight")
-        .unwrap();
-    assert_eq!(q["dtype"], "q8_0");
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["dtype"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
     let case = reference_case(1);
     let prompt: Vec<String> = ids(&case["prompt_ids"])
         .iter()
@@ -293,7 +300,7 @@ fn requantized_conversion_still_generates() {
         .collect();
     let g = json(&[
         "generate",
-        out.to_str().unwrap(),
+        out_s,
         "--tokens",
         &prompt.join(","),
         "-n",
@@ -304,6 +311,15 @@ fn requantized_conversion_still_generates() {
     ]);
     assert_eq!(ids(&g["ids"]).len(), 4);
     std::fs::remove_dir_all(&dir).ok();
+    dtypes
+}
+
+#[test]
+fn requantized_conversion_still_generates() {
+    assert_eq!(
+        requantize_and_generate("q8_0")["blk.0.attn_q.weight"],
+        "q8_0"
+    );
 }
 
 #[test]
@@ -376,43 +392,8 @@ fn usage_errors_exit_non_zero() {
 
 #[test]
 fn q4_k_conversion_falls_back_to_q5_0_on_narrow_rows_and_generates() {
-    let dir = std::env::temp_dir().join(format!("knot-cli-q4k-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("q4k.knot");
-    ok_stdout(&[
-        "convert",
-        &fixture("tiny/llama-f32.gguf"),
-        out.to_str().unwrap(),
-        "--dtype",
-        "q4_k",
-    ]);
-    let v = json(&["inspect", out.to_str().unwrap(), "--json"]);
-    let tensors = v["metadata"]["tensors"].as_array().unwrap();
-    let dtype_of = |name: &str| {
-        tensors.iter().find(|t| t["name"] == name).unwrap()["dtype"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let dtypes = requantize_and_generate("q4_k");
     // The tiny model's rows (64, 128 values) are not whole 256-value super-blocks.
-    assert_eq!(dtype_of("blk.0.attn_q.weight"), "q5_0");
-    assert_eq!(dtype_of("blk.0.attn_norm.weight"), "f32");
-    let case = reference_case(1);
-    let prompt: Vec<String> = ids(&case["prompt_ids"])
-        .iter()
-        .map(u64::to_string)
-        .collect();
-    let g = json(&[
-        "generate",
-        out.to_str().unwrap(),
-        "--tokens",
-        &prompt.join(","),
-        "-n",
-        "4",
-        "--temperature",
-        "0",
-        "--json",
-    ]);
-    assert_eq!(ids(&g["ids"]).len(), 4);
-    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(dtypes["blk.0.attn_q.weight"], "q5_0");
+    assert_eq!(dtypes["blk.0.attn_norm.weight"], "f32");
 }

@@ -87,15 +87,7 @@ unsafe impl QuantBlock for BlockQ4_0 {
     /// ggml's reference rounding: the signed value of largest magnitude maps to −8, so
     /// d = max / −8; q = min(15, trunc(x / d + 8.5)).
     fn from_float(x: &[f32]) -> Self {
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in x {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
-        let d = max / -8.0;
+        let d = signed_extreme(x) / -8.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         let mut q = [0u8; 32];
         for (q, &v) in q.iter_mut().zip(x) {
@@ -159,4 +151,18 @@ unsafe impl QuantBlock for BlockQ4_1 {
         }
         sum
     }
+}
+
+/// The value of largest magnitude, with its sign (the first one on ties, as ggml picks it):
+/// q4_0 and q5_0 map it to their most negative level.
+pub(super) fn signed_extreme(x: &[f32]) -> f32 {
+    let mut amax = 0.0f32;
+    let mut max = 0.0f32;
+    for &v in x {
+        if amax < v.abs() {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    max
 }

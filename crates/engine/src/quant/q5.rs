@@ -64,15 +64,7 @@ unsafe impl QuantBlock for BlockQ5_0 {
     /// ggml's reference rounding: the signed extreme maps to −16, d = max / −16,
     /// q = min(31, trunc(x / d + 16.5)).
     fn from_float(x: &[f32]) -> Self {
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in x {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
-        let d = max / -16.0;
+        let d = super::q4::signed_extreme(x) / -16.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         let mut q = [0u8; 32];
         for (q, &v) in q.iter_mut().zip(x) {
