@@ -161,20 +161,8 @@ pub struct QMatrix<'a> {
 
 impl<'a> QMatrix<'a> {
     pub fn new(dtype: DType, rows: usize, cols: usize, data: &'a [u8]) -> Result<Self, QuantError> {
-        check_supported(dtype)?;
-        let block_len = dtype.block_len();
-        if !cols.is_multiple_of(block_len) {
-            return Err(QuantError::ColsNotWholeBlocks {
-                dtype,
-                block_len,
-                cols,
-            });
-        }
-        let row_bytes = cols / block_len * dtype.block_bytes();
-        let expected = rows
-            .checked_mul(row_bytes)
-            .filter(|_| rows.checked_mul(cols).is_some())
-            .ok_or(QuantError::ShapeOverflow { dtype, rows, cols })?;
+        let expected = Self::byte_len(dtype, rows, cols)?;
+        let row_bytes = cols / dtype.block_len() * dtype.block_bytes();
         if data.len() != expected {
             return Err(QuantError::MatrixSize {
                 dtype,
@@ -191,6 +179,24 @@ impl<'a> QMatrix<'a> {
             row_bytes,
             data,
         })
+    }
+
+    /// Bytes a `[rows, cols]` matrix of `dtype` occupies; fails for unsupported formats, rows
+    /// that are not whole blocks, and sizes that overflow.
+    pub fn byte_len(dtype: DType, rows: usize, cols: usize) -> Result<usize, QuantError> {
+        check_supported(dtype)?;
+        let block_len = dtype.block_len();
+        if !cols.is_multiple_of(block_len) {
+            return Err(QuantError::ColsNotWholeBlocks {
+                dtype,
+                block_len,
+                cols,
+            });
+        }
+        let row_bytes = cols / block_len * dtype.block_bytes();
+        rows.checked_mul(row_bytes)
+            .filter(|_| rows.checked_mul(cols).is_some())
+            .ok_or(QuantError::ShapeOverflow { dtype, rows, cols })
     }
 
     pub fn dtype(&self) -> DType {
@@ -336,14 +342,26 @@ pub enum Kernel {
 /// Scalar always; Avx2 when detected at runtime; Simd128 when compiled with target_feature simd128.
 #[doc(hidden)]
 pub fn available_kernels() -> Vec<Kernel> {
-    let mut kernels = vec![Kernel::Scalar];
-    #[cfg(target_arch = "x86_64")]
-    if avx2::detected() {
-        kernels.push(Kernel::Avx2);
+    ALL_KERNELS
+        .into_iter()
+        .filter(|&k| kernel_available(k))
+        .collect()
+}
+
+/// Every kernel, scalar first and faster ones after it.
+const ALL_KERNELS: [Kernel; 3] = [Kernel::Scalar, Kernel::Avx2, Kernel::Simd128];
+
+/// Whether `kernel` runs on this machine (checked on every matmul, so no allocation).
+fn kernel_available(kernel: Kernel) -> bool {
+    match kernel {
+        Kernel::Scalar => true,
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2 => avx2::detected(),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Kernel::Simd128 => true,
+        #[allow(unreachable_patterns)]
+        _ => false,
     }
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    kernels.push(Kernel::Simd128);
-    kernels
 }
 
 fn best_kernel() -> Kernel {
@@ -414,7 +432,7 @@ pub fn matmul_with(
         "matmul: out must hold n * rows values"
     );
     assert!(
-        available_kernels().contains(&kernel),
+        kernel_available(kernel),
         "matmul: kernel {kernel:?} is not available here"
     );
     if n == 0 || w.rows == 0 {
