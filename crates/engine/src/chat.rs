@@ -38,6 +38,27 @@ pub enum ChatError {
     /// The template called `raise_exception(message)`, e.g. for an unsupported role order.
     #[error("chat template raised: {0}")]
     Raised(String),
+    #[error("the model has no chat template")]
+    NoTemplate,
+}
+
+/// The prompt for a chat: `messages` rendered with the model's template (`None`: the model has
+/// none), ending with the opening of an assistant turn, the tokenizer's BOS/EOS spellings passed
+/// in as `bos_token`/`eos_token`. Every caller (host, CLI, JS) builds chat prompts here.
+pub fn chat_prompt(
+    template: Option<&str>,
+    tokenizer: &crate::tokenizer::Tokenizer,
+    messages: &[ChatMessage],
+) -> Result<String, ChatError> {
+    let template = template.ok_or(ChatError::NoTemplate)?;
+    let name = |id: Option<u32>| id.and_then(|i| tokenizer.token(i)).unwrap_or("");
+    render_chat(
+        template,
+        messages,
+        true,
+        name(tokenizer.bos_id()),
+        name(tokenizer.eos_id()),
+    )
 }
 
 /// What `raise_exception` attaches to its error so [`render_chat`] can tell it apart.

@@ -3,13 +3,17 @@
 //! Read [`model`] first: the whole forward pass of one layer fits on a screen.
 
 pub mod chat;
+pub mod decode;
 pub mod model;
 pub mod ops;
+pub mod pipeline;
 pub mod quant;
 pub mod sampler;
 pub mod tokenizer;
 
 pub use model::{
-    EngineError, LayerWeights, Model, ResidentWeights, Session, TensorRef, TensorSource,
+    EngineError, LayerLayout, LayerWeights, Model, ResidentLayout, ResidentWeights, Session,
+    TensorRef, TensorSlot, TensorSource,
 };
-pub use sampler::{Sampler, SamplerConfig, SamplerError};
+pub use pipeline::{DecodeConfig, Pipeline, PipelineError, StepInfo};
+pub use sampler::{SamplerConfig, SamplerError};

@@ -8,12 +8,13 @@
 //! HF's BPE does without an unknown token. Decoding maps tokens back to bytes; invalid UTF-8
 //! becomes U+FFFD.
 
-mod bpe;
+pub(crate) mod bpe;
 mod letters;
 mod pretokenize;
 mod sentencepiece;
 
 use std::collections::HashMap;
+use std::ops::Deref;
 
 pub use pretokenize::{is_letter, PreTokenizer};
 
@@ -440,9 +441,12 @@ fn literal_tokens(
 ///
 /// For SentencePiece, a run of byte tokens is held back whole until a text token (or `finish`)
 /// ends it: HF replaces every byte of a run that is invalid anywhere.
+///
+/// It holds its tokenizer however the caller owns it: `&Tokenizer` for a loop on the stack,
+/// `Rc<Tokenizer>` for a generation kept across calls (the host's).
 #[derive(Debug)]
-pub struct StreamDecoder<'a> {
-    tokenizer: &'a Tokenizer,
+pub struct StreamDecoder<T: Deref<Target = Tokenizer>> {
+    tokenizer: T,
     pending: Vec<u8>,
     /// SentencePiece: the bytes of the current run of `<0xNN>` tokens.
     byte_run: Vec<u8>,
@@ -450,8 +454,8 @@ pub struct StreamDecoder<'a> {
     text_started: bool,
 }
 
-impl<'a> StreamDecoder<'a> {
-    pub fn new(tokenizer: &'a Tokenizer) -> Self {
+impl<T: Deref<Target = Tokenizer>> StreamDecoder<T> {
+    pub fn new(tokenizer: T) -> Self {
         Self {
             tokenizer,
             pending: Vec::new(),
@@ -506,14 +510,15 @@ impl<'a> StreamDecoder<'a> {
 
     /// SentencePiece: appends what token `id` completes to `out`.
     fn push_into(&mut self, id: u32, out: &mut String) -> Result<(), TokenizerError> {
-        let token = self.tokenizer.bytes_of(id)?;
+        self.tokenizer.bytes_of(id)?;
         if let Some(b) = self.tokenizer.fallback_byte(id) {
             self.byte_run.push(b);
             return Ok(());
         }
         self.flush_byte_run(out);
         // Text tokens are valid UTF-8: their bytes come from the vocabulary's strings.
-        self.emit(&String::from_utf8_lossy(token), out);
+        let text = String::from_utf8_lossy(self.tokenizer.bytes_of(id)?).into_owned();
+        self.emit(&text, out);
         Ok(())
     }
 

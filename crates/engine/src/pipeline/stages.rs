@@ -1,0 +1,75 @@
+//! Logits stages that ship with the engine.
+
+use super::{LogitsStage, PipelineError, MAX_ROLLBACK};
+
+/// Pushes the logits of recently seen tokens toward "less likely", the HF / llama.cpp
+/// convention: a positive logit is divided by the penalty, a negative one multiplied.
+pub struct RepeatPenalty {
+    penalty: f32,
+    /// How many of the most recent tokens it looks at.
+    last_n: usize,
+    /// Accepted tokens, oldest first; at least `last_n + MAX_ROLLBACK` are kept.
+    history: Vec<u32>,
+    seen: Vec<u32>,
+}
+
+impl RepeatPenalty {
+    pub fn new(penalty: f32, last_n: usize) -> Self {
+        RepeatPenalty {
+            penalty,
+            last_n,
+            history: Vec::new(),
+            seen: Vec::new(),
+        }
+    }
+}
+
+impl LogitsStage for RepeatPenalty {
+    fn name(&self) -> &'static str {
+        "repeat_penalty"
+    }
+
+    fn apply(&mut self, logits: &mut [f32]) -> Result<usize, PipelineError> {
+        let recent = &self.history[self.history.len().saturating_sub(self.last_n)..];
+        self.seen.clear();
+        self.seen.extend_from_slice(recent);
+        self.seen.sort_unstable();
+        self.seen.dedup();
+        let mut changed = 0;
+        for &id in &self.seen {
+            if let Some(l) = logits.get_mut(id as usize) {
+                *l = if *l > 0.0 {
+                    *l / self.penalty
+                } else {
+                    *l * self.penalty
+                };
+                changed += 1;
+            }
+        }
+        Ok(changed)
+    }
+
+    fn accept(&mut self, token: u32) {
+        if self.last_n == 0 {
+            return;
+        }
+        self.history.push(token);
+        // Trim in batches, so accepting stays O(1) amortized.
+        let keep = self.last_n + MAX_ROLLBACK;
+        if self.history.len() >= 2 * keep {
+            self.history.drain(..self.history.len() - keep);
+        }
+    }
+
+    fn rollback(&mut self, n: usize) {
+        if self.last_n == 0 {
+            return;
+        }
+        let len = self.history.len();
+        self.history.truncate(len.saturating_sub(n));
+    }
+
+    fn reset(&mut self) {
+        self.history.clear();
+    }
+}
