@@ -1,10 +1,13 @@
-//! `knot bench`: prefill and decode speed of the native engine, median of several runs.
+//! `knot bench`: prefill and decode speed through the host's decode loop, median of several
+//! runs; with `--moa`, decode with and without MOA interleaved in the same run, as a ratio.
 
-use crate::loaded::LoadedKnot;
-use engine::sampler::greedy;
-use engine::Session;
+use crate::generate::{open_host, rate};
+use engine::decode::GenerateOptions;
+use engine::{DecodeConfig, SamplerConfig};
+use futures::executor::block_on;
+use host::Host;
+use moa::MoaConfig;
 use std::path::Path;
-use std::time::Instant;
 
 const BENCH_TEXT: &str = "The quick brown fox jumps over the lazy dog. In the beginning the \
     universe was created. This has made a lot of people very angry and been widely regarded as \
@@ -23,56 +26,141 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// One run: the prompt, then exactly `n` decode steps (end-of-text ignored). Returns prefill and
+/// decode tokens/s.
+fn run_once(
+    host: &mut Host,
+    prompt: &[u32],
+    n: usize,
+    decode: &DecodeConfig,
+) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    let opts = GenerateOptions {
+        decode: decode.clone(),
+        max_tokens: n + 1,
+        ignore_eos: true,
+        ..GenerateOptions::default()
+    };
+    block_on(host.generate(prompt, &opts, &mut |_| true))?;
+    let s = host.stats();
+    // The first token comes from the prefill's logits; the n after it each run a forward pass.
+    let decode_ms: f64 = s.token_ms.iter().skip(1).sum();
+    Ok((
+        rate(s.prefill_tokens as usize, s.prefill_ms),
+        rate(n, decode_ms),
+    ))
+}
+
 pub fn run(
     path: &Path,
     n: usize,
     prompt_len: usize,
     runs: usize,
     json: bool,
+    moa_spec: Option<&str>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     if n == 0 || prompt_len == 0 || runs == 0 {
         return Err("-n, --prompt-len and --runs must be at least 1".into());
     }
-    let loaded = LoadedKnot::open(path)?;
-    let model = loaded.model()?;
-    let tok = loaded.tokenizer()?;
+    let moa = moa_spec.map(MoaConfig::parse_spec).transpose()?;
+    let mut host = open_host(path)?;
     let mut prompt: Vec<u32> = Vec::new();
     while prompt.len() < prompt_len {
-        prompt.extend(tok.encode(BENCH_TEXT));
+        prompt.extend(host.tokenizer().encode(BENCH_TEXT));
     }
     prompt.truncate(prompt_len);
-    let ctx = prompt_len + n;
-    if ctx > model.config.context_length {
+    let ctx = prompt_len + n + 1;
+    if ctx > host.config().context_length {
         return Err(format!("prompt + n = {ctx} exceeds the context length").into());
     }
-    let mut session = Session::new(&model.config, ctx)?;
-    let (mut prefill, mut decode) = (Vec::new(), Vec::new());
-    for _ in 0..runs {
-        session.reset();
-        let t0 = Instant::now();
-        let mut next = greedy(model.forward(&mut session, &prompt, false)?).unwrap_or(0);
-        prefill.push(prompt_len as f64 / t0.elapsed().as_secs_f64());
-        let t1 = Instant::now();
-        for _ in 0..n {
-            next = greedy(model.forward(&mut session, &[next], false)?).unwrap_or(0);
-        }
-        decode.push(n as f64 / t1.elapsed().as_secs_f64());
+    // Every layer in memory first: the runs measure compute, not the first reads.
+    for l in 0..host.config().n_layers {
+        block_on(host.load_layer(l))?;
     }
-    let (p, d) = (median(prefill), median(decode));
-    let rss = peak_rss_bytes();
+    let rss = peak_rss_bytes;
+    let Some(moa) = moa else {
+        let greedy = DecodeConfig::default();
+        let (mut prefill, mut decode) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let (p, d) = run_once(&mut host, &prompt, n, &greedy)?;
+            prefill.push(p);
+            decode.push(d);
+        }
+        let (p, d) = (median(prefill), median(decode));
+        if json {
+            let v = serde_json::json!({
+                "prefill_tok_s": p, "decode_tok_s": d, "prompt_len": prompt_len, "n": n,
+                "runs": runs, "peak_rss_bytes": rss(),
+            });
+            println!("{v}");
+        } else {
+            println!("prefill: {p:.1} tok/s ({prompt_len}-token prompt, median of {runs})");
+            println!("decode:  {d:.1} tok/s ({n} tokens, median of {runs})");
+            print_rss(rss());
+        }
+        return Ok(());
+    };
+
+    // Plain sampling over the same candidates at MOA's base temperature: what MOA adds is
+    // the agents, the race and the fold.
+    let plain = DecodeConfig {
+        sampling: SamplerConfig {
+            temperature: moa.base_temperature as f32,
+            top_k: moa.top_k,
+            ..SamplerConfig::default()
+        },
+        moa: None,
+    };
+    let with_moa = DecodeConfig {
+        sampling: SamplerConfig::default(),
+        moa: Some(moa.clone()),
+    };
+    let (mut plain_tok_s, mut moa_tok_s) = (Vec::new(), Vec::new());
+    for r in 0..runs {
+        // Alternate which goes first, so drift on a shared machine hits both alike.
+        let order = if r % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for use_moa in order {
+            let cfg = if use_moa { &with_moa } else { &plain };
+            let (_, d) = run_once(&mut host, &prompt, n, cfg)?;
+            match use_moa {
+                true => moa_tok_s.push(d),
+                false => plain_tok_s.push(d),
+            }
+        }
+    }
+    let (p, m) = (median(plain_tok_s), median(moa_tok_s));
+    let ratio = m / p;
     if json {
         let v = serde_json::json!({
-            "prefill_tok_s": p, "decode_tok_s": d, "prompt_len": prompt_len, "n": n,
-            "runs": runs, "peak_rss_bytes": rss,
+            "plain_decode_tok_s": p, "moa_decode_tok_s": m, "moa_over_plain": ratio,
+            "k": moa.k, "top_k": moa.top_k, "prompt_len": prompt_len, "n": n, "runs": runs,
+            "peak_rss_bytes": rss(),
         });
         println!("{v}");
     } else {
-        println!("prefill: {p:.1} tok/s ({prompt_len}-token prompt, median of {runs})");
-        println!("decode:  {d:.1} tok/s ({n} tokens, median of {runs})");
-        match rss {
-            Some(b) => println!("peak RSS: {:.1} MiB", b as f64 / (1024.0 * 1024.0)),
-            None => println!("peak RSS: unknown on this platform"),
-        }
+        println!(
+            "plain sampling (T {}, top-k {}): {p:.1} tok/s decode (median of {runs})",
+            moa.base_temperature, moa.top_k
+        );
+        println!(
+            "MOA k={} (top-k {}):             {m:.1} tok/s decode (median of {runs})",
+            moa.k, moa.top_k
+        );
+        println!(
+            "MOA / plain: {ratio:.3} ({:+.1}% per token)",
+            (1.0 / ratio - 1.0) * 100.0
+        );
+        print_rss(rss());
     }
     Ok(())
+}
+
+fn print_rss(rss: Option<u64>) {
+    match rss {
+        Some(b) => println!("peak RSS: {:.1} MiB", b as f64 / (1024.0 * 1024.0)),
+        None => println!("peak RSS: unknown on this platform"),
+    }
 }

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod carrier_cmd;
 pub mod convert;
+pub mod generate;
 pub mod gguf;
 pub mod inspect;
 pub mod loaded;

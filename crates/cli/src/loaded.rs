@@ -1,6 +1,5 @@
 //! A knot file read whole into memory, with the views the commands need.
 
-use engine::chat::{render_chat, ChatMessage};
 use engine::tokenizer::Tokenizer;
 use engine::Model;
 use knot::{Knot, TokenizerData};
@@ -24,10 +23,6 @@ pub enum LoadError {
     Tokenizer(#[from] engine::tokenizer::TokenizerError),
     #[error(transparent)]
     Engine(#[from] engine::EngineError),
-    #[error(transparent)]
-    Chat(#[from] engine::chat::ChatError),
-    #[error("the model has no chat template")]
-    NoChatTemplate,
 }
 
 pub struct LoadedKnot {
@@ -63,27 +58,5 @@ impl LoadedKnot {
 
     pub fn tokenizer(&self) -> Result<Tokenizer, LoadError> {
         Ok(Tokenizer::from_data(&self.tokenizer_data()?)?)
-    }
-
-    /// Renders a single user turn with the model's chat template, ready for generation.
-    pub fn chat_prompt(&self, tok: &Tokenizer, user: &str) -> Result<String, LoadError> {
-        let template = self
-            .knot
-            .meta
-            .chat_template
-            .as_deref()
-            .ok_or(LoadError::NoChatTemplate)?;
-        let name = |id: Option<u32>| id.and_then(|i| tok.token(i)).unwrap_or("").to_string();
-        let messages = [ChatMessage {
-            role: "user".into(),
-            content: user.into(),
-        }];
-        Ok(render_chat(
-            template,
-            &messages,
-            true,
-            &name(tok.bos_id()),
-            &name(tok.eos_id()),
-        )?)
     }
 }

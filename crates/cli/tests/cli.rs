@@ -353,7 +353,7 @@ fn bad_input_exits_with_a_readable_error() {
     let long: Vec<String> = (0..129).map(|i| (i % 256).to_string()).collect();
     fails_with(
         &["generate", &tiny, "--tokens", &long.join(",")],
-        "exceeds the model's context length 128",
+        "exceeds the context length 128",
     );
     fails_with(
         &["generate", &tiny, "--prompt", "", "-n", "1"],
@@ -396,4 +396,116 @@ fn q4_k_conversion_falls_back_to_q5_0_on_narrow_rows_and_generates() {
     // The tiny model's rows (64, 128 values) are not whole 256-value super-blocks.
     assert_eq!(dtypes["blk.0.attn_q.weight"], "q5_0");
     assert_eq!(dtypes["blk.0.attn_norm.weight"], "f32");
+}
+
+#[test]
+fn moa_generation_reports_every_step_and_is_seeded() {
+    let f = fixture("tiny/llama-f32.knot");
+    let run = |seed: &str| {
+        json(&[
+            "generate", &f, "--tokens", "1,2,3", "-n", "12", "--moa", "--seed", seed, "--json",
+        ])
+    };
+    let v = run("3");
+    assert_eq!(v["ids"], run("3")["ids"]);
+    let n = ids(&v["ids"]).len();
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), n);
+    for (step, id) in steps.iter().zip(ids(&v["ids"])) {
+        assert_eq!(step["token"].as_u64(), Some(id));
+        assert_eq!(step["picker"], "moa");
+        for key in [
+            "temperatures",
+            "survivors",
+            "weights",
+            "deficit",
+            "entropy",
+            "spread",
+            "fallback",
+        ] {
+            assert!(step.get(key).is_some(), "{key} missing: {step}");
+        }
+        assert_eq!(step["temperatures"].as_array().unwrap().len(), 3);
+    }
+    assert_eq!(steps[0]["temperatures"], serde_json::json!([0.5, 0.7, 0.9]));
+    // A spec overrides the defaults.
+    let v = json(&[
+        "generate",
+        &f,
+        "--tokens",
+        "1,2,3",
+        "-n",
+        "2",
+        "--moa",
+        "k=2,spread=0.6,merge=vote",
+        "--json",
+    ]);
+    assert_eq!(v["steps"][0]["temperatures"], serde_json::json!([0.4, 1.0]));
+    // Plain sampling reports its steps too.
+    let v = json(&[
+        "generate",
+        &f,
+        "--tokens",
+        "1,2",
+        "-n",
+        "2",
+        "--temperature",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(v["steps"][0]["picker"], "greedy");
+    assert_eq!(v["finish_reason"], "length");
+}
+
+#[test]
+fn bad_moa_flags_are_errors() {
+    let f = fixture("tiny/llama-f32.knot");
+    fails_with(
+        &["generate", &f, "--tokens", "1", "--moa", "k=0"],
+        "moa.k must be an integer in [1, 32], got 0",
+    );
+    fails_with(
+        &["generate", &f, "--tokens", "1", "--moa", "frob=1"],
+        "unknown key",
+    );
+    // A usage error (clap's exit status 2): MOA sets its own temperatures.
+    let out = knot(&[
+        "generate",
+        &f,
+        "--tokens",
+        "1",
+        "--moa",
+        "--temperature",
+        "0.5",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+    fails_with(
+        &["bench", &f, "--moa", "merge=max"],
+        "deficit, uniform or vote",
+    );
+}
+
+#[test]
+fn bench_compares_moa_with_plain_sampling() {
+    let f = fixture("tiny/llama-f32.knot");
+    let v = json(&[
+        "bench",
+        &f,
+        "-n",
+        "4",
+        "--prompt-len",
+        "8",
+        "--runs",
+        "2",
+        "--moa",
+        "--json",
+    ]);
+    let (plain, moa) = (
+        v["plain_decode_tok_s"].as_f64().unwrap(),
+        v["moa_decode_tok_s"].as_f64().unwrap(),
+    );
+    assert!(plain > 0.0 && moa > 0.0);
+    assert!((v["moa_over_plain"].as_f64().unwrap() - moa / plain).abs() < 1e-9);
+    assert_eq!(v["k"], 3);
 }

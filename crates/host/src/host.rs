@@ -4,13 +4,13 @@
 use crate::cache::{CacheStats, LayerBytes, LayerCache, LayerFetch, Lookup};
 use crate::clock::now_ms;
 use crate::source::{ByteSource, SourceError};
-use engine::chat::{render_chat, ChatError, ChatMessage};
-use engine::model::{check_architecture, LayerWeights, ResidentWeights};
-use engine::sampler::{Sampler, SamplerConfig, SamplerError};
+use engine::chat::{ChatError, ChatMessage};
+use engine::decode::{Emitted, FinishReason, GenerateError, GenerateOptions, Generation};
+use engine::model::check_architecture;
 use engine::tokenizer::{Tokenizer, TokenizerError};
-use engine::{EngineError, Session, TensorRef};
+use engine::{EngineError, LayerLayout, PipelineError, ResidentLayout, Session, StepInfo};
 use futures::FutureExt;
-use knot::{FixedHeader, Knot, KnotError, ModelConfig, ReadOptions, TensorInfo, FIXED_HEADER_LEN};
+use knot::{FixedHeader, Knot, KnotError, ModelConfig, ReadOptions, FIXED_HEADER_LEN};
 use std::cell::Cell;
 use std::ops::Range;
 use std::rc::Rc;
@@ -26,15 +26,21 @@ pub enum HostError {
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
     #[error(transparent)]
-    Sampler(#[from] SamplerError),
+    Pipeline(#[from] PipelineError),
+    #[error(transparent)]
+    Generate(#[from] GenerateError),
     #[error(transparent)]
     Chat(#[from] ChatError),
     #[error("invalid option: {0}")]
     InvalidOption(String),
     #[error("nothing to continue from: give a prompt first")]
     NoContext,
-    #[error("the model has no chat template")]
-    NoChatTemplate,
+    #[error("the prompt is empty: give at least one token")]
+    EmptyPrompt,
+    #[error(
+        "the prompt ({tokens} tokens with the conversation) exceeds the context length {context}"
+    )]
+    PromptTooLong { tokens: usize, context: usize },
     #[error("layer {0} does not exist")]
     NoSuchLayer(usize),
 }
@@ -123,29 +129,13 @@ fn checked_read(
         .boxed_local()
 }
 
-/// Tensors of one span held in memory, by name.
-fn span_tensors<'a>(
-    infos: &'a [TensorInfo],
-    bytes: &'a [u8],
-) -> impl Fn(&str) -> Option<TensorRef<'a>> + 'a {
-    move |name: &str| {
-        let t = infos.iter().find(|t| t.name == name)?;
-        let start = usize::try_from(t.offset).ok()?;
-        let data = bytes.get(start..start.checked_add(usize::try_from(t.size).ok()?)?)?;
-        Some(TensorRef {
-            dtype: t.dtype,
-            shape: &t.shape,
-            data,
-        })
-    }
-}
-
 /// The layers: where each lives in the file, and the cache in front of the source.
 struct LayerStore {
     source: Rc<dyn ByteSource>,
     io: Rc<IoCounters>,
     ranges: Vec<Range<u64>>,
-    tensors: Vec<Vec<TensorInfo>>,
+    /// Where each layer's tensors sit in its span, located and checked once at open.
+    layouts: Vec<LayerLayout>,
     cache: LayerCache,
 }
 
@@ -181,20 +171,38 @@ impl LayerStore {
     }
 }
 
+/// What a finished [`Host::generate`] produced.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Generated {
+    /// Every token, an end-of-text one included.
+    pub ids: Vec<u32>,
+    /// Their text (an end-of-text token adds none).
+    pub text: String,
+    /// None when the caller's `on_token` stopped it.
+    pub finish_reason: Option<FinishReason>,
+    pub steps: Vec<StepInfo>,
+}
+
 pub struct Host {
     knot: Knot,
     config: ModelConfig,
     tokenizer: Rc<Tokenizer>,
-    resident: Rc<[u8]>,
-    resident_tensors: Rc<[TensorInfo]>,
+    resident: Vec<u8>,
+    resident_layout: ResidentLayout,
     layers: LayerStore,
     session: Session,
-    sampler: Sampler,
+    /// Every token of the conversation: those in the KV cache, then `pending`.
+    tokens: Vec<u32>,
+    /// The generation in progress (or just finished), started by [`Host::start`].
+    generation: Option<Generation>,
+    /// What each step of the current generation did.
+    steps: Vec<StepInfo>,
     /// Layers fetched ahead of the one computing (0: no prefetch).
     prefetch_depth: usize,
-    /// Logits of the last position run, until a token is sampled from them.
+    /// Logits of the last position run, until a token is picked from them.
     logits: Vec<f32>,
-    /// The last sampled token: it enters the KV cache at the start of the next step.
+    /// The last picked token: it enters the KV cache at the start of the next step.
     pending: Option<u32>,
     stats: Stats,
 }
@@ -243,18 +251,20 @@ impl Host {
         drop(tok_bytes);
 
         let config = knot.meta.config.clone();
-        let resident: Rc<[u8]> = resident.into();
-        let resident_tensors: Rc<[TensorInfo]> = knot.resident_tensors().into();
-        // Check the resident tensors now, so a bad file fails at open, not at the first token.
-        ResidentWeights::load(&config, &span_tensors(&resident_tensors, &resident))?;
+        // Locate and check every tensor now, so a bad file fails at open, not at some token.
+        let resident_layout = ResidentLayout::locate(&config, &knot.resident_tensors())?;
+        resident_layout.view(&resident)?;
 
         let n = config.n_layers;
         let ranges: Vec<Range<u64>> = (0..n)
             .map(|l| knot.layer_range(l).ok_or(HostError::NoSuchLayer(l)))
             .collect::<Result<_, _>>()?;
-        let tensors = (0..n)
-            .map(|l| knot.layer_tensors(l).ok_or(HostError::NoSuchLayer(l)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let layouts = (0..n)
+            .map(|l| {
+                let tensors = knot.layer_tensors(l).ok_or(HostError::NoSuchLayer(l))?;
+                Ok(LayerLayout::locate(&config, l, &tensors)?)
+            })
+            .collect::<Result<Vec<_>, HostError>>()?;
         let spans = ranges.iter().map(|r| r.end - r.start).collect();
         let cache = LayerCache::new(spans, opts.lru_capacity, opts.max_resident_bytes);
         let session = Session::new(&config, opts.max_context)?;
@@ -276,16 +286,18 @@ impl Host {
                 source,
                 io,
                 ranges,
-                tensors,
+                layouts,
                 cache,
             },
-            sampler: Sampler::new(SamplerConfig::default())?,
             knot,
             config,
             tokenizer,
             resident,
-            resident_tensors,
+            resident_layout,
             session,
+            tokens: Vec::new(),
+            generation: None,
+            steps: Vec::new(),
             logits: Vec::new(),
             pending: None,
             prefetch_depth,
@@ -324,9 +336,20 @@ impl Host {
         }
     }
 
-    pub fn set_sampler(&mut self, cfg: SamplerConfig) -> Result<(), HostError> {
-        self.sampler = Sampler::new(cfg)?;
-        Ok(())
+    /// The most tokens the current generation will produce (`max_tokens`, or fewer when the
+    /// context fills first); 0 when none has started.
+    pub fn budget(&self) -> usize {
+        self.generation.as_ref().map_or(0, Generation::budget)
+    }
+
+    /// Every token of the conversation so far (prompts and generated tokens).
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// What each step of the current (or last) generation did.
+    pub fn steps(&self) -> &[StepInfo] {
+        &self.steps
     }
 
     /// Forgets the conversation (KV cache); cached layers stay.
@@ -334,6 +357,9 @@ impl Host {
         self.session.reset();
         self.logits.clear();
         self.pending = None;
+        self.tokens.clear();
+        self.generation = None;
+        self.steps.clear();
     }
 
     /// Starts fetching layer `layer` in the background (no-op if cached or in flight).
@@ -359,12 +385,12 @@ impl Host {
     /// computes, layer L+1 is being fetched; after the last layer, layer 0 for the next token
     /// when `more_follows`.
     async fn forward(&mut self, tokens: &[u32], more_follows: bool) -> Result<(), HostError> {
-        let (resident, infos) = (self.resident.clone(), self.resident_tensors.clone());
-        let resident_w = ResidentWeights::load(&self.config, &span_tensors(&infos, &resident))?;
-        self.session.begin(tokens, &resident_w)?;
+        let resident = self.resident_layout.view(&self.resident)?;
+        self.session.begin(tokens, &resident)?;
         match self.run_layers(more_follows).await {
             Ok(()) => {
-                let logits = self.session.finish(&resident_w, false)?;
+                let resident = self.resident_layout.view(&self.resident)?;
+                let logits = self.session.finish(&resident, false)?;
                 self.logits.clear();
                 self.logits.extend_from_slice(logits);
                 Ok(())
@@ -390,8 +416,8 @@ impl Host {
                 }
                 self.layers.request((l + ahead) % n, false);
             }
-            let src = span_tensors(&self.layers.tensors[l], &bytes);
-            let result = LayerWeights::load(&self.config, l, &src)
+            let result = self.layers.layouts[l]
+                .view(&bytes)
                 .and_then(|w| self.session.run_layer(l, &w));
             self.layers.cache.unpin(l);
             result?;
@@ -399,33 +425,84 @@ impl Host {
         Ok(())
     }
 
-    /// Appends `tokens` to the context (after any pending sampled token) and runs them.
-    pub async fn prefill(&mut self, tokens: &[u32], more_follows: bool) -> Result<(), HostError> {
-        let vocab = self.config.vocab_size;
-        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= vocab) {
-            return Err(EngineError::TokenOutOfRange { id, vocab }.into());
-        }
+    /// Appends `tokens` to the context (after any pending picked token) and runs them.
+    async fn prefill(&mut self, tokens: &[u32], more_follows: bool) -> Result<(), HostError> {
         let mut batch = Vec::with_capacity(tokens.len() + 1);
         batch.extend(self.pending);
         batch.extend_from_slice(tokens);
-        if batch.is_empty() {
-            return Err(EngineError::EmptyBatch.into());
-        }
         let t0 = now_ms();
         self.forward(&batch, more_follows).await?;
         self.pending = None;
-        for &id in tokens {
-            self.sampler.accept(id);
-        }
+        self.tokens.extend_from_slice(tokens);
         self.stats.prefill_ms = now_ms() - t0;
         self.stats.prefill_tokens = batch.len() as u64;
         self.stats.token_ms.clear();
         Ok(())
     }
 
-    /// Produces one token: runs the previously sampled token through the model (if any), then
-    /// samples the next one from the logits.
-    pub async fn step(&mut self, more_follows: bool) -> Result<u32, HostError> {
+    /// Starts a generation: checks the options and the prompt, forgets the conversation unless
+    /// `continue_session`, runs the prompt through the model (appended to the conversation),
+    /// and readies the pipeline. Tokens then come from [`Host::next`]. An empty prompt
+    /// continues from the last picked token.
+    pub async fn start(&mut self, prompt: &[u32], opts: &GenerateOptions) -> Result<(), HostError> {
+        let vocab = self.config.vocab_size;
+        if let Some(&id) = prompt.iter().find(|&&id| id as usize >= vocab) {
+            return Err(EngineError::TokenOutOfRange { id, vocab }.into());
+        }
+        if !opts.continue_session && prompt.is_empty() {
+            return Err(HostError::EmptyPrompt);
+        }
+        if opts.continue_session
+            && prompt.is_empty()
+            && self.pending.is_none()
+            && self.logits.is_empty()
+        {
+            return Err(HostError::NoContext);
+        }
+        // Positions the KV cache holds once the prompt (and any pending token) is in.
+        let context = self.session.max_context();
+        let kept = if opts.continue_session {
+            self.tokens.len()
+        } else {
+            0
+        };
+        let after_prompt = kept + prompt.len();
+        if after_prompt > context {
+            return Err(HostError::PromptTooLong {
+                tokens: after_prompt,
+                context,
+            });
+        }
+        // The last picked token stays pending (it enters the cache with the next prompt), so
+        // each token generated needs a position.
+        let room = context - after_prompt;
+        let mut generation =
+            Generation::new(opts, self.tokenizer.clone(), &self.config.eos_ids, room)?;
+        if !opts.continue_session {
+            self.reset();
+        }
+        self.generation = None;
+        self.steps.clear();
+        if !prompt.is_empty() {
+            self.prefill(prompt, generation.more_follows()).await?;
+        }
+        self.stats.token_ms.clear();
+        generation.accept_context(&self.tokens);
+        self.generation = Some(generation);
+        Ok(())
+    }
+
+    /// The next token of the generation [`Host::start`] began: runs the previously picked
+    /// token through the model (if any), then picks from the logits. `None` once it finished.
+    pub async fn next(&mut self) -> Result<Option<Emitted>, HostError> {
+        let Some(more_follows) = self
+            .generation
+            .as_ref()
+            .filter(|g| g.finished().is_none())
+            .map(Generation::more_follows)
+        else {
+            return Ok(None);
+        };
         let t0 = now_ms();
         if let Some(id) = self.pending.take() {
             if let Err(e) = self.forward(&[id], more_follows).await {
@@ -435,43 +512,39 @@ impl Host {
         } else if self.logits.is_empty() {
             return Err(HostError::NoContext);
         }
-        let id = self.sampler.sample(&mut self.logits)?;
+        let Some(generation) = self.generation.as_mut() else {
+            return Ok(None);
+        };
+        let emitted = generation.next(&mut self.logits)?;
         self.logits.clear();
-        self.pending = Some(id);
+        self.pending = Some(emitted.id);
+        self.tokens.push(emitted.id);
+        self.steps.push(emitted.step.clone());
         self.stats.token_ms.push(now_ms() - t0);
-        Ok(id)
+        Ok(Some(emitted))
     }
 
-    /// Generates up to `n` tokens after `prompt` (appended to the current context when
-    /// `continue_session`, else starting afresh). Stops early at an end-of-text id or when
-    /// `on_token` returns false. An empty prompt continues from the last sampled token.
+    /// Starts a generation and runs it to its end, or until `on_token` returns false.
     pub async fn generate(
         &mut self,
         prompt: &[u32],
-        n: usize,
-        continue_session: bool,
-        on_token: &mut dyn FnMut(u32) -> bool,
-    ) -> Result<Vec<u32>, HostError> {
-        if !continue_session {
-            self.reset();
-        }
-        let mut out = Vec::with_capacity(n);
-        if n == 0 {
-            if !prompt.is_empty() {
-                self.prefill(prompt, false).await?;
-            }
-            return Ok(out);
-        }
-        if !prompt.is_empty() {
-            self.prefill(prompt, n > 1).await?;
-        } else if self.pending.is_none() && self.logits.is_empty() {
-            return Err(HostError::NoContext);
-        }
-        while out.len() < n {
-            let more_follows = out.len() + 2 <= n;
-            let id = self.step(more_follows).await?;
-            out.push(id);
-            if !on_token(id) || self.config.eos_ids.contains(&id) {
+        opts: &GenerateOptions,
+        on_token: &mut dyn FnMut(&Emitted) -> bool,
+    ) -> Result<Generated, HostError> {
+        self.start(prompt, opts).await?;
+        let mut out = Generated {
+            ids: Vec::new(),
+            text: String::new(),
+            finish_reason: self.generation.as_ref().and_then(Generation::finished),
+            steps: Vec::new(),
+        };
+        while let Some(e) = self.next().await? {
+            out.ids.push(e.id);
+            out.text.push_str(&e.text);
+            out.finish_reason = e.finish_reason;
+            let go_on = on_token(&e);
+            out.steps.push(e.step);
+            if !go_on {
                 break;
             }
         }
@@ -480,20 +553,11 @@ impl Host {
 
     /// Renders chat messages with the model's template, ready to encode.
     pub fn chat_prompt(&self, messages: &[ChatMessage]) -> Result<String, HostError> {
-        let template = self
-            .knot
-            .meta
-            .chat_template
-            .as_deref()
-            .ok_or(HostError::NoChatTemplate)?;
-        let tok = &self.tokenizer;
-        let name = |id: Option<u32>| id.and_then(|i| tok.token(i)).unwrap_or("").to_string();
-        Ok(render_chat(
+        let template = self.knot.meta.chat_template.as_deref();
+        Ok(engine::chat::chat_prompt(
             template,
+            &self.tokenizer,
             messages,
-            true,
-            &name(tok.bos_id()),
-            &name(tok.eos_id()),
         )?)
     }
 }

@@ -5,12 +5,11 @@
 pub mod cache;
 mod clock;
 pub mod host;
+pub mod moa_api;
 pub mod source;
 
-pub use host::{Host, HostError, HostOptions, Stats};
-#[cfg(unix)]
-pub use source::FileSource;
-pub use source::{ByteSource, MemorySource, ReadFuture, SourceError};
+pub use host::{Generated, Host, HostError, HostOptions, Stats};
+pub use source::{ByteSource, FileSource, MemorySource, ReadFuture, SourceError};
 
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 mod wasm;

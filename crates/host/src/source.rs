@@ -72,38 +72,61 @@ impl ByteSource for MemorySource {
 }
 
 /// A file read with positional reads (no shared cursor, so reads never interfere).
-#[cfg(unix)]
 pub struct FileSource {
     file: std::fs::File,
     len: u64,
 }
 
-#[cfg(unix)]
 impl FileSource {
     pub fn open(path: &std::path::Path) -> std::io::Result<Self> {
         let file = std::fs::File::open(path)?;
         let len = file.metadata()?.len();
         Ok(FileSource { file, len })
     }
+
+    #[cfg(unix)]
+    fn read_at(&self, buf: &mut [u8], start: u64) -> std::io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, start)
+    }
+
+    #[cfg(windows)]
+    fn read_at(&self, mut buf: &mut [u8], mut start: u64) -> std::io::Result<()> {
+        use std::os::windows::fs::FileExt;
+        while !buf.is_empty() {
+            match self.file.seek_read(buf, start)? {
+                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                n => {
+                    buf = &mut buf[n..];
+                    start += n as u64;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(not(any(unix, windows)))]
+    fn read_at(&self, buf: &mut [u8], start: u64) -> std::io::Result<()> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = &self.file;
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(buf)
+    }
 }
 
-#[cfg(unix)]
 impl ByteSource for FileSource {
     fn len(&self) -> Option<u64> {
         Some(self.len)
     }
 
     fn read(&self, start: u64, end: u64) -> ReadFuture {
-        use std::os::unix::fs::FileExt;
         let result = (|| {
             let len = end
                 .checked_sub(start)
                 .filter(|_| end <= self.len)
                 .ok_or_else(|| format!("range out of bounds for a file of {} bytes", self.len))?;
-            let mut buf = vec![0u8; len as usize];
-            self.file
-                .read_exact_at(&mut buf, start)
-                .map_err(|e| e.to_string())?;
+            let len = usize::try_from(len).map_err(|_| "range too large".to_string())?;
+            let mut buf = vec![0u8; len];
+            self.read_at(&mut buf, start).map_err(|e| e.to_string())?;
             Ok(buf)
         })()
         .map_err(|message| SourceError::Read {

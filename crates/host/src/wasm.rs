@@ -5,7 +5,7 @@
 use crate::host::{Host, HostError, HostOptions};
 use crate::source::{ByteSource, ReadFuture, SourceError};
 use engine::chat::ChatMessage;
-use engine::sampler::SamplerConfig;
+use engine::decode::GenerateOptions;
 use js_sys::{Function, Promise, Reflect, Uint32Array, Uint8Array};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -291,29 +291,6 @@ impl WasmHost {
         with_host(&self.state, |h| h.chat_prompt(&list).map_err(host_error))
     }
 
-    /// Sampling for the following steps; temperature 0 is greedy.
-    #[wasm_bindgen(js_name = setSampler)]
-    pub fn set_sampler(
-        &self,
-        temperature: f32,
-        top_k: u32,
-        top_p: f32,
-        min_p: f32,
-        repeat_penalty: f32,
-        seed: u64,
-    ) -> Result<(), JsValue> {
-        let cfg = SamplerConfig {
-            temperature,
-            top_k: top_k as usize,
-            top_p,
-            min_p,
-            repeat_penalty,
-            seed,
-            ..SamplerConfig::default()
-        };
-        with_host(&self.state, |h| h.set_sampler(cfg).map_err(host_error))
-    }
-
     /// Forgets the conversation; cached layers stay.
     pub fn reset(&self) -> Result<(), JsValue> {
         with_host(&self.state, |h| {
@@ -322,28 +299,35 @@ impl WasmHost {
         })
     }
 
-    /// Runs `ids` through the model, layer by layer (appended to the conversation).
-    pub fn prefill(&self, ids: Uint32Array, more_follows: bool) -> Promise {
+    /// Starts a generation: `optionsJson` is the options object (`GenerateOptions::from_json`:
+    /// sampling, `moa`, `maxTokens`, `continue`, `ignoreEos`), validated here; the prompt ids run
+    /// through the model. Tokens then come from `next()`.
+    pub fn start(&self, ids: Uint32Array, options_json: String) -> Promise {
         let state = self.state.clone();
         let ids = ids.to_vec();
         future_to_promise(async move {
+            let opts = GenerateOptions::from_json(&options_json).map_err(error)?;
             with_host_async(state, async |h: &mut Host| {
-                h.prefill(&ids, more_follows).await.map_err(host_error)
+                h.start(&ids, &opts).await.map_err(host_error)
             })
             .await?;
             Ok(JsValue::UNDEFINED)
         })
     }
 
-    /// Produces one token id.
-    pub fn step(&self, more_follows: bool) -> Promise {
+    /// The next token of the generation: `{ id, text, finishReason, step }`, or null once it
+    /// has finished.
+    pub fn next(&self) -> Promise {
         let state = self.state.clone();
         future_to_promise(async move {
-            let id = with_host_async(state, async |h: &mut Host| {
-                h.step(more_follows).await.map_err(host_error)
+            let emitted = with_host_async(state, async |h: &mut Host| {
+                h.next().await.map_err(host_error)
             })
             .await?;
-            Ok(JsValue::from(id))
+            match emitted {
+                None => Ok(JsValue::NULL),
+                Some(e) => js_sys::JSON::parse(&serde_json::to_string(&e).map_err(error)?),
+            }
         })
     }
 
@@ -388,4 +372,19 @@ impl WasmHost {
             _ => State::Disposed,
         };
     }
+}
+
+/// `createMoaAgents`: the agents' temperatures for `{ k, baseTemperature, temperatureSpread,
+/// minTemperature }` (JSON).
+#[wasm_bindgen(js_name = moaAgents)]
+pub fn moa_agents(options_json: &str) -> Result<Vec<f64>, JsValue> {
+    crate::moa_api::agents(options_json).map_err(error)
+}
+
+/// `deficitWeightedMerge`: `{ merged, weights, deficit }` for `{ dists, strategy, useKl }`
+/// (JSON).
+#[wasm_bindgen(js_name = moaMerge)]
+pub fn moa_merge(request_json: &str) -> Result<JsValue, JsValue> {
+    let merged = crate::moa_api::merge(request_json).map_err(error)?;
+    js_sys::JSON::parse(&serde_json::to_string(&merged).map_err(error)?)
 }

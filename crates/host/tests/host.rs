@@ -1,6 +1,7 @@
 //! The host over in-memory and instrumented sources: parity with the engine run directly, LRU
 //! and prefetch behaviour counted read by read, and recovery from failing sources.
 
+use engine::decode::GenerateOptions;
 use futures::executor::block_on;
 use host::{ByteSource, Host, HostError, HostOptions, MemorySource, ReadFuture, SourceError};
 use knot::Knot;
@@ -65,8 +66,27 @@ fn open(src: Rc<Instrumented>, lru: usize) -> Host {
     block_on(Host::open(src, opts)).unwrap()
 }
 
+/// Greedy options for `n` tokens, continuing the conversation or not.
+fn opts(n: usize, continue_session: bool) -> GenerateOptions {
+    GenerateOptions {
+        max_tokens: n,
+        continue_session,
+        ..GenerateOptions::default()
+    }
+}
+
+fn generate(
+    host: &mut Host,
+    prompt: &[u32],
+    n: usize,
+    continue_session: bool,
+) -> Result<Vec<u32>, HostError> {
+    let out = block_on(host.generate(prompt, &opts(n, continue_session), &mut |_| true))?;
+    Ok(out.ids)
+}
+
 fn greedy(host: &mut Host, prompt: &[u32], n: usize) -> Vec<u32> {
-    block_on(host.generate(prompt, n, false, &mut |_| true)).unwrap()
+    generate(host, prompt, n, false).unwrap()
 }
 
 #[test]
@@ -144,7 +164,7 @@ fn check_reads_per_token(bytes: Vec<u8>, lru: usize) {
     let before = src.reads();
     // A 20-token prompt runs layer-major: one read per layer for the whole prompt.
     let prompt: Vec<u32> = (0..20).collect();
-    let out = block_on(host.generate(&prompt, 6, false, &mut |_| true)).unwrap();
+    let out = greedy(&mut host, &prompt, 6);
     let forwards = out.len(); // the prompt, then one per further token
     assert_eq!(src.reads() - before, forwards * n_layers, "lru {lru}");
     assert!(host.stats().cache.resident_layers <= lru);
@@ -182,7 +202,7 @@ fn a_failed_read_is_an_error_and_the_host_recovers() {
     let src = Instrumented::new(bytes);
     let mut host = open(src.clone(), 1);
     src.fail_at.set(Some(knot.layer_range(1).unwrap().start));
-    let err = block_on(host.generate(&[7, 8, 9], 6, false, &mut |_| true)).unwrap_err();
+    let err = generate(&mut host, &[7, 8, 9], 6, false).unwrap_err();
     assert!(
         matches!(err, HostError::Source(SourceError::Read { .. })),
         "{err}"
@@ -192,8 +212,8 @@ fn a_failed_read_is_an_error_and_the_host_recovers() {
     let mut host = open(src.clone(), 1);
     let first = greedy(&mut host, &[7, 8, 9], 3);
     src.fail_at.set(Some(knot.layer_range(0).unwrap().start));
-    assert!(block_on(host.generate(&[], 3, true, &mut |_| true)).is_err());
-    let rest = block_on(host.generate(&[], 3, true, &mut |_| true)).unwrap();
+    assert!(generate(&mut host, &[], 3, true).is_err());
+    let rest = generate(&mut host, &[], 3, true).unwrap();
     assert_eq!([first, rest].concat(), expected);
 }
 
@@ -235,13 +255,29 @@ fn bad_inputs_are_typed_errors() {
     .unwrap();
     assert!(matches!(err, HostError::Knot(_)), "{err}");
     let mut host = open(Instrumented::new(tiny_bytes()), 2);
-    let err = block_on(host.generate(&[1, 999], 2, false, &mut |_| true)).unwrap_err();
+    let err = generate(&mut host, &[1, 999], 2, false).unwrap_err();
     assert!(matches!(
         err,
         HostError::Engine(engine::EngineError::TokenOutOfRange { id: 999, .. })
     ));
-    let err = block_on(host.generate(&[], 2, false, &mut |_| true)).unwrap_err();
-    assert!(matches!(err, HostError::NoContext));
+    let err = generate(&mut host, &[], 2, false).unwrap_err();
+    assert!(matches!(err, HostError::EmptyPrompt), "{err}");
+    let err = generate(&mut host, &[], 2, true).unwrap_err();
+    assert!(matches!(err, HostError::NoContext), "{err}");
+    let long: Vec<u32> = (0..200).map(|i| i % 256).collect();
+    let err = generate(&mut host, &long, 2, false).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            HostError::PromptTooLong {
+                tokens: 200,
+                context: 128
+            }
+        ),
+        "{err}"
+    );
+    let bad_moa = GenerateOptions::from_json(r#"{"moa": {"k": 0}}"#);
+    assert!(bad_moa.is_err());
     assert!(matches!(
         host.prefetch_layer(99),
         Err(HostError::NoSuchLayer(99))
@@ -253,12 +289,13 @@ fn bad_inputs_are_typed_errors() {
 fn on_token_can_stop_generation() {
     let mut host = open(Instrumented::new(tiny_bytes()), 2);
     let mut seen = 0;
-    let out = block_on(host.generate(&[1, 2, 3], 20, false, &mut |_| {
+    let out = block_on(host.generate(&[1, 2, 3], &opts(20, false), &mut |_| {
         seen += 1;
         seen < 3
     }))
     .unwrap();
-    assert_eq!(out.len(), 3);
+    assert_eq!(out.ids.len(), 3);
+    assert_eq!(out.finish_reason, None);
 }
 
 #[test]

@@ -1,0 +1,170 @@
+//! `knot generate`: text from a prompt, through the host's decode loop (the same one the wasm
+//! package runs), reading the file with positional reads.
+
+use clap::Args;
+use engine::chat::ChatMessage;
+use engine::decode::GenerateOptions;
+use engine::{DecodeConfig, SamplerConfig};
+use futures::executor::block_on;
+use host::{FileSource, Host, HostOptions};
+use moa::MoaConfig;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+#[derive(Args)]
+pub struct GenerateArgs {
+    file: PathBuf,
+    #[arg(long, conflicts_with = "tokens", required_unless_present = "tokens")]
+    prompt: Option<String>,
+    #[arg(long, value_delimiter = ',')]
+    tokens: Option<Vec<u32>>,
+    /// Tokens to generate.
+    #[arg(short = 'n', default_value_t = 128)]
+    n: usize,
+    #[command(flatten)]
+    decode: DecodeArgs,
+    /// Wrap the prompt in the model's chat template as a user message.
+    #[arg(long)]
+    chat: bool,
+    /// Print one JSON object (ids, text, speeds, per-step metadata) instead of streaming text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// How tokens are picked: sampling flags, or MOA.
+#[derive(Args)]
+pub struct DecodeArgs {
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.8)]
+    temperature: f32,
+    #[arg(long, default_value_t = 40)]
+    top_k: usize,
+    #[arg(long, default_value_t = 0.95)]
+    top_p: f32,
+    #[arg(long, default_value_t = 0.05)]
+    min_p: f32,
+    #[arg(long, default_value_t = 1.0)]
+    repeat_penalty: f32,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// MOA ensemble sampling (docs/moa.md), with its defaults or a spec such as
+    /// k=3,base=0.7,spread=0.4,merge=deficit|uniform|vote,top-k=40,sensitivity=0.1
+    /// (also min-temperature=, kl=true, target=). Replaces --temperature/--top-k/--top-p/--min-p.
+    #[arg(
+        long,
+        value_name = "SPEC",
+        num_args = 0..=1,
+        default_missing_value = "",
+        conflicts_with_all = ["temperature", "top_k", "top_p", "min_p"],
+    )]
+    moa: Option<String>,
+}
+
+impl DecodeArgs {
+    pub fn config(&self) -> Result<DecodeConfig> {
+        let cfg = DecodeConfig {
+            sampling: SamplerConfig {
+                temperature: self.temperature,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                min_p: self.min_p,
+                repeat_penalty: self.repeat_penalty,
+                seed: self.seed,
+                ..SamplerConfig::default()
+            },
+            moa: self.moa.as_deref().map(MoaConfig::parse_spec).transpose()?,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// Opens a knot file through the host, every layer kept once read, the whole context allowed.
+pub fn open_host(path: &Path) -> Result<Host> {
+    let source =
+        FileSource::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let opts = HostOptions {
+        max_context: usize::MAX,
+        ..HostOptions::default()
+    };
+    block_on(Host::open(Rc::new(source), opts))
+        .map_err(|e| format!("{}: {e}", path.display()).into())
+}
+
+pub fn run(a: &GenerateArgs) -> Result<()> {
+    let decode = a.decode.config()?;
+    let mut host = open_host(&a.file)?;
+    let tok = host.tokenizer().clone();
+    let prompt_ids = match (&a.tokens, &a.prompt) {
+        (Some(ids), _) => ids.clone(),
+        (None, Some(text)) if a.chat => {
+            tok.encode(&host.chat_prompt(&[ChatMessage::new("user", text.as_str())])?)
+        }
+        (None, Some(text)) => tok.encode_with_bos(text),
+        (None, None) => return Err("give --prompt or --tokens".into()),
+    };
+    let opts = GenerateOptions {
+        decode,
+        max_tokens: a.n,
+        ..GenerateOptions::default()
+    };
+    block_on(host.start(&prompt_ids, &opts))?;
+    if host.budget() < a.n {
+        eprintln!(
+            "note: generating at most {} tokens: the context holds {}",
+            host.budget(),
+            host.config().context_length
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    let (mut ids, mut text, mut steps, mut finish) = (Vec::new(), String::new(), Vec::new(), None);
+    while let Some(e) = block_on(host.next())? {
+        if !a.json {
+            write!(out, "{}", e.text)?;
+            out.flush()?;
+        }
+        ids.push(e.id);
+        text.push_str(&e.text);
+        steps.push(e.step);
+        finish = e.finish_reason;
+    }
+    let stats = host.stats();
+    let prefill_tok_s = rate(stats.prefill_tokens as usize, stats.prefill_ms);
+    // The first token comes from the prefill's logits; each later one costs a forward pass.
+    let decode_tok_s = rate(
+        ids.len().saturating_sub(1),
+        stats.token_ms.iter().sum::<f64>(),
+    );
+    if a.json {
+        let v = serde_json::json!({
+            "prompt_ids": prompt_ids,
+            "ids": ids,
+            "text": text,
+            "finish_reason": finish,
+            "prefill_tok_s": prefill_tok_s,
+            "decode_tok_s": decode_tok_s,
+            "steps": steps,
+        });
+        writeln!(out, "{v}")?;
+    } else {
+        writeln!(out)?;
+        eprintln!(
+            "[{} prompt tokens, {prefill_tok_s:.1} tok/s prefill; {} generated, {decode_tok_s:.1} tok/s decode]",
+            prompt_ids.len(),
+            ids.len(),
+        );
+    }
+    Ok(())
+}
+
+/// Tokens per second, 0 when nothing was timed.
+pub fn rate(tokens: usize, ms: f64) -> f64 {
+    if ms > 0.0 && tokens > 0 {
+        tokens as f64 / (ms / 1000.0)
+    } else {
+        0.0
+    }
+}
