@@ -1,6 +1,7 @@
 // Entry for browsers (and bundlers targeting them): fetches the .wasm next to this package.
 import * as bindings from '../dist/wasm/host.js';
 import { setWasmResolver } from './shim.js';
+import { setMoaBindings } from './moa.js';
 
 export * from './index.js';
 
@@ -14,7 +15,10 @@ let own;
 export function loadWasm() {
   own ??= bindings
     .default({ module_or_path: fetch(new URL('../dist/wasm/host_bg.wasm', import.meta.url)) })
-    .then(() => bindings);
+    .then(() => {
+      setMoaBindings(bindings);
+      return bindings;
+    });
   own.catch(() => {
     own = undefined;
   });

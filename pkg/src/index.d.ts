@@ -77,24 +77,87 @@ export interface HostShimOptions {
 }
 
 export interface SamplingOptions {
-  /** 0 (default) is greedy. */
+  /** 0 (default) is greedy. Not with `moa`. */
   temperature?: number;
-  /** 0 (default) disables top-k. */
+  /** 0 (default) disables top-k. Not with `moa`. */
   topK?: number;
-  /** 1 (default) disables top-p. */
+  /** 1 (default) disables top-p. Not with `moa`. */
   topP?: number;
-  /** 0 (default) disables min-p. */
+  /** 0 (default) disables min-p. Not with `moa`. */
   minP?: number;
   /** 1 (default) disables the penalty. */
   repeatPenalty?: number;
+  /** How many recent tokens the penalty looks at. Default 64. */
+  repeatLastN?: number;
   seed?: number | bigint;
+  /**
+   * MOA ensemble sampling (docs/moa.md): `true` for the defaults, or its settings. MOA picks the
+   * token, so `temperature`, `topK`, `topP` and `minP` are rejected alongside it.
+   */
+  moa?: boolean | MoaOptions;
 }
+
+export type MoaMerge = 'deficit' | 'uniform' | 'vote';
+
+export interface MoaOptions {
+  /** Agents (temperature views of the same logits), 1..32. Default 3. */
+  k?: number;
+  /** Default 0.7. */
+  baseTemperature?: number;
+  /** Agent i of k runs at base + spread·(i/(k−1) − ½). Default 0.4. */
+  temperatureSpread?: number;
+  /** Default 0.01. */
+  minTemperature?: number;
+  /** Candidates every agent sees (0 = the whole vocabulary). Default 40. */
+  topK?: number;
+  /** Default 'deficit'. */
+  merge?: MoaMerge;
+  /** Deficit merge: distance by KL instead of L2. Default false. */
+  useKl?: boolean;
+  /** INTERFERE gain, 0..1 (0 keeps the spread fixed). Default 0.1. */
+  sensitivity?: number;
+  /** INTERFERE target for exp(H_hot − H_cold), >= 1. Default φ ≈ 1.618. */
+  target?: number;
+}
+
+/** What MOA did at a step (present when `picker` is 'moa'). */
+export interface MoaStepReport {
+  temperatures: number[];
+  /** Indices of the agents whose view was finite. */
+  survivors: number[];
+  /** Fold weight per agent (0 for one raced out). */
+  weights: number[];
+  /** (survivors − 1) + (vocabulary − candidates when topK > 0). */
+  deficit: number;
+  /** Entropy of the merged distribution, in nats. */
+  entropy: number;
+  /** The temperature spread this step ran with. */
+  spread: number;
+  /** INTERFERE's measurement exp(H_hot − H_cold); null when the step was not measured. */
+  ratio: number | null;
+  /** No agent survived: the raw argmax was taken. */
+  fallback: boolean;
+  /** INTERFERE's valve widened the spread after this step. */
+  valve: boolean;
+}
+
+/** Per-step metadata of the decode pipeline. */
+export type StepInfo = {
+  token: number;
+  /** Logits stages that ran before the pick, and how many logits each changed. */
+  stages: { stage: string; changed: number }[];
+  /** Tokens the pick could have drawn. */
+  candidates: number;
+} & ({ picker: 'greedy' } | { picker: 'sample' } | ({ picker: 'moa' } & MoaStepReport));
 
 export interface GenerateOptions extends SamplingOptions {
   signal?: AbortSignal;
   /** Appends to the current conversation instead of starting afresh. */
   continue?: boolean;
+  /** Keep generating past end-of-text tokens (benchmarks). */
+  ignoreEos?: boolean;
   onToken?: (id: number) => void;
+  onStep?: (step: StepInfo) => void;
 }
 
 export interface GenerateTextOptions extends SamplingOptions {
@@ -102,8 +165,10 @@ export interface GenerateTextOptions extends SamplingOptions {
   maxTokens?: number;
   signal?: AbortSignal;
   continue?: boolean;
+  ignoreEos?: boolean;
   /** Called with each text piece ('' while a character is incomplete) and its token id. */
   onToken?: (piece: string, id: number) => void;
+  onStep?: (step: StepInfo) => void;
 }
 
 export interface ChatMessage {
@@ -113,9 +178,12 @@ export interface ChatMessage {
 
 export interface GenerateTextResult {
   text: string;
+  /** The text's tokens (an end-of-text token is not included). */
   tokens: Uint32Array;
-  /** 'stop' at an end-of-text token, 'length' at maxTokens. */
+  /** 'stop' at an end-of-text token, 'length' at maxTokens or a full context. */
   finishReason: 'stop' | 'length';
+  /** One per generated token, the end-of-text one included. */
+  steps: StepInfo[];
 }
 
 export interface HostStats {
@@ -186,6 +254,26 @@ export declare class HostShim implements Disposable {
 
 /** Loads and initializes the package's wasm once. */
 export declare function loadWasm(): Promise<KnotWasmBindings>;
+
+// ---- MOA helpers (docs/moa.md), pure functions over the same Rust code the decode loop runs.
+// Node, Bun, Deno and Workers initialize the wasm on import; in browsers `await loadWasm()` first.
+
+/** The agents' temperatures: max(minTemperature, base + spread·(i/(k−1) − ½)) for i in 0..k. */
+export declare function createMoaAgents(options?: {
+  k?: number;
+  baseTemperature?: number;
+  temperatureSpread?: number;
+  minTemperature?: number;
+}): number[];
+
+/**
+ * Deficit-weighted (or uniform) fold of distributions; ones holding NaN or ±Infinity are raced
+ * out with weight 0, the rest scaled to sum 1 first. `deficit` is survivors − 1.
+ */
+export declare function deficitWeightedMerge(
+  dists: number[][],
+  options?: { strategy?: 'deficit' | 'uniform'; useKl?: boolean },
+): { merged: number[]; weights: number[]; deficit: number };
 
 // ---- Carrier medium (docs/carrier.md): quantization readings with fiber and copy-index witnesses.
 // Not a learned model; it reconstructs no pixels. Node, Bun, Deno and Workers initialize the wasm

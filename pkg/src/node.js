@@ -2,6 +2,7 @@
 // instantiates it synchronously (wasm-bindgen `web` target + initSync works in all three).
 import { readFile } from 'node:fs/promises';
 import { setWasmResolver } from './shim.js';
+import { setMoaBindings } from './moa.js';
 
 export * from './index.js';
 export { FileKnotSource } from './file.js';
@@ -31,7 +32,9 @@ export function loadWasm() {
 
 // The carrier pipelines are plain synchronous classes: initialize on import so that
 // `new CarrierMediumPipeline(...)` works right away.
-export const { CarrierMediumPipeline, ImageCarrierPipeline } = await loadWasm();
+const ready = await loadWasm();
+setMoaBindings(ready);
+export const { CarrierMediumPipeline, ImageCarrierPipeline } = ready;
 
 setWasmResolver(async (wasm) => {
   const ownNs = await loadWasm();

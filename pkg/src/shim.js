@@ -1,6 +1,8 @@
 // HostShim: the people-facing API, a thin class over the wasm-bindgen class `WasmHost`.
-// This file validates arguments (so bad input is a clear Error, never a Rust panic), serializes
-// calls (one WasmHost runs one async call at a time) and turns token ids into streamed text.
+// The decode loop, its options and the streamed text live in Rust (engine::decode): this file
+// converts arguments (token arrays, the options object as JSON), serializes calls (one WasmHost
+// runs one async call at a time), pumps tokens out of the loop and handles what only JS has
+// (AbortSignal, callbacks).
 //
 // The WasmHost contract this wrapper calls (exported by crates/host's binding module):
 //   static open(source: KnotByteSource, lruCapacity: number, maxResidentBytes: number | undefined,
@@ -9,10 +11,11 @@
 //   readonly vocabSize: number; readonly layerCount: number; readonly eosIds: Uint32Array
 //   encode(text: string): Uint32Array          decode(ids: Uint32Array): string  (lossy UTF-8)
 //   chatPrompt(messagesJson: string): string   rendered with the model's template
-//   setSampler(temperature, topK, topP, minP, repeatPenalty, seed: bigint): void
+//   start(ids: Uint32Array, optionsJson: string): Promise<void>
+//                                               validates the options, runs the prompt
+//   next(): Promise<{ id, text, finishReason, step } | null>
+//                                               one token of the generation; null once it ended
 //   reset(): void                               forgets the conversation, keeps cached layers
-//   prefill(ids: Uint32Array, moreFollows: boolean): Promise<void>
-//   step(moreFollows: boolean): Promise<number> one sampled token id
 //   prefetchLayer(layer: number): Promise<void> resolves once the layer is resident
 //   stats(): object | string (JSON)             camelCase fields of host::Stats
 //   info(): object                               name, architecture, config
@@ -22,10 +25,6 @@
 export const DRAFT_MODE_UNSUPPORTED = 'draftMode (speculative decoding) is not supported yet';
 
 const OPEN_OPTIONS = new Set(['lruCapacity', 'maxResidentBytes', 'prefetchDepth', 'draftMode', 'onProgress']);
-const GENERATE_OPTIONS = new Set([
-  'temperature', 'topK', 'topP', 'minP', 'repeatPenalty', 'seed',
-  'signal', 'onToken', 'continue', 'maxTokens',
-]);
 
 /** @type {((wasm: object | undefined) => Promise<object>) | undefined} */
 let wasmResolver;
@@ -53,6 +52,14 @@ function rejectUnknownOptions(options, known, where) {
   for (const key of Object.keys(options)) {
     if (!known.has(key)) throw new TypeError(`${where}: unknown option '${key}'`);
   }
+}
+
+/**
+ * @param {unknown} f
+ * @param {string} name
+ */
+function checkCallback(f, name) {
+  if (f !== undefined && typeof f !== 'function') throw new TypeError(`${name} must be a function`);
 }
 
 /**
@@ -96,33 +103,18 @@ export function checkOpenOptions(options) {
 }
 
 /**
- * Sampling options with the engine's defaults (greedy).
- * @param {Record<string, unknown>} o
+ * The options object as the JSON the Rust side validates (engine::decode::GenerateOptions).
+ * JSON has no BigInt, NaN or Infinity: a BigInt goes as its decimal string, NaN and ±Infinity as
+ * "NaN" / "Infinity" / "-Infinity", so Rust can name them in its errors.
+ * @param {Record<string, unknown>} options
+ * @returns {string}
  */
-export function checkSampling(o) {
-  const temperature = o.temperature ?? 0;
-  if (typeof temperature !== 'number' || !Number.isFinite(temperature) || temperature < 0) {
-    throw new RangeError(`temperature must be a finite number >= 0 (0 is greedy), got ${String(o.temperature)}`);
-  }
-  const topK = checkInteger(o.topK ?? 0, 'topK (0 disables it)', 0);
-  const topP = o.topP ?? 1;
-  if (typeof topP !== 'number' || !(topP > 0 && topP <= 1)) {
-    throw new RangeError(`topP must be in (0, 1], got ${String(o.topP)}`);
-  }
-  const minP = o.minP ?? 0;
-  if (typeof minP !== 'number' || !(minP >= 0 && minP <= 1)) {
-    throw new RangeError(`minP must be in [0, 1], got ${String(o.minP)}`);
-  }
-  const repeatPenalty = o.repeatPenalty ?? 1;
-  if (typeof repeatPenalty !== 'number' || !Number.isFinite(repeatPenalty) || repeatPenalty <= 0) {
-    throw new RangeError(`repeatPenalty must be a finite number > 0 (1 disables it), got ${String(o.repeatPenalty)}`);
-  }
-  let seed = o.seed ?? 0;
-  if (typeof seed === 'number') seed = BigInt(checkInteger(seed, 'seed', 0));
-  if (typeof seed !== 'bigint' || seed < 0n || seed >= 1n << 64n) {
-    throw new RangeError(`seed must be an integer in [0, 2^64), got ${String(o.seed)}`);
-  }
-  return { temperature, topK, topP, minP, repeatPenalty, seed };
+export function optionsJson(options) {
+  return JSON.stringify(options, (_key, value) => {
+    if (typeof value === 'bigint') return value.toString();
+    if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
+    return value;
+  });
 }
 
 /**
@@ -164,49 +156,6 @@ export function checkMessages(messages) {
     }
     return { role: m.role, content: m.content };
   });
-}
-
-/**
- * Turns token ids into text pieces as they arrive. Byte-level tokens can split a UTF-8 character;
- * a piece whose decoding ends in U+FFFD is held back until the following tokens complete it.
- * Decoding against a few preceding ids keeps tokenizers that treat a leading space specially
- * (SentencePiece) right.
- */
-export class TextStreamer {
-  #decode;
-  /** @type {number[]} */
-  #context = [];
-  /** @type {number[]} */
-  #pending = [];
-
-  /** @param {(ids: Uint32Array) => string} decode */
-  constructor(decode) {
-    this.#decode = decode;
-  }
-
-  /**
-   * @param {number} id
-   * @returns {string} the text this token completes ('' while a character is incomplete)
-   */
-  push(id) {
-    this.#pending.push(id);
-    const before = this.#decode(Uint32Array.from(this.#context));
-    const all = this.#decode(Uint32Array.from([...this.#context, ...this.#pending]));
-    // A UTF-8 character spans at most 4 bytes, so at most 4 byte tokens are held.
-    if (all.endsWith('\uFFFD') && this.#pending.length < 4) return '';
-    this.#context = [...this.#context, ...this.#pending].slice(-4);
-    this.#pending = [];
-    return all.startsWith(before) ? all.slice(before.length) : all;
-  }
-
-  /** Text of any held-back ids (an incomplete character at the end of the output). */
-  flush() {
-    if (this.#pending.length === 0) return '';
-    const before = this.#decode(Uint32Array.from(this.#context));
-    const all = this.#decode(Uint32Array.from([...this.#context, ...this.#pending]));
-    this.#pending = [];
-    return all.startsWith(before) ? all.slice(before.length) : all;
-  }
 }
 
 /**
@@ -338,37 +287,47 @@ export class HostShim {
   }
 
   /**
-   * Generates up to `n` tokens after `tokens`; stops after an end-of-text id (included, as the
-   * native `Host::generate` does).
+   * Generates up to `n` tokens after `tokens`; stops after an end-of-text id (included).
    * @param {Uint32Array | number[]} tokens
    * @param {number} n
    * @param {Record<string, unknown>} [options]
    * @returns {Promise<Uint32Array>}
    */
   async generate(tokens, n, options = {}) {
+    if (!isPlainObject(options)) throw new TypeError('options must be an object');
+    checkInteger(n, 'n (tokens to generate)', 0);
+    if ('maxTokens' in options) {
+      throw new TypeError('generate: give the token count as n; maxTokens is for generateText and stream');
+    }
+    const { onToken, ...rest } = options;
+    checkCallback(onToken, 'onToken');
     const out = [];
-    for await (const id of this.#ids(tokens, n, options)) out.push(id);
+    for await (const e of this.#run(tokens, { ...rest, maxTokens: n })) {
+      out.push(e.id);
+      if (typeof onToken === 'function') onToken(e.id);
+    }
     return Uint32Array.from(out);
   }
 
   /**
    * @param {string | { role: string, content: string }[]} prompt text, or chat messages
-   * @param {Record<string, unknown>} [options] sampling, maxTokens (default 256), signal, onToken
-   * @returns {Promise<{ text: string, tokens: Uint32Array, finishReason: 'stop' | 'length' }>}
+   * @param {Record<string, unknown>} [options] sampling, moa, maxTokens (default 256), signal,
+   *   onToken, onStep
+   * @returns {Promise<{ text: string, tokens: Uint32Array, finishReason: 'stop' | 'length',
+   *   steps: object[] }>}
    */
   async generateText(prompt, options = {}) {
     let text = '';
     const tokens = [];
+    const steps = [];
     let finishReason = /** @type {'stop' | 'length'} */ ('length');
-    for await (const piece of this.#pieces(prompt, options)) {
-      if (piece.done) {
-        finishReason = piece.finishReason;
-        break;
-      }
-      text += piece.text;
-      if (piece.id !== undefined) tokens.push(piece.id);
+    for await (const e of this.#pieces(prompt, options)) {
+      text += e.text;
+      steps.push(e.step);
+      if (e.finishReason === 'stop') finishReason = 'stop';
+      else tokens.push(e.id);
     }
-    return { text, tokens: Uint32Array.from(tokens), finishReason };
+    return { text, tokens: Uint32Array.from(tokens), finishReason, steps };
   }
 
   /**
@@ -378,9 +337,8 @@ export class HostShim {
    * @returns {AsyncGenerator<string>}
    */
   async *stream(prompt, options = {}) {
-    for await (const piece of this.#pieces(prompt, options)) {
-      if (piece.done) return;
-      if (piece.text !== '') yield piece.text;
+    for await (const e of this.#pieces(prompt, options)) {
+      if (e.text !== '') yield e.text;
     }
   }
 
@@ -392,80 +350,49 @@ export class HostShim {
     const host = this.#live();
     if (!isPlainObject(options)) throw new TypeError('options must be an object');
     const text = typeof prompt === 'string' ? prompt : host.chatPrompt(JSON.stringify(checkMessages(prompt)));
-    const maxTokens = checkInteger(options.maxTokens ?? 256, 'maxTokens', 0);
-    const onToken = options.onToken;
-    const streamer = new TextStreamer((ids) => host.decode(ids));
-    const { onToken: _ignored, maxTokens: _n, ...rest } = options;
-    let finishReason = /** @type {'stop' | 'length'} */ ('length');
-    for await (const id of this.#ids(host.encode(text), maxTokens, rest)) {
-      if (this.#eos.has(id)) {
-        finishReason = 'stop';
-        break;
-      }
-      const piece = streamer.push(id);
-      if (typeof onToken === 'function') onToken(piece, id);
-      yield { done: false, text: piece, id };
+    const { onToken, ...rest } = options;
+    checkCallback(onToken, 'onToken');
+    for await (const e of this.#run(host.encode(text), rest)) {
+      if (typeof onToken === 'function') onToken(e.text, e.id);
+      yield e;
     }
-    const tail = streamer.flush();
-    if (tail !== '') yield { done: false, text: tail, id: undefined };
-    yield { done: true, finishReason };
   }
 
   /**
-   * The decode loop: prefill, then one step per token, one call into wasm at a time.
+   * The decode loop, run in Rust: `start` (options checked there, prompt prefilled), then one
+   * `next` per token until the loop says it finished, one call into wasm at a time.
    * @param {Uint32Array | number[]} tokens
-   * @param {number} n
    * @param {Record<string, unknown>} options
-   * @returns {AsyncGenerator<number>}
+   * @returns {AsyncGenerator<{ id: number, text: string, finishReason: 'stop' | 'length' | null,
+   *   step: object }>}
    */
-  async *#ids(tokens, n, options) {
+  async *#run(tokens, options) {
     this.#live();
-    if (!isPlainObject(options)) throw new TypeError('options must be an object');
-    rejectUnknownOptions(options, GENERATE_OPTIONS, 'generate');
+    const { signal, onStep, ...rest } = options;
     const ids = toTokenIds(tokens, this.#vocabSize);
-    checkInteger(n, 'n (tokens to generate)', 0);
-    const sampling = checkSampling(options);
-    const signal = /** @type {AbortSignal | undefined} */ (options.signal);
-    if (signal !== undefined && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
+    if (signal !== undefined && (typeof signal !== 'object' || signal === null ||
+      typeof (/** @type {any} */ (signal).aborted) !== 'boolean')) {
       throw new TypeError('signal must be an AbortSignal');
     }
-    const onToken = options.onToken;
-    if (onToken !== undefined && typeof onToken !== 'function') throw new TypeError('onToken must be a function');
-    const continueSession = options.continue === true;
-    if (!continueSession && ids.length === 0) throw new RangeError('the prompt is empty: give at least one token');
+    const abort = /** @type {AbortSignal | undefined} */ (signal);
+    checkCallback(onStep, 'onStep');
+    const json = optionsJson(rest);
 
-    signal?.throwIfAborted();
+    abort?.throwIfAborted();
     if (this.#generating) throw new Error('HostShim: another generation is in progress; await it first');
     this.#generating = true;
     try {
-      yield* this.#decodeLoop(ids, n, sampling, continueSession, signal, onToken);
+      await this.#exclusive((host) => host.start(ids, json));
+      for (;;) {
+        abort?.throwIfAborted();
+        const e = await this.#exclusive((host) => host.next());
+        if (e === null) return;
+        if (typeof onStep === 'function') onStep(e.step);
+        yield e;
+        if (e.finishReason !== null) return;
+      }
     } finally {
       this.#generating = false;
-    }
-  }
-
-  /**
-   * @param {Uint32Array} ids
-   * @param {number} n
-   * @param {ReturnType<typeof checkSampling>} sampling
-   * @param {boolean} continueSession
-   * @param {AbortSignal | undefined} signal
-   * @param {unknown} onToken
-   */
-  async *#decodeLoop(ids, n, sampling, continueSession, signal, onToken) {
-    await this.#exclusive(async (host) => {
-      if (!continueSession) host.reset();
-      host.setSampler(sampling.temperature, sampling.topK, sampling.topP, sampling.minP,
-        sampling.repeatPenalty, sampling.seed);
-      if (ids.length > 0) await host.prefill(ids, n > 1);
-    });
-    for (let produced = 0; produced < n; produced++) {
-      signal?.throwIfAborted();
-      const moreFollows = produced + 2 <= n;
-      const id = await this.#exclusive((host) => host.step(moreFollows));
-      if (typeof onToken === 'function') onToken(id);
-      yield id;
-      if (this.#eos.has(id)) return;
     }
   }
 

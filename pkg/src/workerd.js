@@ -3,6 +3,7 @@
 import * as bindings from '../dist/wasm/host.js';
 import wasmModule from '../dist/wasm/host_bg.wasm';
 import { setWasmResolver } from './shim.js';
+import { setMoaBindings } from './moa.js';
 
 export * from './index.js';
 
@@ -19,4 +20,5 @@ setWasmResolver(async (wasm) => (wasm === undefined || wasm === bindings ? loadW
 
 // Synchronous classes: initialized at import (the module is already compiled in Workers).
 bindings.initSync({ module: wasmModule });
+setMoaBindings(bindings);
 export const { CarrierMediumPipeline, ImageCarrierPipeline } = bindings;

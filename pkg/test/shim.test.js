@@ -1,10 +1,10 @@
-// The HostShim wrapper's own logic (validation, dispose, call order, text streaming), checked
-// against a recording stand-in for the wasm-bindgen WasmHost; the real model is tested once the
-// bindings exist.
+// The HostShim wrapper's own logic (argument conversion, dispose, call order, pumping the Rust
+// decode loop), checked against a recording stand-in for the wasm-bindgen WasmHost; the real
+// model (and the options validation, which is Rust's) is tested through the built package.
 import assert from 'node:assert/strict';
 import { describe, test } from './harness.js';
 import {
-  DRAFT_MODE_UNSUPPORTED, HostShim, TextStreamer, checkOpenOptions, checkSampling, toTokenIds,
+  DRAFT_MODE_UNSUPPORTED, HostShim, checkOpenOptions, optionsJson, toTokenIds,
 } from '../src/shim.js';
 import { BufferKnotSource } from '../src/sources.js';
 
@@ -12,11 +12,18 @@ const utf8 = new TextDecoder();
 /** Byte tokens: id = byte, decoded as lossy UTF-8 like a byte-level BPE. */
 const decodeBytes = (ids) => utf8.decode(Uint8Array.from(ids));
 
-/** Records calls; emits the bytes of `reply` one per step, then id 0 (end of text). */
+/**
+ * Records calls and plays the Rust decode loop's part: `start` takes the options JSON, `next`
+ * emits the bytes of `reply` one per token with the text a streaming decoder would give
+ * (a split character comes out whole on its last byte), then id 0 (end of text, 'stop'), or
+ * 'length' at maxTokens.
+ */
 function recordingHost(reply = 'ok') {
   const calls = [];
-  const bytes = new TextEncoder().encode(reply);
+  const bytes = [...new TextEncoder().encode(reply)];
   let pos = 0;
+  let left = 0;
+  let held = [];
   return {
     calls,
     vocabSize: 256,
@@ -26,9 +33,28 @@ function recordingHost(reply = 'ok') {
     decode: (ids) => decodeBytes(ids),
     chatPrompt: (json) => `<${JSON.parse(json).map((m) => m.content).join('|')}>`,
     reset() { calls.push('reset'); pos = 0; },
-    setSampler(...args) { calls.push(['setSampler', ...args]); },
-    async prefill(ids, moreFollows) { calls.push(['prefill', Array.from(ids), moreFollows]); },
-    async step(moreFollows) { calls.push(['step', moreFollows]); return pos < bytes.length ? bytes[pos++] : 0; },
+    async start(ids, json) {
+      const options = JSON.parse(json);
+      calls.push(['start', Array.from(ids), options]);
+      if (!options.continue) pos = 0;
+      left = options.maxTokens ?? 256;
+      held = [];
+    },
+    async next() {
+      calls.push('next');
+      if (left === 0) return null;
+      left--;
+      const id = pos < bytes.length ? bytes[pos++] : 0;
+      let text = '';
+      if (id !== 0) {
+        held.push(id);
+        const piece = decodeBytes(held);
+        if (!piece.endsWith('\uFFFD')) { text = piece; held = []; }
+      }
+      const finishReason = id === 0 ? 'stop' : left === 0 ? 'length' : null;
+      if (finishReason !== null) left = 0;
+      return { id, text, finishReason, step: { token: id, picker: 'greedy' } };
+    },
     async prefetchLayer(l) { calls.push(['prefetch', l]); },
     stats: () => JSON.stringify({ misses: 1 }),
     free() { calls.push('free'); },
@@ -72,73 +98,53 @@ describe('argument checks', () => {
     assert.throws(() => toTokenIds([3, 10], 10), /token id 10 at index 1 is not below the vocabulary size 10/);
   });
 
-  test('sampling options: defaults are greedy, bad values are named', () => {
-    assert.deepEqual(checkSampling({}), { temperature: 0, topK: 0, topP: 1, minP: 0, repeatPenalty: 1, seed: 0n });
-    assert.equal(checkSampling({ seed: 2n ** 63n }).seed, 2n ** 63n);
-    assert.throws(() => checkSampling({ temperature: -1 }), /temperature must be a finite number >= 0/);
-    assert.throws(() => checkSampling({ topK: 2.5 }), /topK/);
-    assert.throws(() => checkSampling({ topP: 0 }), /topP must be in \(0, 1\]/);
-    assert.throws(() => checkSampling({ minP: 1.5 }), /minP must be in \[0, 1\]/);
-    assert.throws(() => checkSampling({ repeatPenalty: 0 }), /repeatPenalty must be a finite number > 0/);
-    assert.throws(() => checkSampling({ seed: -1 }), /seed must be an integer >= 0/);
-    assert.throws(() => checkSampling({ seed: 2n ** 64n }), /seed must be an integer in \[0, 2\^64\)/);
-  });
-});
-
-describe('TextStreamer', () => {
-  test('holds back split UTF-8 characters and never loses text', () => {
-    const text = 'aé€😀 z';
-    const streamer = new TextStreamer(decodeBytes);
-    const pieces = [...new TextEncoder().encode(text)].map((b) => streamer.push(b));
-    pieces.push(streamer.flush());
-    assert.equal(pieces.join(''), text);
-    assert.ok(!pieces.some((p) => p.includes('\uFFFD')));
-    // The 4 bytes of 😀 come out as one piece, on its last byte.
-    assert.ok(pieces.includes('😀'));
-  });
-
-  test('flush emits an incomplete character at the end', () => {
-    const streamer = new TextStreamer(decodeBytes);
-    assert.equal(streamer.push(0xc3), '');
-    assert.equal(streamer.flush(), '\uFFFD');
+  test('options go to Rust as JSON; BigInt, NaN and Infinity survive the trip', () => {
+    assert.equal(optionsJson({}), '{}');
+    assert.deepEqual(JSON.parse(optionsJson({ seed: 2n ** 64n - 1n, temperature: NaN, topP: Infinity, minP: -Infinity, moa: { k: 3 } })),
+      { seed: '18446744073709551615', temperature: 'NaN', topP: 'Infinity', minP: '-Infinity', moa: { k: 3 } });
+    assert.equal(optionsJson({ temperature: undefined }), '{}');
   });
 });
 
 describe('HostShim over WasmHost', () => {
-  test('generate: reset, sampler, prefill, then one step per token; stops after end of text', async () => {
+  test('generate: start with the options, then one next per token; stops after end of text', async () => {
     const host = recordingHost('hi');
     const shim = new HostShim(host);
     const seen = [];
-    const out = await shim.generate([5, 6], 10, { temperature: 0.5, seed: 7, onToken: (id) => seen.push(id) });
+    const steps = [];
+    const out = await shim.generate([5, 6], 10, {
+      temperature: 0.5, seed: 7n, onToken: (id) => seen.push(id), onStep: (s) => steps.push(s.token),
+    });
     assert.deepEqual(Array.from(out), [104, 105, 0]);
     assert.deepEqual(seen, [104, 105, 0]);
+    assert.deepEqual(steps, [104, 105, 0]);
     assert.deepEqual(host.calls, [
-      'reset',
-      ['setSampler', 0.5, 0, 1, 0, 1, 7n],
-      ['prefill', [5, 6], true],
-      ['step', true], ['step', true], ['step', true],
+      ['start', [5, 6], { temperature: 0.5, seed: '7', maxTokens: 10 }],
+      'next', 'next', 'next',
     ]);
   });
 
-  test('generate: n = 0 only prefills; the last step says no more follows', async () => {
+  test('generate: n = 0 only starts; n tokens end with length', async () => {
     const host = recordingHost('abc');
     const shim = new HostShim(host);
     assert.deepEqual(await shim.generate([1], 0), new Uint32Array(0));
-    assert.deepEqual(host.calls.at(-1), ['prefill', [1], false]);
+    assert.deepEqual(host.calls, [['start', [1], { maxTokens: 0 }], 'next']);
     host.calls.length = 0;
     assert.deepEqual(Array.from(await shim.generate([1], 2)), [97, 98]);
-    assert.deepEqual(host.calls.slice(-2), [['step', true], ['step', false]]);
+    assert.deepEqual(host.calls.slice(1), ['next', 'next']);
   });
 
-  test('generate: bad n, ids, options are rejected before wasm is called', async () => {
+  test('generate: bad n, ids and callbacks are rejected before wasm is called', async () => {
     const host = recordingHost();
     const shim = new HostShim(host);
     await assert.rejects(shim.generate([1], -1), /n \(tokens to generate\) must be an integer >= 0/);
     await assert.rejects(shim.generate([1], 1.5), /must be an integer >= 0/);
     await assert.rejects(shim.generate([300], 1), /token id 300 at index 0 is not below the vocabulary size 256/);
-    await assert.rejects(shim.generate([], 1), /the prompt is empty/);
-    await assert.rejects(shim.generate([1], 1, { topk: 3 }), /unknown option 'topk'/);
     await assert.rejects(shim.generate([1], 1, { signal: {} }), /signal must be an AbortSignal/);
+    await assert.rejects(shim.generate([1], 1, { onToken: 3 }), /onToken must be a function/);
+    await assert.rejects(shim.generate([1], 1, { onStep: 'x' }), /onStep must be a function/);
+    await assert.rejects(shim.generate([1], 1, { maxTokens: 3 }), /give the token count as n/);
+    await assert.rejects(shim.generate([1], 1, [1]), /options must be an object/);
     assert.deepEqual(host.calls, []);
   });
 
@@ -148,7 +154,7 @@ describe('HostShim over WasmHost', () => {
     await shim.generate([1], 1);
     host.calls.length = 0;
     await shim.generate([], 1, { continue: true });
-    assert.ok(!host.calls.includes('reset'));
+    assert.deepEqual(host.calls[0], ['start', [], { continue: true, maxTokens: 1 }]);
     const first = shim.generate([1], 3);
     await assert.rejects(shim.generate([1], 3), /another generation is in progress/);
     await first;
@@ -167,7 +173,7 @@ describe('HostShim over WasmHost', () => {
     await assert.rejects(shim.generate([1], 1, { signal: aborted }), { name: 'AbortError' });
   });
 
-  test('generateText, stream and chat messages', async () => {
+  test('generateText, stream and chat messages: text comes from the decode loop', async () => {
     const host = recordingHost('é ok');
     const shim = new HostShim(host);
     const pieces = [];
@@ -175,13 +181,14 @@ describe('HostShim over WasmHost', () => {
     assert.equal(result.text, 'é ok');
     assert.equal(result.finishReason, 'stop');
     assert.deepEqual(Array.from(result.tokens), [0xc3, 0xa9, 0x20, 0x6f, 0x6b]);
-    assert.equal(pieces.join(''), 'é ok');
-    assert.deepEqual(host.calls[2], ['prefill', [104, 105], true]);
+    assert.equal(result.steps.length, 6);
+    assert.deepEqual(pieces, ['', 'é', ' ', 'o', 'k', '']);
+    assert.deepEqual(host.calls[0], ['start', [104, 105], { maxTokens: 20 }]);
 
     const streamed = [];
     for await (const piece of shim.stream([{ role: 'user', content: 'q' }], { maxTokens: 3 })) streamed.push(piece);
     assert.deepEqual(streamed, ['é', ' ']);
-    assert.deepEqual(host.calls.find((c) => c[0] === 'prefill' && c[1][0] === 60), ['prefill', [60, 113, 62], true]);
+    assert.deepEqual(host.calls.find((c) => c[0] === 'start' && c[1][0] === 60), ['start', [60, 113, 62], { maxTokens: 3 }]);
     assert.equal((await shim.generateText('x', { maxTokens: 1 })).finishReason, 'length');
     await assert.rejects(shim.generateText([{ role: 'user' }]), /message 0 must be \{ role: string, content: string \}/);
   });
@@ -192,9 +199,9 @@ describe('HostShim over WasmHost', () => {
     const generating = shim.generate([1], 1);
     const prefetched = shim.prefetchLayer(3);
     await Promise.all([generating, prefetched]);
-    // Queued behind the prefill that was already queued (it may run between two steps).
+    // Queued behind the start that was already queued (it may run between two tokens).
     const at = (name) => host.calls.findIndex((c) => Array.isArray(c) && c[0] === name);
-    assert.ok(at('prefill') >= 0 && at('prefill') < at('prefetch'), String(host.calls));
+    assert.ok(at('start') >= 0 && at('start') < at('prefetch'), String(host.calls));
     await assert.rejects(shim.prefetchLayer(4), /layer must be an integer in \[0, 4\), got 4/);
     assert.deepEqual(shim.stats(), { misses: 1, wasmMemoryBytes: undefined });
     assert.deepEqual(shim.encode('A'), new Uint32Array([65]));

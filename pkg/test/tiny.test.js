@@ -3,7 +3,10 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test, testIf } from './harness.js';
-import { BufferKnotSource, DRAFT_MODE_UNSUPPORTED, FileKnotSource, HostShim, HttpKnotSource, loadWasm } from '../src/node.js';
+import {
+  BufferKnotSource, DRAFT_MODE_UNSUPPORTED, FileKnotSource, HostShim, HttpKnotSource, createMoaAgents, deficitWeightedMerge,
+  loadWasm,
+} from '../src/node.js';
 import { startRangeServer } from './range-server.js';
 import { TINY, TINY_CASES, countingSource, haveNative, knotLayout, median, nativeGenerate, sleep } from './support.js';
 
@@ -284,7 +287,27 @@ describe('argument errors and dispose, on the real package', () => {
       await assert.rejects(shim.generate(PROMPT, 1.5), /must be an integer >= 0/);
       await assert.rejects(shim.generate([1, 256], 2), /token id 256 at index 1 is not below the vocabulary size 256/);
       await assert.rejects(shim.generate([], 2), /prompt is empty/);
-      await assert.rejects(shim.generate(PROMPT, 2, { temperature: -1 }), /temperature/);
+      // Options are checked in one place, the Rust decode loop, and named there.
+      const bad = [
+        [{ temperature: -1 }, /temperature must be a finite number >= 0 \(0 is greedy\), got -1/],
+        [{ temperature: NaN }, /temperature must be a finite number >= 0 \(0 is greedy\), got NaN/],
+        [{ topK: 2.5 }, /topK must be an integer >= 0 \(0 disables it\), got 2.5/],
+        [{ topP: 0 }, /topP must be a number in \(0, 1\], got 0/],
+        [{ minP: 1.5 }, /minP must be a number in \[0, 1\], got 1.5/],
+        [{ repeatPenalty: Infinity }, /repeatPenalty must be a finite number > 0 \(1 disables it\), got Infinity/],
+        [{ seed: -1 }, /seed must be an integer in \[0, 2\^64\), got -1/],
+        [{ seed: 2n ** 64n }, /seed must be an integer in \[0, 2\^64\)/],
+        [{ topk: 3 }, /unknown option 'topk'/],
+        [{ continue: 'yes' }, /continue must be true or false/],
+        [{ moa: 3 }, /moa must be true, false or an object, got 3/],
+        [{ moa: { k: 0 } }, /moa.k must be an integer in \[1, 32\], got 0/],
+        [{ moa: { baseTemperature: -1 } }, /moa.baseTemperature must be a finite number > 0, got -1/],
+        [{ moa: { merge: 'max' } }, /moa.merge must be deficit, uniform or vote/],
+        [{ moa: { kk: 1 } }, /unknown option 'moa.kk'/],
+        [{ moa: true, temperature: 0.5 }, /temperature does not apply with moa/],
+      ];
+      for (const [options, message] of bad) await assert.rejects(shim.generate(PROMPT, 2, options), message);
+      await assert.rejects(shim.generateText('hi', { maxTokens: -1 }), /maxTokens must be an integer >= 0, got -1/);
       assert.throws(() => shim.decode([300]), /not below the vocabulary size 256/);
       // The engine's own check, past the wrapper: a continued generation with nothing before it.
       await assert.rejects(shim.generate([], 1, { continue: true }), /nothing to continue from/);
@@ -337,6 +360,69 @@ describe('argument errors and dispose, on the real package', () => {
     } finally {
       shim.dispose();
     }
+  });
+});
+
+describe('MOA through the wasm package', () => {
+  test('seeded MOA is reproducible, reports every step, and differs from plain sampling', async () => {
+    const shim = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: 2 });
+    try {
+      const steps = [];
+      const a = Array.from(await shim.generate(PROMPT, 24, { moa: true, seed: 5, onStep: (s) => steps.push(s) }));
+      const b = Array.from(await shim.generate(PROMPT, 24, { moa: {}, seed: 5n }));
+      assert.deepEqual(a, b);
+      assert.equal(steps.length, a.length);
+      for (const [i, s] of steps.entries()) {
+        assert.equal(s.token, a[i]);
+        assert.equal(s.picker, 'moa');
+        assert.equal(s.temperatures.length, 3);
+        assert.ok(Math.abs(s.weights.reduce((x, y) => x + y, 0) - 1) < 1e-9);
+        assert.equal(typeof s.spread, 'number');
+        assert.equal(s.fallback, false);
+        // 256 tokens, 40 candidates, 3 agents: (3 − 1) + (256 − 40).
+        assert.equal(s.deficit, 2 + 216);
+      }
+      assert.deepEqual(steps[0].temperatures, [0.5, 0.7, 0.9]);
+      const vote = Array.from(await shim.generate(PROMPT, 24, { moa: { merge: 'vote', temperatureSpread: 0.6 }, seed: 5 }));
+      assert.notDeepEqual(vote, a);
+      const r = await shim.generateText('Hello', { maxTokens: 6, moa: { k: 2, topK: 0 } });
+      assert.equal(r.steps.length, 6);
+      assert.deepEqual(r.steps[0].temperatures, [0.5, 0.9]);
+      assert.equal(r.steps[0].deficit, 1);
+    } finally {
+      shim.dispose();
+    }
+  });
+
+  test('createMoaAgents and deficitWeightedMerge: the issue vectors, without a model', () => {
+    assert.deepEqual(createMoaAgents(), [0.5, 0.7, 0.9]);
+    assert.deepEqual(createMoaAgents({ temperatureSpread: 0.6 }), [0.4, 0.7, 1.0]);
+    assert.deepEqual(createMoaAgents({ k: 1 }), [0.7]);
+    assert.deepEqual(createMoaAgents({ k: 3, baseTemperature: 0.1, temperatureSpread: 1, minTemperature: 0.05 }), [0.05, 0.1, 0.6]);
+    assert.throws(() => createMoaAgents({ k: 0 }), /moa.k must be an integer in \[1, 32\], got 0/);
+    assert.throws(() => createMoaAgents({ merge: 'vote' }), /unknown option 'merge'/);
+    assert.throws(() => createMoaAgents(null), /options must be an object/);
+
+    const close = (got, want) => got.every((x, i) => Math.abs(x - want[i]) < 1e-5) && got.length === want.length;
+    let m = deficitWeightedMerge([[1, 0], [0, 1]]);
+    assert.deepEqual(m.weights, [0.5, 0.5]);
+    m = deficitWeightedMerge([[1, 0], [1, 0], [0, 1]]);
+    assert.deepEqual(m.weights, [0.25, 0.25, 0.5]);
+    assert.deepEqual(m.merged, [0.5, 0.5]);
+    assert.equal(m.deficit, 2);
+    m = deficitWeightedMerge([[0.7, 0.2, 0.1], [0.5, 0.3, 0.2], [0.2, 0.3, 0.5]], { strategy: 'deficit' });
+    assert.ok(close(m.weights, [0.40221, 0.11155, 0.48624]), String(m.weights));
+    assert.ok(close(m.merged, [0.43457, 0.25978, 0.30565]), String(m.merged));
+    m = deficitWeightedMerge([[0.2, 0.8], [NaN, 1], [0.4, 0.6]], { strategy: 'uniform' });
+    assert.ok(close(m.merged, [0.3, 0.7]) && close(m.weights, [0.5, 0, 0.5]));
+    assert.equal(m.deficit, 1);
+    assert.ok(deficitWeightedMerge([[0.7, 0.3], [0.1, 0.9]], { useKl: true }).weights.every((w) => w > 0));
+    assert.throws(() => deficitWeightedMerge([[1], [0.5, 0.5]]), /same length/);
+    assert.throws(() => deficitWeightedMerge([[1, 'a']]), /arrays of numbers/);
+    assert.throws(() => deficitWeightedMerge([[-1, 2]]), /non-negative/);
+    assert.throws(() => deficitWeightedMerge([[Infinity]]), /finite/);
+    assert.throws(() => deficitWeightedMerge([[1]], { strategy: 'vote' }), /'deficit' or 'uniform'/);
+    assert.throws(() => deficitWeightedMerge('x'), /arrays of numbers/);
   });
 });
 

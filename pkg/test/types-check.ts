@@ -1,5 +1,7 @@
 // Compiled by `npm run typecheck` only: the seed's call shape and the documented API type-check.
-import { BufferKnotSource, HostShim, HttpKnotSource, type KnotByteSource } from '../src/index.js';
+import {
+  BufferKnotSource, HostShim, HttpKnotSource, createMoaAgents, deficitWeightedMerge, type KnotByteSource, type StepInfo,
+} from '../src/index.js';
 
 declare const wasm: { WasmHost: unknown };
 
@@ -21,4 +23,19 @@ export async function textApi(): Promise<string> {
   }
   const r = await shim.generateText('Once', { maxTokens: 8, onToken: (piece, id) => void [piece, id] });
   return text + r.text + shim.stats().misses;
+}
+
+export async function moaApi(shim: HostShim): Promise<number> {
+  const temps: number[] = createMoaAgents({ k: 3, temperatureSpread: 0.6 });
+  const { merged, weights, deficit } = deficitWeightedMerge([[0.5, 0.5], [1, 0]], { strategy: 'deficit', useKl: false });
+  let spreads = 0;
+  const r = await shim.generateText('Once', {
+    moa: { k: 3, baseTemperature: 0.7, temperatureSpread: 0.4, merge: 'deficit', topK: 40, sensitivity: 0.1 },
+    seed: 7n,
+    onStep: (step: StepInfo) => {
+      if (step.picker === 'moa') spreads += step.spread + step.weights.length;
+    },
+  });
+  await shim.generate([1, 2], 4, { moa: true, onStep: (s) => void s.candidates });
+  return temps[0] + merged[0] + weights[0] + deficit + spreads + r.steps.length;
 }
