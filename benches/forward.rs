@@ -2,11 +2,14 @@
 //!   cargo bench --bench forward                         # native
 //!   cargo bench --bench forward --target wasm32-wasip1  # wasm32 + SIMD128, in Node (WASI)
 //! Prints prefill and decode tokens/s (median of runs) as one JSON line, so a script can put the
-//! two side by side as a ratio measured in the same run.
+//! two side by side as a ratio measured in the same run. It also decodes with plain sampling
+//! (T 0.7, top-k 40) and with MOA (k 3, top-k 40) interleaved, and reports MOA's cost: the
+//! decode tok/s ratio and the time of the pick itself per token.
 
 use engine::sampler::greedy;
-use engine::Session;
+use engine::{DecodeConfig, Model, Pipeline, SamplerConfig, Session};
 use knot_suite::{model_path, KnotFile};
+use moa::MoaConfig;
 use std::time::Instant;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -61,12 +64,70 @@ fn main() {
         decode.push(n as f64 / t1.elapsed().as_secs_f64());
         head_share.push(head_s / (head_s + layers_s));
     }
+    let moa = moa_cost(&model, &mut session, &prompt, n, 2 * runs + 1);
     println!(
-        "{{\"target\":\"{}\",\"model\":{:?},\"prefill_tok_s\":{:.2},\"decode_tok_s\":{:.2},\"lm_head_share\":{:.3},\"prompt_len\":{prompt_len},\"n\":{n},\"runs\":{runs}}}",
+        "{{\"target\":\"{}\",\"model\":{:?},\"prefill_tok_s\":{:.2},\"decode_tok_s\":{:.2},\"lm_head_share\":{:.3},\"prompt_len\":{prompt_len},\"n\":{n},\"runs\":{runs},{moa}}}",
         std::env::consts::ARCH,
         file.knot.meta.name,
         median(prefill),
         median(decode),
         median(head_share)
     );
+}
+
+/// Decode with plain sampling and with MOA over the same top-k, runs interleaved (alternating
+/// which goes first). Returns JSON fields: both decode rates, their ratio, and the pick's own
+/// time per token (stages + picker + draw), the part MOA changes.
+fn moa_cost(model: &Model, session: &mut Session, prompt: &[u32], n: usize, runs: usize) -> String {
+    let plain = DecodeConfig {
+        sampling: SamplerConfig {
+            temperature: 0.7,
+            top_k: 40,
+            seed: 1,
+            ..SamplerConfig::default()
+        },
+        moa: None,
+    };
+    let with_moa = DecodeConfig {
+        sampling: SamplerConfig {
+            seed: 1,
+            ..SamplerConfig::default()
+        },
+        moa: Some(MoaConfig::default()),
+    };
+    let mut run = |cfg: &DecodeConfig| {
+        let mut pipeline = Pipeline::new(cfg).unwrap();
+        session.reset();
+        let mut logits = model.forward(session, prompt, false).unwrap().to_vec();
+        let (mut pick_s, t0) = (0.0f64, Instant::now());
+        for _ in 0..n {
+            let t = Instant::now();
+            let next = pipeline.sample(&mut logits).unwrap().token;
+            pick_s += t.elapsed().as_secs_f64();
+            logits.copy_from_slice(model.forward(session, &[next], false).unwrap());
+        }
+        (
+            n as f64 / t0.elapsed().as_secs_f64(),
+            pick_s * 1e3 / n as f64,
+        )
+    };
+    let (mut p_rate, mut m_rate, mut p_pick, mut m_pick) = (vec![], vec![], vec![], vec![]);
+    for r in 0..runs {
+        for use_moa in [r % 2 == 1, r % 2 == 0] {
+            let (rate, pick) = run(if use_moa { &with_moa } else { &plain });
+            let (rates, picks) = match use_moa {
+                true => (&mut m_rate, &mut m_pick),
+                false => (&mut p_rate, &mut p_pick),
+            };
+            rates.push(rate);
+            picks.push(pick);
+        }
+    }
+    let (p, m) = (median(p_rate), median(m_rate));
+    format!(
+        "\"plain_decode_tok_s\":{p:.2},\"moa_decode_tok_s\":{m:.2},\"moa_over_plain\":{:.4},\"plain_pick_ms\":{:.4},\"moa_pick_ms\":{:.4}",
+        m / p,
+        median(p_pick),
+        median(m_pick)
+    )
 }

@@ -22,10 +22,10 @@ export KNOT_REQUIRE_MODELS=1
 cargo test --workspace --no-fail-fast
 
 step "wasm32 build (the crates the wasm package is made of)"
-cargo build --target wasm32-unknown-unknown -p knot -p engine -p carrier -p host
+cargo build --target wasm32-unknown-unknown -p knot -p engine -p moa -p carrier -p host
 
-step "wasm32 tests in Node (WASI): kernels, tokenizer, sampler, parity"
-cargo test --no-fail-fast --target wasm32-wasip1 -p knot -p engine -p carrier
+step "wasm32 tests in Node (WASI): kernels, tokenizer, decode pipeline and MOA, parity"
+cargo test --no-fail-fast --target wasm32-wasip1 -p knot -p engine -p moa -p carrier
 cargo test --no-fail-fast --target wasm32-wasip1 -p knot-suite --test parity --test tokenizer --test bad_input
 
 step "wasm package: build (wasm-bindgen, wasm-opt, size budget) and the JS suite in Node, Bun and Deno"

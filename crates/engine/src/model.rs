@@ -698,6 +698,12 @@ impl Session {
         self.n = 0;
         Ok(&self.logits)
     }
+
+    /// The logits the last [`Session::finish`] returned, for a caller to process in place (a
+    /// decode pipeline masks and penalizes them); they stay until the next `finish`.
+    pub fn logits_mut(&mut self) -> &mut [f32] {
+        &mut self.logits
+    }
 }
 
 /// A whole model held in memory: resident tensors plus every layer.

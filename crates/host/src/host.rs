@@ -200,8 +200,9 @@ pub struct Host {
     steps: Vec<StepInfo>,
     /// Layers fetched ahead of the one computing (0: no prefetch).
     prefetch_depth: usize,
-    /// Logits of the last position run, until a token is picked from them.
-    logits: Vec<f32>,
+    /// Whether the session holds logits no token has been picked from yet (they stay in the
+    /// session's buffer: the pipeline works on them in place, no copy).
+    logits_ready: bool,
     /// The last picked token: it enters the KV cache at the start of the next step.
     pending: Option<u32>,
     stats: Stats,
@@ -298,7 +299,7 @@ impl Host {
             tokens: Vec::new(),
             generation: None,
             steps: Vec::new(),
-            logits: Vec::new(),
+            logits_ready: false,
             pending: None,
             prefetch_depth,
             stats,
@@ -355,7 +356,7 @@ impl Host {
     /// Forgets the conversation (KV cache); cached layers stay.
     pub fn reset(&mut self) {
         self.session.reset();
-        self.logits.clear();
+        self.logits_ready = false;
         self.pending = None;
         self.tokens.clear();
         self.generation = None;
@@ -390,9 +391,8 @@ impl Host {
         match self.run_layers(more_follows).await {
             Ok(()) => {
                 let resident = self.resident_layout.view(&self.resident)?;
-                let logits = self.session.finish(&resident, false)?;
-                self.logits.clear();
-                self.logits.extend_from_slice(logits);
+                self.session.finish(&resident, false)?;
+                self.logits_ready = true;
                 Ok(())
             }
             Err(e) => {
@@ -455,7 +455,7 @@ impl Host {
         if opts.continue_session
             && prompt.is_empty()
             && self.pending.is_none()
-            && self.logits.is_empty()
+            && !self.logits_ready
         {
             return Err(HostError::NoContext);
         }
@@ -509,14 +509,14 @@ impl Host {
                 self.pending = Some(id);
                 return Err(e);
             }
-        } else if self.logits.is_empty() {
+        } else if !self.logits_ready {
             return Err(HostError::NoContext);
         }
         let Some(generation) = self.generation.as_mut() else {
             return Ok(None);
         };
-        let emitted = generation.next(&mut self.logits)?;
-        self.logits.clear();
+        let emitted = generation.next(self.session.logits_mut())?;
+        self.logits_ready = false;
         self.pending = Some(emitted.id);
         self.tokens.push(emitted.id);
         self.steps.push(emitted.step.clone());
