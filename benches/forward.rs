@@ -8,7 +8,7 @@
 
 use engine::sampler::greedy;
 use engine::{DecodeConfig, Model, Pipeline, SamplerConfig, Session};
-use knot_suite::{model_path, KnotFile};
+use knot_suite::{bench_model_arg, KnotFile};
 use moa::MoaConfig;
 use std::time::Instant;
 
@@ -18,19 +18,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; a file argument overrides the default model.
-    let path = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| model_path("SmolLM2-135M-Instruct.Q4_1.knot"));
-    if !path.exists() {
-        eprintln!(
-            "{} is missing: run scripts/prepare-model.sh",
-            path.display()
-        );
-        std::process::exit(1);
-    }
+    let path = bench_model_arg();
     let (prompt_len, n, runs) = (128usize, 64usize, 3usize);
     let file = KnotFile::read(&path);
     let model = file.model();

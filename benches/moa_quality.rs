@@ -11,7 +11,7 @@
 use engine::chat::{chat_prompt, ChatMessage};
 use engine::decode::{GenerateOptions, Generation};
 use engine::{DecodeConfig, Model, SamplerConfig, Session};
-use knot_suite::{model_path, KnotFile};
+use knot_suite::{bench_model_arg, KnotFile};
 use moa::MoaConfig;
 use std::collections::HashSet;
 use std::rc::Rc;
@@ -118,20 +118,8 @@ fn repeated_4grams(ids: &[u32]) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let json = args.iter().any(|a| a == "--json");
-    let path = args
-        .iter()
-        .find(|a| !a.starts_with('-'))
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| model_path("SmolLM2-135M-Instruct.Q4_1.knot"));
-    if !path.exists() {
-        eprintln!(
-            "{} is missing: run scripts/prepare-model.sh",
-            path.display()
-        );
-        std::process::exit(1);
-    }
+    let json = std::env::args().any(|a| a == "--json");
+    let path = bench_model_arg();
     let file = KnotFile::read(&path);
     let model = file.model();
     let tokenizer = Rc::new(file.tokenizer());

@@ -34,6 +34,24 @@ pub fn require_model(rel: &str) -> Option<PathBuf> {
     None
 }
 
+/// The model a benchmark runs on: the first argument that is not a flag (`cargo bench` passes
+/// `--bench`), else the default model. Exits with a hint when the file is missing.
+pub fn bench_model_arg() -> PathBuf {
+    let path = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| model_path("SmolLM2-135M-Instruct.Q4_1.knot"));
+    if !path.exists() {
+        eprintln!(
+            "{} is missing: run scripts/prepare-model.sh",
+            path.display()
+        );
+        std::process::exit(1);
+    }
+    path
+}
+
 /// The reference oracle's output (scripts/reference/): one file per model.
 #[derive(Debug, Deserialize)]
 pub struct Reference {

@@ -121,6 +121,22 @@ fn context_tokens_reach_the_pipeline() {
 }
 
 #[test]
+fn huge_sizes_are_capped_not_overflowed() {
+    let opts = GenerateOptions::from_json(
+        r#"{"repeatPenalty": 1.5, "repeatLastN": 18446744073709551615, "topK": 18446744073709551615,
+            "temperature": 1, "maxTokens": 18446744073709551615}"#,
+    )
+    .unwrap();
+    let mut g = Generation::new(&opts, bytes_tokenizer(), &[256], 3).unwrap();
+    assert_eq!(g.budget(), 3);
+    g.accept_context(&[1, 2, 3]);
+    for _ in 0..3 {
+        g.next(&mut pointing_at(0x61)).unwrap();
+    }
+    g.pipeline().rollback(2).unwrap();
+}
+
+#[test]
 fn options_defaults_and_every_field() {
     let d = GenerateOptions::from_json("{}").unwrap();
     assert_eq!(d, GenerateOptions::default());

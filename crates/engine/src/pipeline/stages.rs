@@ -55,8 +55,8 @@ impl LogitsStage for RepeatPenalty {
         }
         self.history.push(token);
         // Trim in batches, so accepting stays O(1) amortized.
-        let keep = self.last_n + MAX_ROLLBACK;
-        if self.history.len() >= 2 * keep {
+        let keep = self.last_n.saturating_add(MAX_ROLLBACK);
+        if self.history.len() >= keep.saturating_mul(2) {
             self.history.drain(..self.history.len() - keep);
         }
     }
