@@ -1,11 +1,14 @@
 // Generates an answer with the knot wasm package from a file source, in Node, Bun or Deno:
-//   node examples/node/generate.mjs [model.knot] ["question"] [maxTokens]
-// Streams the answer, then prints prefill and decode speed and what was fetched.
+//   node examples/node/generate.mjs [model.knot] ["question"] [maxTokens] [--moa]
+// Streams the answer (greedy, or MOA ensemble sampling with --moa), then prints prefill and
+// decode speed and what was fetched.
 import { HostShim, FileKnotSource } from '../../pkg/src/node.js';
 
+const args = process.argv.slice(2);
+const moa = args.includes('--moa');
 const [path = 'models/SmolLM2-135M-Instruct.Q4_1.knot',
   question = 'What is the capital of France? Answer in one sentence.',
-  maxTokens = '64'] = process.argv.slice(2);
+  maxTokens = '64'] = args.filter((a) => a !== '--moa');
 
 const source = await FileKnotSource.open(path);
 const t0 = performance.now();
@@ -13,7 +16,8 @@ const shim = await HostShim.open(source, { lruCapacity: 64 });
 const openMs = performance.now() - t0;
 try {
   const messages = [{ role: 'user', content: question }];
-  for await (const piece of shim.stream(messages, { maxTokens: Number(maxTokens), temperature: 0 })) {
+  const decoding = moa ? { moa: true, seed: 1 } : { temperature: 0 };
+  for await (const piece of shim.stream(messages, { maxTokens: Number(maxTokens), ...decoding })) {
     process.stdout.write(piece);
   }
   process.stdout.write('\n');
