@@ -1,0 +1,237 @@
+use super::*;
+use serde_json::json;
+
+fn any() -> Schema {
+    Schema::any()
+}
+
+fn schema(v: serde_json::Value) -> Schema {
+    Schema::compile(&v).unwrap()
+}
+
+/// The state (live threads) after `text`, or None once every thread died.
+fn run(s: &Schema, text: &[u8]) -> Option<Vec<Thread>> {
+    let mut threads = vec![Thread::start(s)];
+    for &b in text {
+        let mut next = Vec::new();
+        for t in threads {
+            t.step(s, b, &mut next);
+        }
+        next.sort();
+        next.dedup();
+        if next.is_empty() {
+            return None;
+        }
+        threads = next;
+    }
+    Some(threads)
+}
+
+fn close(s: &Schema, threads: &[Thread]) -> u32 {
+    threads
+        .iter()
+        .map(|t| t.close_bytes(s))
+        .min()
+        .unwrap_or(INF)
+}
+
+#[test]
+fn any_json_accepts_rfc_8259_values() {
+    let s = any();
+    for ok in [
+        "0",
+        "-0",
+        "12.5e-3",
+        "1E+2",
+        "-7",
+        "true",
+        "false",
+        "null",
+        "\"\"",
+        "\"a\\\"b\\\\c\\/\\b\\f\\n\\r\\t\"",
+        "\"\\u00e9 \\uD83D\\uDE00\"",
+        "\"é€😀\"",
+        "[]",
+        "{}",
+        "[1, [2, {\"a\": []}], \"x\"]",
+        " {\n  \"k\" : { \"n\" : null } ,\"z\":[ ]\n} ",
+        "\"\\u0000\"",
+    ] {
+        assert!(accepts(&s, ok.as_bytes()), "{ok}");
+    }
+    for bad in [
+        "",
+        "01",
+        "1.",
+        ".5",
+        "-",
+        "1e",
+        "+1",
+        "tru",
+        "nul",
+        "True",
+        "[1,]",
+        "[,1]",
+        "{,}",
+        "{\"a\"}",
+        "{\"a\":}",
+        "{\"a\":1,}",
+        "{a:1}",
+        "\"abc",
+        "\"\\x\"",
+        "\"\\u12G4\"",
+        "\"\u{1}\"",
+        "[1 2]",
+        "{} {}",
+        "1 2",
+        "[",
+        "{\"a\":1",
+        "\"\\\"",
+    ] {
+        assert!(!accepts(&s, bad.as_bytes()), "{bad:?}");
+    }
+}
+
+#[test]
+fn utf8_is_checked_byte_by_byte() {
+    let s = any();
+    assert!(accepts(&s, "\"ü\"".as_bytes()));
+    // Overlong, surrogate, truncated, stray continuation.
+    for bad in [
+        &b"\"\xc0\xaf\""[..],
+        b"\"\xed\xa0\x80\"",
+        b"\"\xe2\x82\"",
+        b"\"\x80\"",
+        b"\"\xf5\x80\x80\x80\"",
+    ] {
+        assert!(!accepts(&s, bad), "{bad:?}");
+    }
+}
+
+#[test]
+fn whitespace_runs_are_bounded() {
+    let s = any();
+    let pad = " ".repeat(MAX_WS as usize);
+    assert!(accepts(&s, format!("[{pad}1]").as_bytes()));
+    assert!(!accepts(&s, format!("[{pad} 1]").as_bytes()));
+}
+
+#[test]
+fn objects_follow_their_schema() {
+    let s = schema(json!({
+        "type": "object",
+        "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 3},
+                       "age": {"type": "integer"}, "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2}},
+        "required": ["name"],
+        "additionalProperties": false
+    }));
+    for ok in [
+        r#"{"name":"Al"}"#,
+        r#"{"age":30,"name":"x"}"#,
+        r#"{"name":"é€😀","tags":["a","b"]}"#,
+        r#"{ "name" : "abc" , "age" : -1.0 }"#,
+        r#"{"name":"a","tags":[]}"#,
+    ] {
+        assert!(accepts(&s, ok.as_bytes()), "{ok}");
+    }
+    for bad in [
+        r#"{}"#,
+        r#"{"age":3}"#,
+        r#"{"name":""}"#,
+        r#"{"name":"abcd"}"#,
+        r#"{"name":"a","x":1}"#,
+        r#"{"name":"a","name":"b"}"#,
+        r#"{"name":"a","age":1.5}"#,
+        r#"{"name":"a","tags":["c"]}"#,
+        r#"{"name":"a","tags":["a","a","a"]}"#,
+        r#"{"name":1}"#,
+        r#"[]"#,
+    ] {
+        assert!(!accepts(&s, bad.as_bytes()), "{bad}");
+    }
+}
+
+#[test]
+fn unions_tuples_literals_and_refs() {
+    let s = schema(
+        json!({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1},
+        {"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"], "additionalProperties": false},
+        {"type": "object", "properties": {"b": {"type": "null"}}, "required": ["b"], "additionalProperties": false}]}),
+    );
+    for ok in ["3", "\"x\"", r#"{"a":1}"#, r#"{"b":null}"#] {
+        assert!(accepts(&s, ok.as_bytes()), "{ok}");
+    }
+    for bad in ["3.5", "\"xy\"", r#"{"a":2}"#, r#"{"a":1,"b":null}"#, "null"] {
+        assert!(!accepts(&s, bad.as_bytes()), "{bad}");
+    }
+    let t = schema(
+        json!({"type": "array", "prefixItems": [{"type": "boolean"}, {"type": "number"}], "items": false, "minItems": 1}),
+    );
+    assert!(accepts(&t, b"[true]") && accepts(&t, b"[false, 2]"));
+    assert!(!accepts(&t, b"[]") && !accepts(&t, b"[true,1,2]") && !accepts(&t, b"[1]"));
+    let e = schema(json!({"enum": [12, "a\"b", [1, {"x": null}], 123]}));
+    for ok in ["12", "123", r#""a\"b""#, r#"[1,{"x":null}]"#] {
+        assert!(accepts(&e, ok.as_bytes()), "{ok}");
+    }
+    assert!(!accepts(&e, b"1") && !accepts(&e, b"1234") && !accepts(&e, b"[1, {\"x\":null}]"));
+    let filtered = schema(json!({"type": "string", "enum": ["a", 1, null]}));
+    assert!(accepts(&filtered, b"\"a\"") && !accepts(&filtered, b"1"));
+    let tree = schema(json!({"$defs": {"t": {"type": "object", "properties": {
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}}, "additionalProperties": false}},
+        "$ref": "#/$defs/t"}));
+    assert!(accepts(&tree, br#"{"kids":[{"kids":[{}]},{}]}"#));
+    assert!(!accepts(&tree, br#"{"kids":[{"kid":[]}]}"#));
+}
+
+/// Closing costs are exact: from every prefix, some byte lowers the cost by one and none by
+/// more, and the cost is 0 exactly where the document may end.
+fn check_close_is_exact(s: &Schema, doc: &str) {
+    for cut in 0..=doc.len() {
+        let Some(state) = run(s, &doc.as_bytes()[..cut]) else {
+            panic!("{doc:?} rejected at {cut}");
+        };
+        let c = close(s, &state);
+        assert_eq!(
+            c == 0,
+            state.iter().any(|t| t.can_end(s)),
+            "{doc:?}[..{cut}] cost {c}"
+        );
+        if c == 0 {
+            continue;
+        }
+        let best = (0..=255u8)
+            .filter_map(|b| {
+                let mut next = Vec::new();
+                for t in state.iter().cloned() {
+                    t.step(s, b, &mut next);
+                }
+                (!next.is_empty()).then(|| close(s, &next))
+            })
+            .min()
+            .unwrap_or(INF);
+        assert_eq!(best, c - 1, "{doc:?}[..{cut}]: cost {c}, best next {best}");
+    }
+}
+
+#[test]
+fn closing_costs_are_exact() {
+    check_close_is_exact(
+        &any(),
+        r#"{"a": [1, -2.5e3, "x\u00e9", {"b": true}], "c": null}"#,
+    );
+    check_close_is_exact(&any(), "\"é\"");
+    let s = schema(json!({
+        "type": "object",
+        "properties": {"name": {"type": "string", "minLength": 2}, "ab": {"type": "integer"},
+                       "abc": {"type": "array", "items": {"type": "boolean"}, "minItems": 2},
+                       "e": {"enum": ["xyz", 10]}},
+        "required": ["name", "abc"],
+        "additionalProperties": false
+    }));
+    check_close_is_exact(&s, r#"{"ab":1,"abc":[true,false,true],"e":10,"name":"Bo"}"#);
+    check_close_is_exact(&s, r#"{ "name" : "Bob" , "abc" : [false,true] }"#);
+    let open = schema(
+        json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}),
+    );
+    check_close_is_exact(&open, r#"{"ab":[1],"a":"x","a2":{}}"#);
+}
