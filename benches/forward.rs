@@ -74,7 +74,7 @@ fn moa_cost(model: &Model, session: &mut Session, prompt: &[u32], n: usize, runs
             seed: 1,
             ..SamplerConfig::default()
         },
-        moa: None,
+        ..DecodeConfig::default()
     };
     let with_moa = DecodeConfig {
         sampling: SamplerConfig {
@@ -82,6 +82,7 @@ fn moa_cost(model: &Model, session: &mut Session, prompt: &[u32], n: usize, runs
             ..SamplerConfig::default()
         },
         moa: Some(MoaConfig::default()),
+        ..DecodeConfig::default()
     };
     let mut run = |cfg: &DecodeConfig| {
         let mut pipeline = Pipeline::new(cfg).unwrap();

@@ -135,21 +135,21 @@ fn main() {
             "plain T0.7",
             DecodeConfig {
                 sampling: plain(0),
-                moa: None,
+                ..DecodeConfig::default()
             },
         ),
         (
             "plain T0.7 top-k 40",
             DecodeConfig {
                 sampling: plain(40),
-                moa: None,
+                ..DecodeConfig::default()
             },
         ),
         (
             "MOA defaults",
             DecodeConfig {
-                sampling: SamplerConfig::default(),
                 moa: Some(MoaConfig::default()),
+                ..DecodeConfig::default()
             },
         ),
     ];

@@ -1,7 +1,7 @@
 //! `knot bench`: prefill and decode speed through the host's decode loop, median of several
 //! runs; with `--moa`, decode with and without MOA interleaved in the same run, as a ratio.
 
-use crate::generate::{open_host, rate};
+use crate::generate::{open_host, rate, ConstraintArgs};
 use engine::decode::GenerateOptions;
 use engine::{DecodeConfig, SamplerConfig};
 use futures::executor::block_on;
@@ -34,20 +34,87 @@ fn run_once(
     n: usize,
     decode: &DecodeConfig,
 ) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    run_measured(host, prompt, n, decode).map(|(p, d, _)| (p, d))
+}
+
+/// [`run_once`], also returning the constraint's metrics.
+fn run_measured(
+    host: &mut Host,
+    prompt: &[u32],
+    n: usize,
+    decode: &DecodeConfig,
+) -> Result<(f64, f64, Option<coltrane::Metrics>), Box<dyn std::error::Error>> {
     let opts = GenerateOptions {
         decode: decode.clone(),
         max_tokens: n + 1,
         ignore_eos: true,
         ..GenerateOptions::default()
     };
-    block_on(host.generate(prompt, &opts, &mut |_| true))?;
+    let out = block_on(host.generate(prompt, &opts, &mut |_| true))?;
     let s = host.stats();
     // The first token comes from the prefill's logits; the n after it each run a forward pass.
     let decode_ms: f64 = s.token_ms.iter().skip(1).sum();
     Ok((
         rate(s.prefill_tokens as usize, s.prefill_ms),
         rate(n, decode_ms),
+        out.constraint,
     ))
+}
+
+/// Greedy decode with and without the constraint, interleaved; mask time percentiles.
+fn constraint_run(
+    host: &mut Host,
+    prompt: &[u32],
+    n: usize,
+    runs: usize,
+    json: bool,
+    cfg: coltrane::ColtraneConfig,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let plain = DecodeConfig::default();
+    let constrained = DecodeConfig {
+        coltrane: Some(cfg),
+        ..DecodeConfig::default()
+    };
+    let (mut plain_tok_s, mut constrained_tok_s, mut p50, mut p99) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in 0..runs {
+        let order = if r % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for use_it in order {
+            if use_it {
+                let (_, d, m) = run_measured(host, prompt, n, &constrained)?;
+                constrained_tok_s.push(d);
+                if let Some(m) = m {
+                    p50.push(m.mask_us_p50 as f64);
+                    p99.push(m.mask_us_p99 as f64);
+                }
+            } else {
+                plain_tok_s.push(run_once(host, prompt, n, &plain)?.1);
+            }
+        }
+    }
+    let (p, c) = (median(plain_tok_s), median(constrained_tok_s));
+    let (p50, p99) = (median(p50), median(p99));
+    if json {
+        let v = serde_json::json!({
+            "plain_decode_tok_s": p, "constrained_decode_tok_s": c, "constrained_over_plain": c / p,
+            "mask_us_p50": p50, "mask_us_p99": p99, "n": n, "runs": runs,
+        });
+        println!("{v}");
+    } else {
+        println!("greedy:             {p:.1} tok/s decode (median of {runs})");
+        println!("with the constraint: {c:.1} tok/s decode (median of {runs})");
+        println!(
+            "constrained / plain: {:.3} ({:+.1}% per token)",
+            c / p,
+            (p / c - 1.0) * 100.0
+        );
+        println!("mask time: p50 {p50:.1} µs, p99 {p99:.1} µs");
+    }
+    Ok(())
 }
 
 pub fn run(
@@ -57,11 +124,16 @@ pub fn run(
     runs: usize,
     json: bool,
     moa_spec: Option<&str>,
+    constraint: &ConstraintArgs,
 ) -> Result<(), Box<dyn std::error::Error>> {
     if n == 0 || prompt_len == 0 || runs == 0 {
         return Err("-n, --prompt-len and --runs must be at least 1".into());
     }
     let moa = moa_spec.map(MoaConfig::parse_spec).transpose()?;
+    let coltrane = constraint.config()?;
+    if moa.is_some() && coltrane.is_some() {
+        return Err("bench compares one thing at a time: --moa or a constraint".into());
+    }
     let mut host = open_host(path)?;
     let mut prompt: Vec<u32> = Vec::new();
     while prompt.len() < prompt_len {
@@ -77,6 +149,9 @@ pub fn run(
         block_on(host.load_layer(l))?;
     }
     let rss = peak_rss_bytes;
+    if let Some(c) = coltrane {
+        return constraint_run(&mut host, &prompt, n, runs, json, c);
+    }
     let Some(moa) = moa else {
         let greedy = DecodeConfig::default();
         let (mut prefill, mut decode) = (Vec::new(), Vec::new());
@@ -108,11 +183,11 @@ pub fn run(
             top_k: moa.top_k,
             ..SamplerConfig::default()
         },
-        moa: None,
+        ..DecodeConfig::default()
     };
     let with_moa = DecodeConfig {
-        sampling: SamplerConfig::default(),
         moa: Some(moa.clone()),
+        ..DecodeConfig::default()
     };
     let (mut plain_tok_s, mut moa_tok_s) = (Vec::new(), Vec::new());
     for r in 0..runs {

@@ -2,6 +2,7 @@
 //! package runs), reading the file with positional reads.
 
 use clap::Args;
+use coltrane::{ColtraneConfig, EddyConfig, Preset, ProsodyMode};
 use engine::chat::ChatMessage;
 use engine::decode::GenerateOptions;
 use engine::{DecodeConfig, SamplerConfig};
@@ -61,6 +62,78 @@ pub struct DecodeArgs {
         conflicts_with_all = ["temperature", "top_k", "top_p", "min_p"],
     )]
     moa: Option<String>,
+    #[command(flatten)]
+    constraint: ConstraintArgs,
+}
+
+/// COLTRANE's token mask (docs/coltrane.md).
+#[derive(Args, Clone, Default)]
+pub struct ConstraintArgs {
+    /// json (one JSON value), balanced (brackets and quotes), or schema:FILE.json (a JSON
+    /// Schema).
+    #[arg(long, value_name = "PRESET")]
+    pub constraint: Option<String>,
+    /// Break repetition loops: ban the token that would continue one.
+    #[arg(long)]
+    pub eddy: bool,
+    /// Deepest bracket nesting `balanced` allows.
+    #[arg(long, value_name = "N")]
+    pub max_depth: Option<usize>,
+    /// Relax the soft rules when the allowed tokens hold less of the model's probability.
+    #[arg(long, value_name = "MASS")]
+    pub fallback_mass: Option<f64>,
+    /// Near the token limit, lean toward ending the sentence: off, observe or bias.
+    #[arg(long, value_name = "MODE")]
+    pub prosody: Option<String>,
+}
+
+impl ConstraintArgs {
+    /// The constraint these flags ask for (None when none is set).
+    pub fn config(&self) -> Result<Option<ColtraneConfig>> {
+        let any = self.constraint.is_some()
+            || self.eddy
+            || self.prosody.is_some()
+            || self.max_depth.is_some()
+            || self.fallback_mass.is_some();
+        if !any {
+            return Ok(None);
+        }
+        let d = ColtraneConfig::default();
+        let preset = match self.constraint.as_deref() {
+            None => None,
+            Some("json") => Some(Preset::Json),
+            Some("balanced") => Some(Preset::Balanced),
+            Some(spec) => match spec.strip_prefix("schema:") {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| format!("cannot read the schema {path}: {e}"))?;
+                    let schema: serde_json::Value = serde_json::from_str(&text)
+                        .map_err(|e| format!("the schema {path} is not JSON: {e}"))?;
+                    Some(Preset::JsonSchema(schema))
+                }
+                None => {
+                    return Err(format!(
+                        "--constraint must be json, balanced or schema:FILE.json, got {spec:?}"
+                    )
+                    .into())
+                }
+            },
+        };
+        let prosody = match self.prosody.as_deref() {
+            None => d.prosody,
+            Some(p) => ProsodyMode::parse(p)
+                .ok_or_else(|| format!("--prosody must be off, observe or bias, got {p:?}"))?,
+        };
+        let cfg = ColtraneConfig {
+            preset,
+            eddy: self.eddy.then(EddyConfig::default),
+            max_depth: self.max_depth.unwrap_or(d.max_depth),
+            fallback_mass: self.fallback_mass.unwrap_or(d.fallback_mass),
+            prosody,
+        };
+        cfg.compile()?;
+        Ok(Some(cfg))
+    }
 }
 
 impl DecodeArgs {
@@ -76,6 +149,7 @@ impl DecodeArgs {
                 ..SamplerConfig::default()
             },
             moa: self.moa.as_deref().map(MoaConfig::parse_spec).transpose()?,
+            coltrane: self.constraint.config()?,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -147,6 +221,7 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
             "prefill_tok_s": prefill_tok_s,
             "decode_tok_s": decode_tok_s,
             "steps": steps,
+            "constraint": host.constraint_metrics(),
         });
         writeln!(out, "{v}")?;
     } else {

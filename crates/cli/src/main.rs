@@ -80,6 +80,9 @@ enum Command {
         /// base temperature and top-k.
         #[arg(long, value_name = "SPEC", num_args = 0..=1, default_missing_value = "")]
         moa: Option<String>,
+        /// Compare greedy decode with and without a constraint (flags as for `generate`).
+        #[command(flatten)]
+        constraint: knot_cli::generate::ConstraintArgs,
     },
 }
 
@@ -151,7 +154,16 @@ fn run(command: Command) -> Result<()> {
             runs,
             json,
             moa,
-        } => knot_cli::bench::run(&file, n, prompt_len, runs, json, moa.as_deref()),
+            constraint,
+        } => knot_cli::bench::run(
+            &file,
+            n,
+            prompt_len,
+            runs,
+            json,
+            moa.as_deref(),
+            &constraint,
+        ),
     }
 }
 

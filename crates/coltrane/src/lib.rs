@@ -146,6 +146,7 @@ impl ColtraneConfig {
 
 /// What the constraint did at one step.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct StepReport {
     /// Tokens the final mask allows.
     pub allowed: usize,
@@ -166,6 +167,7 @@ pub struct StepReport {
 
 /// What the constraint did over a generation.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Metrics {
     pub steps: u64,
     /// Steps where the model's top token was masked out.
@@ -608,6 +610,21 @@ impl Coltrane {
                 self.metrics.eddies_returned += 1;
             }
         }
+    }
+
+    /// Back to the start: no token accepted, metrics cleared (cached masks stay).
+    pub fn reset(&mut self) {
+        if let Some(first) = self.undo.first() {
+            self.state = *first;
+        }
+        self.undo.clear();
+        self.history.clear();
+        self.recent_bans.clear();
+        self.mask_times.clear();
+        self.metrics = Metrics {
+            closed: self.can_end(),
+            ..Metrics::default()
+        };
     }
 
     /// A prompt token: not part of the constrained text; recorded so rollback stays aligned.

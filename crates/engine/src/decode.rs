@@ -8,9 +8,12 @@
 //! the ids, its text is not emitted); `max_tokens`, or the context filling up, ends it with
 //! `length`.
 
-use crate::pipeline::{DecodeConfig, Pipeline, PipelineError, StepInfo};
+use crate::pipeline::{
+    ColtraneStage, DecodeConfig, Pipeline, PipelineError, StepContext, StepInfo,
+};
 use crate::sampler::SamplerConfig;
 use crate::tokenizer::{StreamDecoder, Tokenizer, TokenizerError};
+use coltrane::{ColtraneConfig, EddyConfig, Preset, ProsodyMode};
 use moa::{Merge, MoaConfig};
 use serde_json::{Map, Value};
 use std::rc::Rc;
@@ -74,9 +77,19 @@ const OPTIONS: &[&str] = &[
     "repeatLastN",
     "seed",
     "moa",
+    "coltrane",
     "maxTokens",
     "continue",
     "ignoreEos",
+];
+
+const COLTRANE_OPTIONS: &[&str] = &[
+    "preset",
+    "schema",
+    "eddy",
+    "maxDepth",
+    "fallbackMass",
+    "prosody",
 ];
 
 const MOA_OPTIONS: &[&str] = &[
@@ -241,8 +254,17 @@ impl GenerateOptions {
                 }
             }
         }
+        let coltrane = match f.get("coltrane") {
+            None | Some(Value::Bool(false)) => None,
+            Some(c @ Value::Object(_)) => Some(coltrane_from_value(c)?),
+            Some(other) => return Err(f.invalid("coltrane", "false or an object", other)),
+        };
         let opts = GenerateOptions {
-            decode: DecodeConfig { sampling, moa },
+            decode: DecodeConfig {
+                sampling,
+                moa,
+                coltrane,
+            },
             max_tokens: f
                 .integer("maxTokens", "an integer >= 0", 0, false)?
                 .map_or(d.max_tokens, to_usize),
@@ -295,6 +317,79 @@ pub fn moa_from_value(v: &Value) -> Result<MoaConfig, OptionsError> {
     Ok(cfg)
 }
 
+/// `coltrane: { preset, schema, eddy, maxDepth, fallbackMass, prosody }`: `preset` is `json`,
+/// `balanced` or `json_schema` (`json` with a `schema` is `json_schema`); `eddy` is true or
+/// `{ ngram, repeats }`; `prosody` is `off`, `observe` or `bias`.
+pub fn coltrane_from_value(v: &Value) -> Result<ColtraneConfig, OptionsError> {
+    let f = Fields::new(v, "coltrane.", COLTRANE_OPTIONS)?;
+    let d = ColtraneConfig::default();
+    let schema = f.get("schema");
+    let name = match f.get("preset") {
+        None => None,
+        Some(Value::String(p)) => Some(p.as_str()),
+        Some(other) => return Err(f.invalid("preset", "json, balanced or json_schema", other)),
+    };
+    let preset = match (name, schema) {
+        (None, None) => None,
+        (None | Some("json" | "json_schema"), Some(s)) => Some(Preset::JsonSchema(s.clone())),
+        (Some("json"), None) => Some(Preset::Json),
+        (Some("balanced"), None) => Some(Preset::Balanced),
+        (Some("balanced"), Some(s)) => {
+            return Err(f.invalid("schema", "absent with preset balanced (it is for JSON)", s))
+        }
+        (Some("json_schema"), None) => {
+            return Err(f.invalid(
+                "schema",
+                "a JSON Schema when preset is json_schema",
+                &Value::Null,
+            ))
+        }
+        (Some(p), _) => {
+            let got = Value::String(p.to_string());
+            return Err(f.invalid("preset", "json, balanced or json_schema", &got));
+        }
+    };
+    let eddy = match f.get("eddy") {
+        None | Some(Value::Bool(false)) => None,
+        Some(Value::Bool(true)) => Some(EddyConfig::default()),
+        Some(e @ Value::Object(_)) => {
+            let g = Fields::new(e, "coltrane.eddy.", &["ngram", "repeats"])?;
+            let de = EddyConfig::default();
+            Some(EddyConfig {
+                ngram: g
+                    .integer("ngram", "an integer in [1, 64]", 1, false)?
+                    .map_or(de.ngram, to_usize),
+                repeats: g
+                    .integer("repeats", "an integer >= 1", 1, false)?
+                    .map_or(de.repeats, to_usize),
+            })
+        }
+        Some(other) => return Err(f.invalid("eddy", "true, false or { ngram, repeats }", other)),
+    };
+    let prosody = match f.get("prosody") {
+        None => d.prosody,
+        Some(p) => p
+            .as_str()
+            .and_then(ProsodyMode::parse)
+            .ok_or_else(|| f.invalid("prosody", "off, observe or bias", p))?,
+    };
+    let cfg = ColtraneConfig {
+        preset,
+        eddy,
+        max_depth: f
+            .integer("maxDepth", "an integer in [1, 64]", 1, false)?
+            .map_or(d.max_depth, to_usize),
+        fallback_mass: f
+            .number("fallbackMass", "a number in [0, 1]", |x| {
+                (0.0..=1.0).contains(&x)
+            })?
+            .unwrap_or(d.fallback_mass),
+        prosody,
+    };
+    cfg.compile().map_err(PipelineError::from)?;
+    Ok(cfg)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
     #[error(transparent)]
@@ -316,12 +411,16 @@ pub struct Emitted {
     pub step: StepInfo,
     /// Set on the last token of the generation.
     pub finish_reason: Option<FinishReason>,
+    /// On the last token, when a constraint ran: what it did over the generation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<coltrane::Metrics>,
 }
 
 /// A generation in progress: the pipeline that picks each token, the streaming text decoder,
 /// and the end rules.
 pub struct Generation {
     pipeline: Pipeline,
+    clock: Option<fn() -> f64>,
     stream: StreamDecoder<Rc<Tokenizer>>,
     eos_ids: Vec<u32>,
     ignore_eos: bool,
@@ -340,8 +439,15 @@ impl Generation {
         context_room: usize,
     ) -> Result<Generation, PipelineError> {
         let budget = opts.max_tokens.min(context_room);
+        let mut pipeline = Pipeline::new(&opts.decode)?;
+        if let Some(c) = &opts.decode.coltrane {
+            // Last before the pick, so the fallback weighs the logits the picker will see.
+            let vocab = tokenizer.constraint_vocab(eos_ids)?;
+            pipeline.push_stage(Box::new(ColtraneStage::new(vocab, c.clone())?));
+        }
         Ok(Generation {
-            pipeline: Pipeline::new(&opts.decode)?,
+            pipeline,
+            clock: None,
             stream: StreamDecoder::new(tokenizer),
             eos_ids: eos_ids.to_vec(),
             ignore_eos: opts.ignore_eos,
@@ -355,8 +461,18 @@ impl Generation {
     /// stages such as the repetition penalty see them.
     pub fn accept_context(&mut self, tokens: &[u32]) {
         for &t in tokens {
-            self.pipeline.accept(t);
+            self.pipeline.accept_context(t);
         }
+    }
+
+    /// A millisecond clock for the stages that time themselves (the constraint's mask time).
+    pub fn set_clock(&mut self, clock: fn() -> f64) {
+        self.clock = Some(clock);
+    }
+
+    /// The constraint's metrics so far, when one is set.
+    pub fn constraint_metrics(&self) -> Option<coltrane::Metrics> {
+        self.pipeline.constraint_metrics()
     }
 
     pub fn pipeline(&mut self) -> &mut Pipeline {
@@ -388,7 +504,11 @@ impl Generation {
         if self.finished.is_some() {
             return Err(GenerateError::Finished);
         }
-        let step = self.pipeline.sample(logits)?;
+        let ctx = StepContext {
+            remaining: Some(self.budget - self.produced),
+            clock: self.clock,
+        };
+        let step = self.pipeline.sample_in(logits, &ctx)?;
         let id = step.token;
         self.produced += 1;
         let stop = !self.ignore_eos && self.eos_ids.contains(&id);
@@ -409,6 +529,9 @@ impl Generation {
             text,
             step,
             finish_reason: self.finished,
+            constraint: self
+                .finished
+                .and_then(|_| self.pipeline.constraint_metrics()),
         })
     }
 }

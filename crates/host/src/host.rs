@@ -182,6 +182,8 @@ pub struct Generated {
     /// None when the caller's `on_token` stopped it.
     pub finish_reason: Option<FinishReason>,
     pub steps: Vec<StepInfo>,
+    /// What the constraint did, when one ran.
+    pub constraint: Option<coltrane::Metrics>,
 }
 
 pub struct Host {
@@ -343,6 +345,11 @@ impl Host {
         self.generation.as_ref().map_or(0, Generation::budget)
     }
 
+    /// What the current generation's constraint did so far (None without one).
+    pub fn constraint_metrics(&self) -> Option<coltrane::Metrics> {
+        self.generation.as_ref()?.constraint_metrics()
+    }
+
     /// Every token of the conversation so far (prompts and generated tokens).
     pub fn tokens(&self) -> &[u32] {
         &self.tokens
@@ -488,6 +495,7 @@ impl Host {
         }
         self.stats.token_ms.clear();
         generation.accept_context(&self.tokens);
+        generation.set_clock(now_ms);
         self.generation = Some(generation);
         Ok(())
     }
@@ -537,6 +545,7 @@ impl Host {
             text: String::new(),
             finish_reason: self.generation.as_ref().and_then(Generation::finished),
             steps: Vec::new(),
+            constraint: None,
         };
         while let Some(e) = self.next().await? {
             out.ids.push(e.id);
@@ -548,6 +557,7 @@ impl Host {
                 break;
             }
         }
+        out.constraint = self.constraint_metrics();
         Ok(out)
     }
 

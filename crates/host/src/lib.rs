@@ -4,8 +4,8 @@
 
 pub mod cache;
 mod clock;
+pub mod helpers;
 pub mod host;
-pub mod moa_api;
 pub mod source;
 
 pub use host::{Generated, Host, HostError, HostOptions, Stats};

@@ -378,13 +378,21 @@ impl WasmHost {
 /// minTemperature }` (JSON).
 #[wasm_bindgen(js_name = moaAgents)]
 pub fn moa_agents(options_json: &str) -> Result<Vec<f64>, JsValue> {
-    crate::moa_api::agents(options_json).map_err(error)
+    crate::helpers::agents(options_json).map_err(error)
 }
 
 /// `deficitWeightedMerge`: `{ merged, weights, deficit }` for `{ dists, strategy, useKl }`
 /// (JSON).
 #[wasm_bindgen(js_name = moaMerge)]
 pub fn moa_merge(request_json: &str) -> Result<JsValue, JsValue> {
-    let merged = crate::moa_api::merge(request_json).map_err(error)?;
+    let merged = crate::helpers::merge(request_json).map_err(error)?;
     js_sys::JSON::parse(&serde_json::to_string(&merged).map_err(error)?)
+}
+
+/// `coltraneFromResponseFormat`: the `coltrane` options for an OpenAI `response_format`
+/// (JSON), or null for plain text.
+#[wasm_bindgen(js_name = coltraneFromResponseFormat)]
+pub fn coltrane_from_response_format(response_format_json: &str) -> Result<JsValue, JsValue> {
+    let v = crate::helpers::response_format(response_format_json).map_err(error)?;
+    js_sys::JSON::parse(&v.to_string())
 }

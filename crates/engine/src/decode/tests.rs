@@ -298,3 +298,116 @@ fn bad_options_are_named() {
         assert!(got.contains(want), "{json}: {got}");
     }
 }
+
+#[test]
+fn coltrane_options() {
+    let o = |json: &str| GenerateOptions::from_json(json).map(|o| o.decode.coltrane);
+    let c = o(r#"{"coltrane": {"preset": "json"}}"#).unwrap().unwrap();
+    assert_eq!(c.preset, Some(Preset::Json));
+    let c = o(r#"{"coltrane": {"preset": "json", "schema": {"type": "integer"}, "eddy": true, "prosody": "observe", "maxDepth": 4, "fallbackMass": 0.1}}"#)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        c.preset,
+        Some(Preset::JsonSchema(serde_json::json!({"type": "integer"})))
+    );
+    assert_eq!(c.eddy, Some(EddyConfig::default()));
+    assert_eq!(
+        (c.prosody, c.max_depth, c.fallback_mass),
+        (ProsodyMode::Observe, 4, 0.1)
+    );
+    let c = o(r#"{"coltrane": {"preset": "balanced", "eddy": {"ngram": 6, "repeats": 3}}}"#)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        c.eddy,
+        Some(EddyConfig {
+            ngram: 6,
+            repeats: 3
+        })
+    );
+    assert_eq!(o(r#"{"coltrane": false}"#).unwrap(), None);
+    let err = |json: &str| GenerateOptions::from_json(json).unwrap_err().to_string();
+    for (json, want) in [
+        (
+            r#"{"coltrane": {"preset": "xml"}}"#,
+            "coltrane.preset must be json, balanced or json_schema",
+        ),
+        (
+            r#"{"coltrane": {"preset": "json_schema"}}"#,
+            "coltrane.schema must be a JSON Schema",
+        ),
+        (
+            r#"{"coltrane": {"preset": "balanced", "schema": {}}}"#,
+            "coltrane.schema must be absent with preset balanced",
+        ),
+        (
+            r#"{"coltrane": {"schema": {"type": "string", "pattern": "a"}}}"#,
+            "unsupported JSON Schema keyword \"pattern\"",
+        ),
+        (
+            r#"{"coltrane": {"maxDepth": 0}}"#,
+            "coltrane.maxDepth must be an integer in [1, 64], got 0",
+        ),
+        (
+            r#"{"coltrane": {"maxDepth": 99}}"#,
+            "coltrane.maxDepth must be an integer in [1, 64], got 99",
+        ),
+        (
+            r#"{"coltrane": {"fallbackMass": 2}}"#,
+            "coltrane.fallbackMass must be a number in [0, 1], got 2",
+        ),
+        (
+            r#"{"coltrane": {"prosody": "loud"}}"#,
+            "coltrane.prosody must be off, observe or bias",
+        ),
+        (
+            r#"{"coltrane": {"eddy": 3}}"#,
+            "coltrane.eddy must be true, false or { ngram, repeats }",
+        ),
+        (
+            r#"{"coltrane": {"eddy": {"ngram": 0}}}"#,
+            "coltrane.eddy.ngram must be an integer in [1, 64]",
+        ),
+        (
+            r#"{"coltrane": {"frob": 1}}"#,
+            "unknown option 'coltrane.frob'",
+        ),
+        (
+            r#"{"coltrane": true}"#,
+            "coltrane must be false or an object",
+        ),
+    ] {
+        let got = err(json);
+        assert!(got.contains(want), "{json}: {got}");
+    }
+}
+
+#[test]
+fn a_json_constraint_shapes_what_the_model_wants_into_a_complete_document() {
+    // The "model" always wants `x`; the mask only lets JSON through, and the budget makes it
+    // close in time.
+    for max_tokens in [3usize, 6, 12] {
+        let opts = GenerateOptions::from_json(&format!(
+            r#"{{"maxTokens": {max_tokens}, "coltrane": {{"preset": "json"}}}}"#
+        ))
+        .unwrap();
+        let mut g = Generation::new(&opts, bytes_tokenizer(), &[256], 100).unwrap();
+        let mut text = String::new();
+        while g.finished().is_none() {
+            let e = g.next(&mut pointing_at(b'x' as u32)).unwrap();
+            text.push_str(&e.text);
+            let report = e
+                .step
+                .stages
+                .last()
+                .and_then(|s| s.coltrane.clone())
+                .unwrap();
+            assert!(report.allowed > 0 && report.prevented);
+        }
+        serde_json::from_str::<serde_json::Value>(&text)
+            .unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        let m = g.constraint_metrics().unwrap();
+        assert!(m.closed && m.violations_prevented > 0);
+    }
+}

@@ -13,9 +13,10 @@ mod pickers;
 mod stages;
 
 pub use pickers::{Greedy, MoaPicker, Sample};
-pub use stages::RepeatPenalty;
+pub use stages::{ColtraneStage, RepeatPenalty};
 
 use crate::sampler::{Pcg32, SamplerConfig, SamplerError};
+use coltrane::{ColtraneConfig, ColtraneError, VocabError};
 use moa::{MoaConfig, MoaError, MoaReport};
 
 /// Accepted tokens any pipeline can roll back (the stages keep that much history).
@@ -30,17 +31,24 @@ pub enum PipelineError {
     Moa(#[from] MoaError),
     #[error("no token can be picked: every logit is -inf or NaN")]
     NoCandidates,
+    #[error(transparent)]
+    Coltrane(#[from] ColtraneError),
+    #[error("the constraint cannot index this vocabulary: {0}")]
+    Vocab(#[from] VocabError),
     #[error("cannot roll back {requested} tokens: {available} can be undone")]
     Rollback { requested: usize, available: usize },
 }
 
-/// How a step is decoded: the sampling settings and, optionally, MOA as the picker.
+/// How a step is decoded: the sampling settings, optionally MOA as the picker, optionally a
+/// COLTRANE constraint as the last logits stage.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DecodeConfig {
     pub sampling: SamplerConfig,
     /// When set, MOA picks the token: `sampling.temperature`, `top_k`, `top_p` and `min_p` do
     /// not apply (MOA has its own temperatures and candidate set); the penalty and seed do.
     pub moa: Option<MoaConfig>,
+    /// When set, the token mask (it needs the tokenizer, so `Generation` adds the stage).
+    pub coltrane: Option<ColtraneConfig>,
 }
 
 impl DecodeConfig {
@@ -49,17 +57,43 @@ impl DecodeConfig {
         if let Some(m) = &self.moa {
             m.validate()?;
         }
+        if let Some(c) = &self.coltrane {
+            c.compile()?;
+        }
         Ok(())
     }
+}
+
+/// What a stage may know about the step besides its logits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StepContext {
+    /// Tokens the generation may still produce, this one included (`None`: no limit known).
+    pub remaining: Option<usize>,
+    /// A clock in milliseconds, for stages that time themselves (none in plain engine use:
+    /// `Instant` is unavailable on wasm32-unknown-unknown, the host passes the JS clock).
+    pub clock: Option<fn() -> f64>,
 }
 
 /// A stage that reads or changes a step's logits before the pick.
 pub trait LogitsStage {
     fn name(&self) -> &'static str;
-    /// Changes `logits` in place (masking writes −inf); returns how many it changed.
-    fn apply(&mut self, logits: &mut [f32]) -> Result<usize, PipelineError>;
-    /// The token that was accepted (a prompt token or a picked one).
+    /// Changes `logits` in place (masking writes −inf) and says what it did.
+    fn apply(
+        &mut self,
+        logits: &mut [f32],
+        ctx: &StepContext,
+    ) -> Result<StageReport, PipelineError>;
+    /// A picked token was accepted.
     fn accept(&mut self, token: u32);
+    /// A token of the context (prompt, earlier turns) was accepted: by default the same as a
+    /// picked one; a constraint on the output ignores it.
+    fn accept_context(&mut self, token: u32) {
+        self.accept(token);
+    }
+    /// What the stage measured over the generation, if it keeps such numbers.
+    fn metrics(&self) -> Option<coltrane::Metrics> {
+        None
+    }
     /// Undoes the last `n` accepts; the pipeline guarantees `n` ≤ [`MAX_ROLLBACK`] and ≤ the
     /// tokens accepted since the last reset.
     fn rollback(&mut self, n: usize);
@@ -143,6 +177,19 @@ pub struct StageReport {
     pub stage: &'static str,
     /// Logits it changed.
     pub changed: usize,
+    /// COLTRANE's numbers (mask size, fallback, eddy bans, prosody, mask time).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub coltrane: Option<coltrane::StepReport>,
+}
+
+impl StageReport {
+    pub fn changed(stage: &'static str, changed: usize) -> StageReport {
+        StageReport {
+            stage,
+            changed,
+            coltrane: None,
+        }
+    }
 }
 
 /// What the picker did at a step.
@@ -227,16 +274,20 @@ impl Pipeline {
     }
 
     /// Runs the stages over `logits`, in order.
-    pub fn apply(&mut self, logits: &mut [f32]) -> Result<Vec<StageReport>, PipelineError> {
+    pub fn apply(
+        &mut self,
+        logits: &mut [f32],
+        ctx: &StepContext,
+    ) -> Result<Vec<StageReport>, PipelineError> {
         self.stages
             .iter_mut()
-            .map(|s| {
-                Ok(StageReport {
-                    stage: s.name(),
-                    changed: s.apply(logits)?,
-                })
-            })
+            .map(|s| s.apply(logits, ctx))
             .collect()
+    }
+
+    /// The constraint's metrics over the generation, if a stage keeps them.
+    pub fn constraint_metrics(&self) -> Option<coltrane::Metrics> {
+        self.stages.iter().find_map(|s| s.metrics())
     }
 
     /// The picker's distribution for logits the stages have processed.
@@ -256,7 +307,16 @@ impl Pipeline {
 
     /// One decode decision: stages, picker, draw, accept.
     pub fn sample(&mut self, logits: &mut [f32]) -> Result<StepInfo, PipelineError> {
-        let stages = self.apply(logits)?;
+        self.sample_in(logits, &StepContext::default())
+    }
+
+    /// [`Pipeline::sample`] with what the stages may know about the step.
+    pub fn sample_in(
+        &mut self,
+        logits: &mut [f32],
+        ctx: &StepContext,
+    ) -> Result<StepInfo, PipelineError> {
+        let stages = self.apply(logits, ctx)?;
         let pick = self.distribution(logits)?;
         let token = self.dist.draw(&mut self.rng)?;
         self.accept(token);
@@ -268,10 +328,19 @@ impl Pipeline {
         })
     }
 
-    /// Tells every stage a token was accepted (prompt tokens too).
+    /// Tells every stage a picked token was accepted.
     pub fn accept(&mut self, token: u32) {
         for s in &mut self.stages {
             s.accept(token);
+        }
+        self.picker.accept(token);
+        self.undoable = (self.undoable + 1).min(MAX_ROLLBACK);
+    }
+
+    /// Tells every stage a context token (prompt, earlier turns) was accepted.
+    pub fn accept_context(&mut self, token: u32) {
+        for s in &mut self.stages {
+            s.accept_context(token);
         }
         self.picker.accept(token);
         self.undoable = (self.undoable + 1).min(MAX_ROLLBACK);

@@ -1,6 +1,8 @@
 //! Logits stages that ship with the engine.
 
-use super::{LogitsStage, PipelineError, MAX_ROLLBACK};
+use super::{LogitsStage, PipelineError, StageReport, StepContext, MAX_ROLLBACK};
+use coltrane::{Coltrane, ColtraneConfig, Vocab};
+use std::sync::Arc;
 
 /// Pushes the logits of recently seen tokens toward "less likely", the HF / llama.cpp
 /// convention: a positive logit is divided by the penalty, a negative one multiplied.
@@ -29,7 +31,11 @@ impl LogitsStage for RepeatPenalty {
         "repeat_penalty"
     }
 
-    fn apply(&mut self, logits: &mut [f32]) -> Result<usize, PipelineError> {
+    fn apply(
+        &mut self,
+        logits: &mut [f32],
+        _ctx: &StepContext,
+    ) -> Result<StageReport, PipelineError> {
         let recent = &self.history[self.history.len().saturating_sub(self.last_n)..];
         self.seen.clear();
         self.seen.extend_from_slice(recent);
@@ -46,7 +52,7 @@ impl LogitsStage for RepeatPenalty {
                 changed += 1;
             }
         }
-        Ok(changed)
+        Ok(StageReport::changed(self.name(), changed))
     }
 
     fn accept(&mut self, token: u32) {
@@ -71,5 +77,61 @@ impl LogitsStage for RepeatPenalty {
 
     fn reset(&mut self) {
         self.history.clear();
+    }
+}
+
+/// COLTRANE's token mask as the last logits stage: it masks only the generated text, so
+/// context tokens are recorded but not matched.
+pub struct ColtraneStage {
+    fsm: Coltrane,
+}
+
+impl ColtraneStage {
+    pub fn new(vocab: Arc<Vocab>, cfg: ColtraneConfig) -> Result<Self, PipelineError> {
+        Ok(ColtraneStage {
+            fsm: Coltrane::new(vocab, cfg)?,
+        })
+    }
+}
+
+impl LogitsStage for ColtraneStage {
+    fn name(&self) -> &'static str {
+        "coltrane"
+    }
+
+    fn apply(
+        &mut self,
+        logits: &mut [f32],
+        ctx: &StepContext,
+    ) -> Result<StageReport, PipelineError> {
+        let report = self.fsm.apply(logits, ctx.remaining, ctx.clock);
+        Ok(StageReport {
+            stage: self.name(),
+            changed: logits.len().saturating_sub(report.allowed),
+            coltrane: Some(report),
+        })
+    }
+
+    fn accept(&mut self, token: u32) {
+        // A token the mask refused can only come from outside the pipeline's own picks; the
+        // matcher then allows nothing but end-of-text, which is the safe way on.
+        let _ = self.fsm.accept(token);
+    }
+
+    fn accept_context(&mut self, _token: u32) {
+        self.fsm.accept_context();
+    }
+
+    fn rollback(&mut self, n: usize) {
+        // The pipeline checked `n` against what was accepted.
+        let _ = self.fsm.rollback(n);
+    }
+
+    fn reset(&mut self) {
+        self.fsm.reset();
+    }
+
+    fn metrics(&self) -> Option<coltrane::Metrics> {
+        Some(self.fsm.metrics())
     }
 }

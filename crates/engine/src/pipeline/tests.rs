@@ -10,7 +10,7 @@ fn logits() -> Vec<f32> {
 fn sampler(cfg: SamplerConfig) -> Pipeline {
     Pipeline::new(&DecodeConfig {
         sampling: cfg,
-        moa: None,
+        ..DecodeConfig::default()
     })
     .unwrap()
 }
@@ -134,6 +134,7 @@ fn masked_logits_are_never_sampled() {
                 ..Default::default()
             },
             moa,
+            ..DecodeConfig::default()
         })
         .unwrap();
         for _ in 0..50 {
@@ -164,13 +165,7 @@ fn repeat_penalty_moves_greedy_off_a_repeated_token() {
     p.accept(1);
     let step = p.sample(&mut l).unwrap();
     assert_eq!(step.token, 2); // 3.0 / 2 = 1.5 < 2.0
-    assert_eq!(
-        step.stages,
-        [StageReport {
-            stage: "repeat_penalty",
-            changed: 1
-        }]
-    );
+    assert_eq!(step.stages, [StageReport::changed("repeat_penalty", 1)]);
     let mut p = penalized();
     let mut neg = vec![-1.0f32, -1.5, -5.0];
     p.accept(0);
@@ -246,6 +241,7 @@ fn moa_is_the_last_stage_and_reports() {
             ..Default::default()
         },
         moa: Some(MoaConfig::default()),
+        ..DecodeConfig::default()
     })
     .unwrap();
     p.accept(27);
@@ -282,6 +278,7 @@ fn seeded_moa_golden_sequence() {
             ..Default::default()
         },
         moa: Some(MoaConfig::default()),
+        ..DecodeConfig::default()
     })
     .unwrap();
     let got: Vec<u32> = (0..16).map(|_| sample(&mut p, &mut logits())).collect();
@@ -296,7 +293,7 @@ fn invalid_configs_are_rejected() {
             top_p: 0.0,
             ..Default::default()
         },
-        moa: None,
+        ..DecodeConfig::default()
     };
     assert!(matches!(
         Pipeline::new(&bad_sampling),

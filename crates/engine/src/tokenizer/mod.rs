@@ -13,8 +13,10 @@ mod letters;
 mod pretokenize;
 mod sentencepiece;
 
+use coltrane::TokenKind;
 use std::collections::HashMap;
 use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
 
 pub use pretokenize::{is_letter, PreTokenizer};
 
@@ -85,6 +87,18 @@ pub struct Tokenizer {
     bos_id: Option<u32>,
     eos_id: Option<u32>,
     add_bos: bool,
+    /// How each token decodes, for constraints: text, a special token, or one raw byte.
+    kinds: Vec<TokenKind>,
+    /// COLTRANE's index of this vocabulary, built on first use (for the end-of-text ids given).
+    constraint_vocab: OnceLock<(Vec<u32>, Arc<coltrane::Vocab>)>,
+}
+
+/// Token types that are never text: unknown, control, user-defined literals, unused.
+fn special_type(t: Option<i32>) -> bool {
+    matches!(
+        t,
+        Some(2 | TOKEN_TYPE_CONTROL | TOKEN_TYPE_USER_DEFINED | 5)
+    )
 }
 
 impl Tokenizer {
@@ -190,6 +204,12 @@ impl Tokenizer {
             token_offsets.push(end);
         }
 
+        let kinds = (0..vocab_size)
+            .map(|id| match special_type(data.token_types.get(id).copied()) {
+                true => TokenKind::Special,
+                false => TokenKind::Text,
+            })
+            .collect();
         Ok(Self {
             model: Model::ByteLevelBpe { pre, merges },
             tokens: data.tokens.clone(),
@@ -200,6 +220,8 @@ impl Tokenizer {
             bos_id: data.bos_id,
             eos_id: data.eos_id,
             add_bos: data.add_bos,
+            kinds,
+            constraint_vocab: OnceLock::new(),
         })
     }
 
@@ -231,6 +253,7 @@ impl Tokenizer {
         let mut token_bytes = Vec::new();
         let mut token_offsets = Vec::with_capacity(vocab_size + 1);
         token_offsets.push(0u32);
+        let mut kinds = Vec::with_capacity(vocab_size);
         let mut space = [0; 4];
         let space_mark = SPACE_MARK.encode_utf8(&mut space);
         for (id, token) in data.tokens.iter().enumerate() {
@@ -238,6 +261,13 @@ impl Tokenizer {
                 Some(TOKEN_TYPE_BYTE) | None => byte_token_value(token),
                 _ => None,
             };
+            kinds.push(
+                match (byte, is_literal(id) || special_type(token_type(id))) {
+                    (Some(_), _) => TokenKind::Byte,
+                    (None, true) if !is_space_run(token) => TokenKind::Special,
+                    _ => TokenKind::Text,
+                },
+            );
             match byte {
                 Some(b) => token_bytes.push(b),
                 None => {
@@ -264,7 +294,40 @@ impl Tokenizer {
             bos_id: data.bos_id,
             eos_id: data.eos_id,
             add_bos: data.add_bos,
+            kinds,
+            constraint_vocab: OnceLock::new(),
         })
+    }
+
+    /// How token `id` decodes: text, a special token, or a raw byte.
+    pub fn token_kind(&self, id: u32) -> Option<TokenKind> {
+        self.kinds.get(id as usize).copied()
+    }
+
+    /// COLTRANE's index of this vocabulary (trie, classes, fold costs) with these end-of-text
+    /// ids; built once and shared (a second set of ids builds a new one).
+    pub fn constraint_vocab(
+        &self,
+        eos_ids: &[u32],
+    ) -> Result<Arc<coltrane::Vocab>, coltrane::VocabError> {
+        let build = || {
+            let tokens = (0..self.vocab_size() as u32).map(|id| {
+                (
+                    self.kinds[id as usize],
+                    self.token_bytes(id).unwrap_or_default(),
+                )
+            });
+            coltrane::Vocab::new(tokens, eos_ids).map(Arc::new)
+        };
+        if let Some((ids, v)) = self.constraint_vocab.get() {
+            return match ids.as_slice() == eos_ids {
+                true => Ok(v.clone()),
+                false => build(),
+            };
+        }
+        let v = build()?;
+        let _ = self.constraint_vocab.set((eos_ids.to_vec(), v.clone()));
+        Ok(v)
     }
 
     /// Token ids for `text`, without BOS. Control and user-defined tokens written in the text

@@ -1,9 +1,12 @@
-//! The package's pure MOA helpers, usable without a model (`createMoaAgents`,
-//! `deficitWeightedMerge`): JSON in, values out, every argument checked here.
+//! The package's pure helpers, usable without a model: MOA's `createMoaAgents` and
+//! `deficitWeightedMerge`, COLTRANE's `coltraneFromResponseFormat`. JSON in, values out, every
+//! argument checked here.
 
+use coltrane::openai::preset_from_response_format;
+use coltrane::{ColtraneError, Preset};
 use engine::decode::{moa_from_value, OptionsError};
 use moa::{agent_temperatures, merge_distributions, Merge, Merged, MoaError};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MoaApiError {
@@ -11,8 +14,23 @@ pub enum MoaApiError {
     Options(#[from] OptionsError),
     #[error(transparent)]
     Moa(#[from] MoaError),
+    #[error(transparent)]
+    Coltrane(#[from] ColtraneError),
     #[error("{0}")]
     Argument(String),
+}
+
+/// `coltraneFromResponseFormat(response_format)`: the `coltrane` options for OpenAI's
+/// `response_format` (`null` for plain text). The schema itself is checked when generation
+/// starts, with the other options.
+pub fn response_format(rf_json: &str) -> Result<Value, MoaApiError> {
+    let rf = parse(rf_json)?;
+    Ok(match preset_from_response_format(&rf)? {
+        None => Value::Null,
+        Some(Preset::Json) => json!({ "preset": "json" }),
+        Some(Preset::JsonSchema(schema)) => json!({ "preset": "json", "schema": schema }),
+        Some(Preset::Balanced) => json!({ "preset": "balanced" }),
+    })
 }
 
 fn parse(json: &str) -> Result<Value, MoaApiError> {
@@ -121,6 +139,26 @@ mod tests {
         assert!(err(r#"{"k": 0}"#).contains("moa.k must be an integer in [1, 32], got 0"));
         assert!(err(r#"{"merge": "vote"}"#).contains("unknown option 'merge'"));
         assert!(err("[]").contains("must be a JSON object"));
+    }
+
+    #[test]
+    fn response_formats() {
+        assert_eq!(response_format(r#"{"type":"text"}"#).unwrap(), Value::Null);
+        assert_eq!(
+            response_format(r#"{"type":"json_object"}"#).unwrap(),
+            json!({"preset": "json"})
+        );
+        assert_eq!(
+            response_format(
+                r#"{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"integer"}}}"#
+            )
+            .unwrap(),
+            json!({"preset": "json", "schema": {"type": "integer"}})
+        );
+        assert!(response_format(r#"{"type":"yaml"}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("invalid response_format"));
     }
 
     #[test]
