@@ -1,7 +1,7 @@
 // Entry for browsers (and bundlers targeting them): fetches the .wasm next to this package.
 import * as bindings from '../dist/wasm/host.js';
 import { setWasmResolver } from './shim.js';
-import { setMoaBindings } from './moa.js';
+import { setHelperBindings } from './helpers.js';
 
 export * from './index.js';
 
@@ -16,7 +16,7 @@ export function loadWasm() {
   own ??= bindings
     .default({ module_or_path: fetch(new URL('../dist/wasm/host_bg.wasm', import.meta.url)) })
     .then(() => {
-      setMoaBindings(bindings);
+      setHelperBindings(bindings);
       return bindings;
     });
   own.catch(() => {

@@ -95,6 +95,65 @@ export interface SamplingOptions {
    * token, so `temperature`, `topK`, `topP` and `minP` are rejected alongside it.
    */
   moa?: boolean | MoaOptions;
+  /** COLTRANE token-mask constraints (docs/coltrane.md). */
+  coltrane?: false | ColtraneOptions;
+}
+
+/** JSON Schema (the subset in docs/coltrane.md). */
+export type JsonSchema = boolean | { [keyword: string]: unknown };
+
+export interface ColtraneOptions {
+  /**
+   * `json`: exactly one JSON value, then end-of-text (with `schema`: valid against it);
+   * `json_schema`: same, `schema` required; `balanced`: brackets and quotes balance, end only
+   * when closed. Hard presets (json) never fall back; `balanced` does.
+   */
+  preset?: 'json' | 'json_schema' | 'balanced';
+  schema?: JsonSchema;
+  /** Break repetition loops: `true`, or the longest loop period and the repeats that count. */
+  eddy?: boolean | { ngram?: number; repeats?: number };
+  /** Deepest bracket nesting `balanced` allows (1..64, default 16). */
+  maxDepth?: number;
+  /** Soft rules relax when the allowed tokens hold less of the model's probability (default 0.05). */
+  fallbackMass?: number;
+  /** Near the token limit, lean toward ending the sentence. Default 'off'. */
+  prosody?: 'off' | 'observe' | 'bias';
+}
+
+/** What COLTRANE did at a step (on the `coltrane` entry of `StepInfo.stages`). */
+export interface ColtraneStepReport {
+  /** Tokens the final mask allowed. */
+  allowed: number;
+  /** Soft tiers relaxed because the mask held too little probability. */
+  relaxed: number;
+  /** The step used the unmasked distribution. */
+  fallback: boolean;
+  /** The model's top token was masked out. */
+  prevented: boolean;
+  eddyBans: number;
+  prosodyBias: number;
+  maskUs: number;
+}
+
+/** What COLTRANE did over a generation (`generateText`'s `constraint`). */
+export interface ColtraneMetrics {
+  steps: number;
+  violationsPrevented: number;
+  fallbacks: number;
+  unmasked: number;
+  eddiesBroken: number;
+  eddiesReturned: number;
+  foldViolations: number;
+  maxDepth: number;
+  budgetSteps: number;
+  /** The schema's required parts could not fit in the token budget. */
+  overBudget: boolean;
+  prosodySteps: number;
+  /** The structure is closed at the end: JSON complete, folds balanced. */
+  closed: boolean;
+  sentenceEnd: boolean;
+  maskUsP50: number;
+  maskUsP99: number;
 }
 
 export type MoaMerge = 'deficit' | 'uniform' | 'vote';
@@ -145,7 +204,7 @@ export interface MoaStepReport {
 export type StepInfo = {
   token: number;
   /** Logits stages that ran before the pick, and how many logits each changed. */
-  stages: { stage: string; changed: number }[];
+  stages: ({ stage: string; changed: number } & Partial<ColtraneStepReport>)[];
   /** Tokens the pick could have drawn. */
   candidates: number;
 } & ({ picker: 'greedy' } | { picker: 'sample' } | ({ picker: 'moa' } & MoaStepReport));
@@ -184,6 +243,8 @@ export interface GenerateTextResult {
   finishReason: 'stop' | 'length';
   /** One per generated token, the end-of-text one included. */
   steps: StepInfo[];
+  /** What the constraint did, when `coltrane` was set. */
+  constraint?: ColtraneMetrics;
 }
 
 export interface HostStats {
@@ -255,8 +316,18 @@ export declare class HostShim implements Disposable {
 /** Loads and initializes the package's wasm once. */
 export declare function loadWasm(): Promise<KnotWasmBindings>;
 
-// ---- MOA helpers (docs/moa.md), pure functions over the same Rust code the decode loop runs.
+// ---- MOA and COLTRANE helpers (docs/moa.md, docs/coltrane.md), pure functions over the same
+// Rust code the decode loop runs.
 // Node, Bun, Deno and Workers initialize the wasm on import; in browsers `await loadWasm()` first.
+
+/**
+ * The `coltrane` option for an OpenAI `response_format` (`json_object` → `{ preset: 'json' }`,
+ * `json_schema` → `{ preset: 'json', schema }`, `text` → null).
+ */
+export declare function coltraneFromResponseFormat(responseFormat: {
+  type: 'text' | 'json_object' | 'json_schema';
+  json_schema?: { name?: string; schema?: JsonSchema; strict?: boolean };
+}): { preset: 'json'; schema?: JsonSchema } | null;
 
 /** The agents' temperatures: max(minTemperature, base + spread·(i/(k−1) − ½)) for i in 0..k. */
 export declare function createMoaAgents(options?: {

@@ -2,4 +2,4 @@
 export { BufferKnotSource } from './buffer.js';
 export { HttpKnotSource } from './http.js';
 export { HostShim, DRAFT_MODE_UNSUPPORTED } from './shim.js';
-export { createMoaAgents, deficitWeightedMerge } from './moa.js';
+export { coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge } from './helpers.js';

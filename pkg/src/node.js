@@ -2,7 +2,7 @@
 // instantiates it synchronously (wasm-bindgen `web` target + initSync works in all three).
 import { readFile } from 'node:fs/promises';
 import { setWasmResolver } from './shim.js';
-import { setMoaBindings } from './moa.js';
+import { setHelperBindings } from './helpers.js';
 
 export * from './index.js';
 export { FileKnotSource } from './file.js';
@@ -33,7 +33,7 @@ export function loadWasm() {
 // The carrier pipelines are plain synchronous classes: initialize on import so that
 // `new CarrierMediumPipeline(...)` works right away.
 const ready = await loadWasm();
-setMoaBindings(ready);
+setHelperBindings(ready);
 export const { CarrierMediumPipeline, ImageCarrierPipeline } = ready;
 
 setWasmResolver(async (wasm) => {

@@ -13,7 +13,7 @@
 //   chatPrompt(messagesJson: string): string   rendered with the model's template
 //   start(ids: Uint32Array, optionsJson: string): Promise<void>
 //                                               validates the options, runs the prompt
-//   next(): Promise<{ id, text, finishReason, step } | null>
+//   next(): Promise<{ id, text, finishReason, step, constraint? } | null>
 //                                               one token of the generation; null once it ended
 //   reset(): void                               forgets the conversation, keeps cached layers
 //   prefetchLayer(layer: number): Promise<void> resolves once the layer is resident
@@ -314,20 +314,25 @@ export class HostShim {
    * @param {Record<string, unknown>} [options] sampling, moa, maxTokens (default 256), signal,
    *   onToken, onStep
    * @returns {Promise<{ text: string, tokens: Uint32Array, finishReason: 'stop' | 'length',
-   *   steps: object[] }>}
+   *   steps: object[], constraint?: object }>}
    */
   async generateText(prompt, options = {}) {
     let text = '';
     const tokens = [];
     const steps = [];
     let finishReason = /** @type {'stop' | 'length'} */ ('length');
+    /** @type {object | undefined} */
+    let constraint;
     for await (const e of this.#pieces(prompt, options)) {
       text += e.text;
       steps.push(e.step);
       if (e.finishReason === 'stop') finishReason = 'stop';
       else tokens.push(e.id);
+      if (e.constraint !== undefined) constraint = e.constraint;
     }
-    return { text, tokens: Uint32Array.from(tokens), finishReason, steps };
+    return constraint === undefined
+      ? { text, tokens: Uint32Array.from(tokens), finishReason, steps }
+      : { text, tokens: Uint32Array.from(tokens), finishReason, steps, constraint };
   }
 
   /**
@@ -364,7 +369,7 @@ export class HostShim {
    * @param {Uint32Array | number[]} tokens
    * @param {Record<string, unknown>} options
    * @returns {AsyncGenerator<{ id: number, text: string, finishReason: 'stop' | 'length' | null,
-   *   step: object }>}
+   *   step: object, constraint?: object }>}
    */
   async *#run(tokens, options) {
     this.#live();

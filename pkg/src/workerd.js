@@ -3,7 +3,7 @@
 import * as bindings from '../dist/wasm/host.js';
 import wasmModule from '../dist/wasm/host_bg.wasm';
 import { setWasmResolver } from './shim.js';
-import { setMoaBindings } from './moa.js';
+import { setHelperBindings } from './helpers.js';
 
 export * from './index.js';
 
@@ -20,5 +20,5 @@ setWasmResolver(async (wasm) => (wasm === undefined || wasm === bindings ? loadW
 
 // Synchronous classes: initialized at import (the module is already compiled in Workers).
 bindings.initSync({ module: wasmModule });
-setMoaBindings(bindings);
+setHelperBindings(bindings);
 export const { CarrierMediumPipeline, ImageCarrierPipeline } = bindings;

@@ -46,6 +46,13 @@ describe('SmolLM2 through the wasm package', () => {
       const flags = ['--temperature', '0.8', '--top-k', '40', '--top-p', '0.95', '--min-p', '0.05', '--seed', '42'];
       const sampled = await shim.generate(ids, 16, { temperature: 0.8, topK: 40, topP: 0.95, minP: 0.05, seed: 42 });
       assert.deepEqual(Array.from(sampled), nativeGenerate(SMOL, ids, 16, flags));
+      // COLTRANE: the same constrained tokens natively and in wasm, and the JSON parses.
+      const ask = Array.from(shim.encode(shim.applyChatTemplate([{ role: 'user', content: 'Describe a cat as JSON with name and age.' }])));
+      const json = await shim.generateText([{ role: 'user', content: 'Describe a cat as JSON with name and age.' }],
+        { maxTokens: 48, coltrane: { preset: 'json' } });
+      assert.doesNotThrow(() => JSON.parse(json.text), json.text);
+      const native = nativeGenerate(SMOL, ask, 48, ['--temperature', '0', '--constraint', 'json']);
+      assert.deepEqual([...json.tokens, ...(json.finishReason === 'stop' ? [native.at(-1)] : [])], native);
       // Seeded MOA: the same tokens natively and in wasm (deterministic exp/ln, fixed orders).
       for (const [seed, spec, moa] of [[42, '', true], [7, 'k=4,spread=0.6,merge=vote,top-k=0', { k: 4, temperatureSpread: 0.6, merge: 'vote', topK: 0 }]]) {
         const wasmIds = Array.from(await shim.generate(ids, 24, { moa, seed }));

@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test, testIf } from './harness.js';
 import {
-  BufferKnotSource, DRAFT_MODE_UNSUPPORTED, FileKnotSource, HostShim, HttpKnotSource, createMoaAgents, deficitWeightedMerge,
-  loadWasm,
+  BufferKnotSource, DRAFT_MODE_UNSUPPORTED, FileKnotSource, HostShim, HttpKnotSource, coltraneFromResponseFormat,
+  createMoaAgents, deficitWeightedMerge, loadWasm,
 } from '../src/node.js';
 import { startRangeServer } from './range-server.js';
 import { TINY, TINY_CASES, countingSource, haveNative, knotLayout, median, nativeGenerate, sleep } from './support.js';
@@ -305,6 +305,12 @@ describe('argument errors and dispose, on the real package', () => {
         [{ moa: { merge: 'max' } }, /moa.merge must be deficit, uniform or vote/],
         [{ moa: { kk: 1 } }, /unknown option 'moa.kk'/],
         [{ moa: true, temperature: 0.5 }, /temperature does not apply with moa/],
+        [{ coltrane: { preset: 'xml' } }, /coltrane.preset must be json, balanced or json_schema/],
+        [{ coltrane: { schema: { type: 'string', pattern: 'a+' } } }, /unsupported JSON Schema keyword "pattern"/],
+        [{ coltrane: { maxDepth: 0 } }, /coltrane.maxDepth must be an integer in \[1, 64\], got 0/],
+        [{ coltrane: { fallbackMass: NaN } }, /coltrane.fallbackMass must be a number in \[0, 1\], got NaN/],
+        [{ coltrane: { prosody: 'loud' } }, /coltrane.prosody must be off, observe or bias/],
+        [{ coltrane: true }, /coltrane must be false or an object/],
       ];
       for (const [options, message] of bad) await assert.rejects(shim.generate(PROMPT, 2, options), message);
       await assert.rejects(shim.generateText('hi', { maxTokens: -1 }), /maxTokens must be an integer >= 0, got -1/);
@@ -423,6 +429,48 @@ describe('MOA through the wasm package', () => {
     assert.throws(() => deficitWeightedMerge([[Infinity]]), /finite/);
     assert.throws(() => deficitWeightedMerge([[1]], { strategy: 'vote' }), /'deficit' or 'uniform'/);
     assert.throws(() => deficitWeightedMerge('x'), /arrays of numbers/);
+  });
+});
+
+describe('COLTRANE through the wasm package', () => {
+  test('json: the tiny model writes a complete JSON value within any budget, sampled or greedy', async () => {
+    const shim = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: 2 });
+    try {
+      for (const maxTokens of [1, 4, 12, 40]) {
+        for (const sampling of [{}, { temperature: 1.0, seed: maxTokens }]) {
+          const steps = [];
+          const r = await shim.generateText('data:', { maxTokens, coltrane: { preset: 'json' }, ...sampling, onStep: (s) => steps.push(s) });
+          assert.doesNotThrow(() => JSON.parse(r.text), `maxTokens ${maxTokens}: ${JSON.stringify(r.text)}`);
+          assert.equal(r.constraint.closed, true);
+          const last = steps.at(-1).stages.find((st) => st.stage === 'coltrane');
+          assert.ok(last.allowed >= 1 && typeof last.maskUs === 'number');
+        }
+      }
+      // A schema: an object with a required integer.
+      const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false };
+      const r = await shim.generateText('x', { maxTokens: 16, coltrane: { preset: 'json', schema } });
+      const v = JSON.parse(r.text);
+      assert.ok(Number.isInteger(v.n) && Object.keys(v).length === 1, r.text);
+    } finally {
+      shim.dispose();
+    }
+  });
+
+  test('balanced and eddy report their metrics; response_format maps onto presets', async () => {
+    const shim = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: 2 });
+    try {
+      const r = await shim.generateText('(', { maxTokens: 20, temperature: 1, seed: 3, coltrane: { preset: 'balanced', eddy: true, prosody: 'observe' } });
+      assert.equal(r.constraint.closed, true, JSON.stringify(r.text));
+      assert.equal(typeof r.constraint.fallbacks, 'number');
+    } finally {
+      shim.dispose();
+    }
+    assert.deepEqual(coltraneFromResponseFormat({ type: 'json_object' }), { preset: 'json' });
+    assert.deepEqual(coltraneFromResponseFormat({ type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer' } } }),
+      { preset: 'json', schema: { type: 'integer' } });
+    assert.equal(coltraneFromResponseFormat({ type: 'text' }), null);
+    assert.throws(() => coltraneFromResponseFormat({ type: 'yaml' }), /invalid response_format: unknown type "yaml"/);
+    assert.throws(() => coltraneFromResponseFormat('json'), /invalid response_format/);
   });
 });
 

@@ -1,6 +1,7 @@
 // Compiled by `npm run typecheck` only: the seed's call shape and the documented API type-check.
 import {
-  BufferKnotSource, HostShim, HttpKnotSource, createMoaAgents, deficitWeightedMerge, type KnotByteSource, type StepInfo,
+  BufferKnotSource, HostShim, HttpKnotSource, coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge,
+  type KnotByteSource, type StepInfo,
 } from '../src/index.js';
 
 declare const wasm: { WasmHost: unknown };
@@ -38,4 +39,14 @@ export async function moaApi(shim: HostShim): Promise<number> {
   });
   await shim.generate([1, 2], 4, { moa: true, onStep: (s) => void s.candidates });
   return temps[0] + merged[0] + weights[0] + deficit + spreads + r.steps.length;
+}
+
+export async function coltraneApi(shim: HostShim): Promise<boolean> {
+  const coltrane = coltraneFromResponseFormat({ type: 'json_schema', json_schema: { name: 'p', schema: { type: 'object' } } });
+  const r = await shim.generateText('JSON please', {
+    maxTokens: 64,
+    coltrane: coltrane ?? { preset: 'balanced', eddy: { ngram: 8 }, prosody: 'bias', maxDepth: 4, fallbackMass: 0.05 },
+    onStep: (s) => void s.stages.map((st) => st.maskUs ?? st.changed),
+  });
+  return (r.constraint?.closed ?? false) && r.constraint?.maskUsP50 !== undefined;
 }

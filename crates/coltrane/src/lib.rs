@@ -287,24 +287,37 @@ impl Coltrane {
     pub fn compute_mask(&mut self, remaining: Option<usize>) -> &TokenSet {
         let tiers = self.tiers(remaining);
         let mut m = TokenSet::full(self.vocab.len());
-        for t in tiers.iter().flatten() {
-            t.apply(&mut m);
-        }
+        tiers.compose(tiers.soft.len(), &mut m);
         self.mask = m;
         &self.mask
     }
 
-    /// The masks of each tier: hard first, then the soft ones in the order they relax.
-    fn tiers(&mut self, remaining: Option<usize>) -> [Option<Tier>; 4] {
-        let hard = self.hard_mask(remaining).map(Tier::Keep);
-        let folds = self
-            .balanced()
-            .then(|| Tier::Keep(self.fold_mask(remaining)));
-        // A hard matcher already keeps special tokens out.
-        let classes = hard.is_none().then(|| Tier::Keep(self.class_mask()));
+    /// The tiers of this step: the hard rules, then the soft ones in the order they relax
+    /// last-first (folds, class rules, eddy bans).
+    fn tiers(&mut self, remaining: Option<usize>) -> Tiers {
+        let mut hard = Vec::new();
+        let mut soft = Vec::new();
+        let json = self.hard_mask(remaining);
+        let has_json = json.is_some();
+        hard.extend(json.map(Tier::Keep));
+        if self.balanced() {
+            let (fold_hard, fold_soft) = self.fold_tiers(remaining);
+            hard.extend(fold_hard);
+            soft.extend(fold_soft);
+        }
+        // A JSON matcher already keeps special tokens out.
+        if !has_json {
+            soft.push(Tier::Keep(self.class_mask()));
+        }
         let eddy = self.eddy_bans().map(Tier::Ban);
-        // Relaxed last to first: eddy bans, then classes, then folds.
-        [hard, folds, classes, eddy]
+        let has_eddy = eddy.is_some();
+        soft.extend(eddy);
+        Tiers {
+            hard,
+            soft,
+            has_eddy,
+            n: self.vocab.len(),
+        }
     }
 
     fn hard_mask(&mut self, remaining: Option<usize>) -> Option<TokenSet> {
@@ -326,8 +339,22 @@ impl Coltrane {
         Some(m)
     }
 
-    /// Tokens that keep the folds well formed (and closable within the budget).
-    fn fold_mask(&mut self, remaining: Option<usize>) -> TokenSet {
+    /// The fold rules as tiers: a soft one (well-formed folds within the depth bound) and a hard
+    /// one (end-of-text only at closure). When the budget binds, the whole fold mask is hard:
+    /// closing in time is never relaxed, so a text under `balanced` always ends closed.
+    fn fold_tiers(&mut self, remaining: Option<usize>) -> (Option<Tier>, Option<Tier>) {
+        let closed = self.state.fold.closed();
+        let (mask, binding) = self.fold_mask(remaining);
+        if binding {
+            return (Some(Tier::Keep(mask)), None);
+        }
+        let eos_rule = (!closed).then(|| Tier::Ban(self.vocab.eos().clone()));
+        (eos_rule, Some(Tier::Keep(mask)))
+    }
+
+    /// Tokens that keep the folds well formed (and closable within the budget); whether the
+    /// budget bound them.
+    fn fold_mask(&mut self, remaining: Option<usize>) -> (TokenSet, bool) {
         let s = self.state.fold;
         let levels = (s.depth as usize).min(16);
         let key_bits = if levels == 0 {
@@ -339,7 +366,7 @@ impl Coltrane {
         let limit = remaining.map(|r| r.saturating_sub(1));
         if let Some((m, max_close)) = self.fold_masks.get(&key) {
             if limit.is_none_or(|l| *max_close as usize <= l) {
-                return m.clone();
+                return (m.clone(), false);
             }
         } else {
             let (m, max_close) = self.fold_mask_with(s, None);
@@ -348,13 +375,13 @@ impl Coltrane {
             }
             self.fold_masks.insert(key, (m.clone(), max_close));
             if limit.is_none_or(|l| max_close as usize <= l) {
-                return m;
+                return (m, false);
             }
         }
         self.metrics.budget_steps += 1;
         let (m, _) = self.fold_mask_with(s, limit);
         if m.iter().any(|id| !self.vocab.is_eos(id)) || s.closed() {
-            return m;
+            return (m, true);
         }
         // Cannot close in time: the tokens that close the most.
         let best = self
@@ -365,7 +392,7 @@ impl Coltrane {
             .map(|a| a.close_cost())
             .min()
             .unwrap_or(s.close_cost());
-        self.fold_mask_with(s, Some(best.min(s.close_cost()))).0
+        (self.fold_mask_with(s, Some(best.min(s.close_cost()))).0, true)
     }
 
     /// The fold mask from `s`, keeping tokens whose end state closes within `limit`; returns
@@ -448,15 +475,9 @@ impl Coltrane {
     ) -> StepReport {
         let t0 = clock.map(|c| c());
         let tiers = self.tiers(remaining);
-        let n = self.vocab.len();
-        let compose = |upto: usize, out: &mut TokenSet| {
-            out.copy_from(&TokenSet::full(n));
-            for t in tiers[..upto].iter().flatten() {
-                t.apply(out);
-            }
-        };
-        let mut mask = TokenSet::empty(n);
-        compose(tiers.len(), &mut mask);
+        let mut mask = TokenSet::empty(tiers.n);
+        let mut upto = tiers.soft.len();
+        tiers.compose(upto, &mut mask);
         let mask_us = match (clock, t0) {
             (Some(c), Some(t0)) => ((c() - t0) * 1000.0) as f32,
             _ => 0.0,
@@ -467,28 +488,25 @@ impl Coltrane {
             ..StepReport::default()
         };
         // A ban never empties the mask: a loop is better than nothing.
-        if tiers[3].is_some() && mask.is_empty() {
-            compose(3, &mut mask);
+        if tiers.has_eddy && mask.is_empty() {
+            upto -= 1;
+            tiers.compose(upto, &mut mask);
             report.eddy_bans = 0;
         }
-        // Tier 3: relax the soft tiers (eddy, classes, folds) while the mask holds too little.
-        let soft = tiers[1..].iter().filter(|t| t.is_some()).count();
-        let mut upto = tiers.len();
+        // Tier 3: relax the soft tiers, last first, while the mask holds too little.
         let threshold = self.cfg.fallback_mass;
         if threshold > 0.0 {
-            while upto > 1 && !mass::keeps_mass(logits, &mask, threshold) {
+            while upto > 0 && !mass::keeps_mass(logits, &mask, threshold) {
                 upto -= 1;
-                if tiers[upto].is_some() {
-                    report.relaxed += 1;
-                }
-                compose(upto, &mut mask);
+                report.relaxed += 1;
+                tiers.compose(upto, &mut mask);
             }
         }
         if report.relaxed > 0 {
             self.metrics.fallbacks += 1;
-            report.fallback = report.relaxed as usize >= soft && tiers[0].is_none();
+            report.fallback = upto == 0 && tiers.hard.is_empty();
             self.metrics.unmasked += u64::from(report.fallback);
-            if upto <= 3 {
+            if tiers.has_eddy && upto < tiers.soft.len() {
                 report.eddy_bans = 0;
             }
         }
@@ -668,6 +686,25 @@ impl Coltrane {
     /// States of the JSON matcher built so far (0 without one).
     pub fn matcher_states(&self) -> usize {
         self.dfa.as_ref().map_or(0, Dfa::states)
+    }
+}
+
+/// A step's tiers: hard ones always apply, soft ones relax last-first.
+struct Tiers {
+    hard: Vec<Tier>,
+    soft: Vec<Tier>,
+    /// The last soft tier is the eddy bans.
+    has_eddy: bool,
+    n: usize,
+}
+
+impl Tiers {
+    /// The hard tiers and the first `soft` soft ones, into `out`.
+    fn compose(&self, soft: usize, out: &mut TokenSet) {
+        out.copy_from(&TokenSet::full(self.n));
+        for t in self.hard.iter().chain(&self.soft[..soft]) {
+            t.apply(out);
+        }
     }
 }
 

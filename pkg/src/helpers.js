@@ -1,6 +1,7 @@
-// Pure MOA helpers, usable without a model: the same Rust code the decode loop runs (crates/moa),
-// reached through the package's wasm. Node, Bun, Deno and Workers initialize the wasm on import;
-// in browsers `await loadWasm()` first.
+// Pure helpers, usable without a model: MOA's agents and fold (crates/moa) and COLTRANE's
+// response_format mapping (crates/coltrane), the same Rust code the decode loop runs, reached
+// through the package's wasm. Node, Bun, Deno and Workers initialize the wasm on import; in
+// browsers `await loadWasm()` first.
 import { optionsJson } from './shim.js';
 
 /** @type {any} the initialized wasm-bindgen namespace */
@@ -10,7 +11,7 @@ let bindings;
  * Called by each entry point once its wasm is initialized.
  * @param {object} ns
  */
-export function setMoaBindings(ns) {
+export function setHelperBindings(ns) {
   bindings = ns;
 }
 
@@ -47,4 +48,16 @@ export function deficitWeightedMerge(dists, options = {}) {
     throw new TypeError('deficitWeightedMerge: options must be an object');
   }
   return wasm().moaMerge(optionsJson({ ...options, dists }));
+}
+
+/**
+ * The `coltrane` generation option for an OpenAI `response_format`: `{ type: 'json_object' }`
+ * gives `{ preset: 'json' }`, `{ type: 'json_schema', json_schema: { schema } }` gives
+ * `{ preset: 'json', schema }`, `{ type: 'text' }` gives null. The schema is checked when
+ * generation starts.
+ * @param {object} responseFormat
+ * @returns {{ preset: 'json', schema?: object } | null}
+ */
+export function coltraneFromResponseFormat(responseFormat) {
+  return wasm().coltraneFromResponseFormat(optionsJson(/** @type {any} */ (responseFormat)));
 }
