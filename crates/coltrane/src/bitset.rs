@@ -1,7 +1,7 @@
 //! A set of token ids as a bitset over the vocabulary: masks are combined a word at a time.
 
 /// Bit `id` set = token `id` is in the set.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct TokenSet {
     words: Vec<u64>,
     len: usize,

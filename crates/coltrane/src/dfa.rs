@@ -11,9 +11,9 @@
 //! `r − 1` after it.
 
 use crate::bitset::TokenSet;
-use crate::machine::Thread;
-use crate::schema::{Schema, INF};
-use crate::vocab::Vocab;
+use crate::machine::{Chars, Frame, Thread, DIVERGED};
+use crate::schema::{Schema, Shape, INF};
+use crate::vocab::{Trie, Vocab};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -30,6 +30,9 @@ struct State {
     threads: Rc<[Thread]>,
     can_end: bool,
     close: u32,
+    /// Inside a string whose content does not change the state (no length left to count):
+    /// string-safe tokens loop back here.
+    free_string: bool,
 }
 
 struct CachedMask {
@@ -112,7 +115,9 @@ impl Dfa {
         }
         let id = self.states.len() as StateId;
         let schema = &self.schema;
+        let free_string = threads.iter().all(|t| in_free_string(schema, t));
         self.states.push(State {
+            free_string,
             can_end: threads.iter().any(|t| t.can_end(schema)),
             close: threads
                 .iter()
@@ -278,8 +283,19 @@ impl Dfa {
     }
 
     /// Calls `f(tokens, closing cost)` for every trie node reachable from `s` that ends tokens.
+    /// Inside a free string the string-safe tokens are known to loop back to `s`: they are
+    /// reported at once and only the other tokens' (much smaller) trie is walked.
     fn visit(&mut self, vocab: &Vocab, s: StateId, mut f: impl FnMut(&[u32], u32)) {
-        let trie = vocab.trie();
+        if self.states.get(s as usize).is_some_and(|st| st.free_string) {
+            let safe: Vec<u32> = vocab.string_safe().iter().collect();
+            f(&safe, self.close(s));
+            self.walk_from(vocab.string_unsafe_trie(), vocab, s, f);
+        } else {
+            self.walk_from(vocab.trie(), vocab, s, f);
+        }
+    }
+
+    fn walk_from(&mut self, trie: &Trie, vocab: &Vocab, s: StateId, mut f: impl FnMut(&[u32], u32)) {
         let mut at = vec![DEAD; vocab.max_token_len() + 1];
         at[0] = s;
         let n = trie.len();
@@ -298,6 +314,28 @@ impl Dfa {
             }
             i += 1;
         }
+    }
+}
+
+/// Whether `t` is inside a string whose further content leaves the state as it is: a value
+/// string with no length bound left to count, or a key that matches no declared property.
+fn in_free_string(schema: &Schema, t: &Thread) -> bool {
+    match t.frames.last() {
+        Some(&Frame::Str {
+            node,
+            len,
+            chars: Chars::Plain,
+        }) => match schema.shape(node) {
+            Shape::String { min_len, max_len } => *max_len == u32::MAX && len >= *min_len,
+            Shape::Any => true,
+            _ => false,
+        },
+        Some(&Frame::Key {
+            at: DIVERGED,
+            chars: Chars::Plain,
+            ..
+        }) => true,
+        _ => false,
     }
 }
 

@@ -223,11 +223,15 @@ pub struct Coltrane {
     fold_masks: HashMap<(u128, u8, Quote), (TokenSet, u32)>,
     /// Class-transition masks by the previous token's class.
     class_masks: HashMap<Option<Pitch>, TokenSet>,
+    /// The loops found at this step: (period, the token that would continue it).
     eddies: Vec<(usize, u32)>,
     /// Recent bans: (generated count when banned, period).
     recent_bans: Vec<(usize, usize)>,
+    /// The step's mask, and the buffers it is composed from (reused, never reallocated).
     mask: TokenSet,
-    scratch: TokenSet,
+    json_buf: TokenSet,
+    fold_buf: TokenSet,
+    full: TokenSet,
     metrics: Metrics,
     mask_times: Vec<f32>,
 }
@@ -256,7 +260,9 @@ impl Coltrane {
             eddies: Vec::new(),
             recent_bans: Vec::new(),
             mask: TokenSet::empty(n),
-            scratch: TokenSet::empty(n),
+            json_buf: TokenSet::empty(n),
+            fold_buf: TokenSet::empty(n),
+            full: TokenSet::full(n),
             metrics: Metrics {
                 closed: true,
                 ..Metrics::default()
@@ -285,76 +291,112 @@ impl Coltrane {
     /// The mask with every tier applied (no fallback), given `remaining` tokens in the budget
     /// (this one included).
     pub fn compute_mask(&mut self, remaining: Option<usize>) -> &TokenSet {
-        let tiers = self.tiers(remaining);
-        let mut m = TokenSet::full(self.vocab.len());
-        tiers.compose(tiers.soft.len(), &mut m);
-        self.mask = m;
+        let plan = self.plan(remaining);
+        let mut out = std::mem::take(&mut self.mask);
+        self.compose(&plan, plan.soft.len(), &mut out);
+        self.mask = out;
         &self.mask
     }
 
-    /// The tiers of this step: the hard rules, then the soft ones in the order they relax
-    /// last-first (folds, class rules, eddy bans).
-    fn tiers(&mut self, remaining: Option<usize>) -> Tiers {
-        let mut hard = Vec::new();
-        let mut soft = Vec::new();
-        let json = self.hard_mask(remaining);
-        let has_json = json.is_some();
-        hard.extend(json.map(Tier::Keep));
+    /// Which masks make this step's tiers (computing and caching what is missing): the hard
+    /// rules, then the soft ones in the order they relax last-first (folds, class rules, eddy
+    /// bans).
+    fn plan(&mut self, remaining: Option<usize>) -> Plan {
+        let mut plan = Plan::default();
+        if self.dfa.is_some() {
+            self.json_mask(remaining);
+            plan.hard.push(Source::Json);
+        }
         if self.balanced() {
-            let (fold_hard, fold_soft) = self.fold_tiers(remaining);
-            hard.extend(fold_hard);
-            soft.extend(fold_soft);
+            match self.fold_mask(remaining) {
+                // Closing in time is never relaxed.
+                FoldMask::Binding => plan.hard.push(Source::FoldBudget),
+                FoldMask::Cached(key) => {
+                    plan.soft.push(Source::Fold(key));
+                    // End-of-text only at closure, always.
+                    plan.ban_eos = !self.state.fold.closed();
+                }
+            }
         }
         // A JSON matcher already keeps special tokens out.
-        if !has_json {
-            soft.push(Tier::Keep(self.class_mask()));
+        if self.dfa.is_none() {
+            self.class_mask();
+            plan.soft.push(Source::Class(self.state.last_pitch));
         }
-        let eddy = self.eddy_bans().map(Tier::Ban);
-        let has_eddy = eddy.is_some();
-        soft.extend(eddy);
-        Tiers {
-            hard,
-            soft,
-            has_eddy,
-            n: self.vocab.len(),
+        if self.eddy_bans() {
+            plan.soft.push(Source::Eddy);
+        }
+        plan
+    }
+
+    /// The hard tiers and the first `soft` soft ones, into `out`.
+    fn compose(&self, plan: &Plan, soft: usize, out: &mut TokenSet) {
+        let mut first = true;
+        for src in plan.hard.iter().chain(&plan.soft[..soft]) {
+            let set = match src {
+                Source::Json => &self.json_buf,
+                Source::FoldBudget => &self.fold_buf,
+                Source::Fold(key) => match self.fold_masks.get(key) {
+                    Some((m, _)) => m,
+                    None => continue,
+                },
+                Source::Class(p) => match self.class_masks.get(p) {
+                    Some(m) => m,
+                    None => continue,
+                },
+                Source::Eddy => {
+                    if first {
+                        out.copy_from(&self.full);
+                        first = false;
+                    }
+                    for &(_, id) in &self.eddies {
+                        out.remove(id);
+                    }
+                    continue;
+                }
+            };
+            if first {
+                out.copy_from(set);
+                first = false;
+            } else {
+                out.intersect_with(set);
+            }
+        }
+        if first {
+            out.copy_from(&self.full);
+        }
+        if plan.ban_eos {
+            for &id in self.vocab.eos_ids() {
+                out.remove(id);
+            }
         }
     }
 
-    fn hard_mask(&mut self, remaining: Option<usize>) -> Option<TokenSet> {
-        let dfa = self.dfa.as_mut()?;
-        let mut m = TokenSet::empty(self.vocab.len());
+    /// The JSON matcher's mask for the current state, into `json_buf`.
+    fn json_mask(&mut self, remaining: Option<usize>) {
+        let Some(dfa) = self.dfa.as_mut() else {
+            return;
+        };
+        let out = &mut self.json_buf;
         if self.state.dfa == DEAD {
+            out.clear();
             for &id in self.vocab.eos_ids() {
-                m.insert(id);
+                out.insert(id);
             }
-            return Some(m);
+            return;
         }
-        let info = dfa.mask(&self.vocab, self.state.dfa, remaining, &mut m);
+        let info = dfa.mask(&self.vocab, self.state.dfa, remaining, out);
         if info.budget_bound {
             self.metrics.budget_steps += 1;
         }
         if info.over_budget {
             self.metrics.over_budget = true;
         }
-        Some(m)
     }
 
-    /// The fold rules as tiers: a soft one (well-formed folds within the depth bound) and a hard
-    /// one (end-of-text only at closure). When the budget binds, the whole fold mask is hard:
-    /// closing in time is never relaxed, so a text under `balanced` always ends closed.
-    fn fold_tiers(&mut self, remaining: Option<usize>) -> (Option<Tier>, Option<Tier>) {
-        let closed = self.state.fold.closed();
-        let (mask, binding) = self.fold_mask(remaining);
-        if binding {
-            return (Some(Tier::Keep(mask)), None);
-        }
-        let eos_rule = (!closed).then(|| Tier::Ban(self.vocab.eos().clone()));
-        (eos_rule, Some(Tier::Keep(mask)))
-    }
-
-    /// Tokens that keep the folds well formed (and closable within the budget); whether the
-    /// budget bound them.
-    fn fold_mask(&mut self, remaining: Option<usize>) -> (TokenSet, bool) {
+    /// Tokens that keep the folds well formed: the cached mask of the current fold state, or,
+    /// when the budget binds, the tokens that still close in time (in `fold_buf`).
+    fn fold_mask(&mut self, remaining: Option<usize>) -> FoldMask {
         let s = self.state.fold;
         let levels = (s.depth as usize).min(16);
         let key_bits = if levels == 0 {
@@ -364,24 +406,25 @@ impl Coltrane {
         };
         let key = (key_bits, s.depth, s.quote);
         let limit = remaining.map(|r| r.saturating_sub(1));
-        if let Some((m, max_close)) = self.fold_masks.get(&key) {
-            if limit.is_none_or(|l| *max_close as usize <= l) {
-                return (m.clone(), false);
+        let max_close = match self.fold_masks.get(&key) {
+            Some((_, max_close)) => *max_close,
+            None => {
+                let (m, max_close) = self.fold_mask_with(s, None);
+                if self.fold_masks.len() > 4096 {
+                    self.fold_masks.clear();
+                }
+                self.fold_masks.insert(key, (m, max_close));
+                max_close
             }
-        } else {
-            let (m, max_close) = self.fold_mask_with(s, None);
-            if self.fold_masks.len() > 4096 {
-                self.fold_masks.clear();
-            }
-            self.fold_masks.insert(key, (m.clone(), max_close));
-            if limit.is_none_or(|l| max_close as usize <= l) {
-                return (m, false);
-            }
+        };
+        if limit.is_none_or(|l| max_close as usize <= l) {
+            return FoldMask::Cached(key);
         }
         self.metrics.budget_steps += 1;
         let (m, _) = self.fold_mask_with(s, limit);
         if m.iter().any(|id| !self.vocab.is_eos(id)) || s.closed() {
-            return (m, true);
+            self.fold_buf = m;
+            return FoldMask::Binding;
         }
         // Cannot close in time: the tokens that close the most.
         let best = self
@@ -392,11 +435,12 @@ impl Coltrane {
             .map(|a| a.close_cost())
             .min()
             .unwrap_or(s.close_cost());
-        (self.fold_mask_with(s, Some(best.min(s.close_cost()))).0, true)
+        self.fold_buf = self.fold_mask_with(s, Some(best.min(s.close_cost()))).0;
+        FoldMask::Binding
     }
 
     /// The fold mask from `s`, keeping tokens whose end state closes within `limit`; returns
-    /// it and the largest closing cost among its tokens.
+    /// it and the largest closing cost among its tokens. End-of-text only at closure.
     fn fold_mask_with(&self, s: FoldState, limit: Option<usize>) -> (TokenSet, u32) {
         let v = &self.vocab;
         let max_depth = self.cfg.max_depth;
@@ -418,7 +462,6 @@ impl Coltrane {
                 }
             }
         }
-        // End-of-text only at harmonic closure.
         for &id in v.eos_ids() {
             if s.closed() {
                 m.insert(id);
@@ -431,37 +474,30 @@ impl Coltrane {
 
     /// Class transitions: every class may follow every other, except that special tokens
     /// (`<|im_start|>`, …) never appear inside constrained text; end-of-text is the other
-    /// tiers' business.
-    fn class_mask(&mut self) -> TokenSet {
+    /// tiers' business. Cached by the previous token's class.
+    fn class_mask(&mut self) {
         let prev = self.state.last_pitch;
         let v = &self.vocab;
-        self.class_masks
-            .entry(prev)
-            .or_insert_with(|| {
-                let mut m = TokenSet::empty(v.len());
-                for p in PITCHES {
-                    if p != Pitch::Special {
-                        m.union_with(v.class(p));
-                    }
+        self.class_masks.entry(prev).or_insert_with(|| {
+            let mut m = TokenSet::empty(v.len());
+            for p in PITCHES {
+                if p != Pitch::Special {
+                    m.union_with(v.class(p));
                 }
-                m.union_with(v.eos());
-                m
-            })
-            .clone()
+            }
+            m.union_with(v.eos());
+            m
+        });
     }
 
-    /// The tokens that would continue a loop the recent tokens are in.
-    fn eddy_bans(&mut self) -> Option<TokenSet> {
-        let cfg = self.cfg.eddy?;
+    /// Finds the loops the recent tokens are in (their continuations go in `eddies`).
+    fn eddy_bans(&mut self) -> bool {
+        let Some(cfg) = self.cfg.eddy else {
+            self.eddies.clear();
+            return false;
+        };
         eddy::detect(&self.history, &cfg, &mut self.eddies);
-        if self.eddies.is_empty() {
-            return None;
-        }
-        let mut bans = TokenSet::empty(self.vocab.len());
-        for &(_, id) in &self.eddies {
-            bans.insert(id);
-        }
-        Some(bans)
+        !self.eddies.is_empty()
     }
 
     /// One decode step: computes the mask, relaxes the soft tiers while the allowed tokens hold
@@ -474,39 +510,40 @@ impl Coltrane {
         clock: Option<fn() -> f64>,
     ) -> StepReport {
         let t0 = clock.map(|c| c());
-        let tiers = self.tiers(remaining);
-        let mut mask = TokenSet::empty(tiers.n);
-        let mut upto = tiers.soft.len();
-        tiers.compose(upto, &mut mask);
+        let plan = self.plan(remaining);
+        let mut mask = std::mem::take(&mut self.mask);
+        let mut upto = plan.soft.len();
+        self.compose(&plan, upto, &mut mask);
         let mask_us = match (clock, t0) {
             (Some(c), Some(t0)) => ((c() - t0) * 1000.0) as f32,
             _ => 0.0,
         };
+        let eddy_last = plan.soft.last() == Some(&Source::Eddy);
         let mut report = StepReport {
             mask_us,
-            eddy_bans: self.eddies.len() as u32,
+            eddy_bans: if eddy_last { self.eddies.len() as u32 } else { 0 },
             ..StepReport::default()
         };
         // A ban never empties the mask: a loop is better than nothing.
-        if tiers.has_eddy && mask.is_empty() {
+        if eddy_last && mask.is_empty() {
             upto -= 1;
-            tiers.compose(upto, &mut mask);
+            self.compose(&plan, upto, &mut mask);
             report.eddy_bans = 0;
         }
         // Tier 3: relax the soft tiers, last first, while the mask holds too little.
         let threshold = self.cfg.fallback_mass;
-        if threshold > 0.0 {
+        if threshold > 0.0 && upto > 0 {
             while upto > 0 && !mass::keeps_mass(logits, &mask, threshold) {
                 upto -= 1;
                 report.relaxed += 1;
-                tiers.compose(upto, &mut mask);
+                self.compose(&plan, upto, &mut mask);
             }
         }
         if report.relaxed > 0 {
             self.metrics.fallbacks += 1;
-            report.fallback = upto == 0 && tiers.hard.is_empty();
+            report.fallback = upto == 0 && plan.hard.is_empty();
             self.metrics.unmasked += u64::from(report.fallback);
-            if tiers.has_eddy && upto < tiers.soft.len() {
+            if eddy_last && upto < plan.soft.len() {
                 report.eddy_bans = 0;
             }
         }
@@ -525,7 +562,7 @@ impl Coltrane {
         self.metrics.steps += 1;
         self.mask_times.push(report.mask_us);
         report.prosody_bias = self.prosody(logits, remaining);
-        self.scratch = mask;
+        self.mask = mask;
         report
     }
 
@@ -689,51 +726,47 @@ impl Coltrane {
     }
 }
 
-/// A step's tiers: hard ones always apply, soft ones relax last-first.
-struct Tiers {
-    hard: Vec<Tier>,
-    soft: Vec<Tier>,
-    /// The last soft tier is the eddy bans.
-    has_eddy: bool,
-    n: usize,
+/// Where a tier's mask lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The JSON matcher's mask (`json_buf`).
+    Json,
+    /// The fold mask under a binding budget (`fold_buf`).
+    FoldBudget,
+    /// A cached fold mask.
+    Fold((u128, u8, Quote)),
+    /// A cached class-transition mask.
+    Class(Option<Pitch>),
+    /// The eddy bans (`eddies`).
+    Eddy,
 }
 
-impl Tiers {
-    /// The hard tiers and the first `soft` soft ones, into `out`.
-    fn compose(&self, soft: usize, out: &mut TokenSet) {
-        out.copy_from(&TokenSet::full(self.n));
-        for t in self.hard.iter().chain(&self.soft[..soft]) {
-            t.apply(out);
-        }
-    }
+/// A step's tiers.
+#[derive(Default)]
+struct Plan {
+    hard: Vec<Source>,
+    /// In the order they apply; relaxed from the last.
+    soft: Vec<Source>,
+    /// End-of-text is banned (a fold is open): hard.
+    ban_eos: bool,
 }
 
-/// A tier's mask: tokens it keeps, or tokens it bans.
-enum Tier {
-    Keep(TokenSet),
-    Ban(TokenSet),
+enum FoldMask {
+    Cached((u128, u8, Quote)),
+    Binding,
 }
 
-impl Tier {
-    fn apply(&self, m: &mut TokenSet) {
-        match self {
-            Tier::Keep(k) => m.intersect_with(k),
-            Tier::Ban(b) => m.subtract(b),
-        }
-    }
-}
-
+/// The largest logit's index (NaN and −inf never win, lowest id on ties).
 fn argmax(logits: &[f32]) -> Option<u32> {
-    let mut best: Option<(u32, f32)> = None;
+    let (mut best, mut at) = (f32::NEG_INFINITY, None);
     for (i, &l) in logits.iter().enumerate() {
-        if l.is_nan() || l == f32::NEG_INFINITY {
-            continue;
-        }
-        if best.is_none_or(|(_, b)| l > b) {
-            best = Some((i as u32, l));
+        // NaN compares false, so it never wins.
+        if l > best {
+            best = l;
+            at = Some(i as u32);
         }
     }
-    best.map(|b| b.0)
+    at
 }
 
 #[cfg(test)]

@@ -179,7 +179,19 @@ pub struct Vocab {
     text: TokenSet,
     eos_set: TokenSet,
     trie: Trie,
+    /// Text tokens that are plain JSON string content wherever they fall: complete UTF-8
+    /// without `"`, `\` or control characters. Inside a string they change nothing, so a
+    /// string's mask is these plus a walk of `string_unsafe` (the others, a small trie).
+    string_safe: TokenSet,
+    string_unsafe: Trie,
     max_token_len: usize,
+}
+
+/// Whether `bytes` can sit anywhere inside a JSON string without changing its state.
+fn string_safe(bytes: &[u8]) -> bool {
+    !bytes.is_empty()
+        && std::str::from_utf8(bytes).is_ok()
+        && !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -253,6 +265,16 @@ impl Vocab {
             }
         }
         let trie = Trie::build(&trie_tokens);
+        let mut safe = TokenSet::empty(n);
+        let mut unsafe_tokens = Vec::new();
+        for &(id, b) in &trie_tokens {
+            match string_safe(b) {
+                true => safe.insert(id),
+                false => unsafe_tokens.push((id, b)),
+            }
+        }
+        let string_unsafe = Trie::build(&unsafe_tokens);
+        drop(unsafe_tokens);
         drop(trie_tokens);
         Ok(Vocab {
             trie,
@@ -267,6 +289,8 @@ impl Vocab {
             structural,
             text,
             eos_set,
+            string_safe: safe,
+            string_unsafe,
             max_token_len,
         })
     }
@@ -340,6 +364,15 @@ impl Vocab {
 
     pub fn trie(&self) -> &Trie {
         &self.trie
+    }
+
+    pub fn string_safe(&self) -> &TokenSet {
+        &self.string_safe
+    }
+
+    /// The trie of the text tokens that are not string-safe.
+    pub fn string_unsafe_trie(&self) -> &Trie {
+        &self.string_unsafe
     }
 
     pub fn max_token_len(&self) -> usize {

@@ -93,12 +93,10 @@ pub struct Tokenizer {
     constraint_vocab: OnceLock<(Vec<u32>, Arc<coltrane::Vocab>)>,
 }
 
-/// Token types that are never text: unknown, control, user-defined literals, unused.
+/// Token types that are never text: unknown, control (`<|im_end|>`, `<unused0>`), unused.
+/// User-defined tokens decode to their own text (Gemma's newline runs are user-defined).
 fn special_type(t: Option<i32>) -> bool {
-    matches!(
-        t,
-        Some(2 | TOKEN_TYPE_CONTROL | TOKEN_TYPE_USER_DEFINED | 5)
-    )
+    matches!(t, Some(2 | TOKEN_TYPE_CONTROL | 5))
 }
 
 impl Tokenizer {
@@ -261,13 +259,11 @@ impl Tokenizer {
                 Some(TOKEN_TYPE_BYTE) | None => byte_token_value(token),
                 _ => None,
             };
-            kinds.push(
-                match (byte, is_literal(id) || special_type(token_type(id))) {
-                    (Some(_), _) => TokenKind::Byte,
-                    (None, true) if !is_space_run(token) => TokenKind::Special,
-                    _ => TokenKind::Text,
-                },
-            );
+            kinds.push(match (byte, special_type(token_type(id))) {
+                (Some(_), _) => TokenKind::Byte,
+                (None, true) => TokenKind::Special,
+                (None, false) => TokenKind::Text,
+            });
             match byte {
                 Some(b) => token_bytes.push(b),
                 None => {
