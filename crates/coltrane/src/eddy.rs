@@ -16,7 +16,7 @@ pub struct EddyConfig {
 impl Default for EddyConfig {
     fn default() -> Self {
         EddyConfig {
-            ngram: 12,
+            ngram: 32,
             repeats: 2,
         }
     }
