@@ -9,8 +9,9 @@ step() { printf '\n== %s\n' "$*"; }
 step "toolchain targets"
 rustup target add wasm32-unknown-unknown wasm32-wasip1
 
-step "real models (SmolLM2-135M-Instruct, Gemma-3-270M)"
+step "real models (SmolLM2-135M-Instruct, Gemma-3-270M) and the JSON Schema Test Suite"
 scripts/prepare-model.sh --all
+scripts/fetch-json-schema-suite.sh
 
 step "format and lints"
 cargo fmt --all -- --check
@@ -22,10 +23,10 @@ export KNOT_REQUIRE_MODELS=1
 cargo test --workspace --no-fail-fast
 
 step "wasm32 build (the crates the wasm package is made of)"
-cargo build --target wasm32-unknown-unknown -p knot -p engine -p moa -p carrier -p host
+cargo build --target wasm32-unknown-unknown -p knot -p engine -p moa -p coltrane -p carrier -p host
 
-step "wasm32 tests in Node (WASI): kernels, tokenizer, decode pipeline and MOA, parity"
-cargo test --no-fail-fast --target wasm32-wasip1 -p knot -p engine -p moa -p carrier
+step "wasm32 tests in Node (WASI): kernels, tokenizer, decode pipeline, MOA and COLTRANE, parity"
+cargo test --no-fail-fast --target wasm32-wasip1 -p knot -p engine -p moa -p coltrane -p carrier
 cargo test --no-fail-fast --target wasm32-wasip1 -p knot-suite --test parity --test tokenizer --test bad_input
 
 step "wasm package: build (wasm-bindgen, wasm-opt, size budget) and the JS suite in Node, Bun and Deno"

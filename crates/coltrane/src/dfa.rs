@@ -15,19 +15,20 @@ use crate::machine::{Chars, Frame, Thread, DIVERGED};
 use crate::schema::{Schema, Shape, INF};
 use crate::vocab::{Trie, Vocab};
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub type StateId = u32;
 pub const DEAD: StateId = u32::MAX;
 const UNKNOWN: StateId = u32::MAX - 1;
 
 /// Transition rows kept at once (1 KiB each); past this the rows are dropped and rebuilt.
-const MAX_ROWS: usize = 8192;
-/// Bytes of cached masks kept at once.
-const MASK_CACHE_BYTES: usize = 16 << 20;
+const MAX_ROWS: usize = 4096;
+/// Bytes of cached masks kept at once (a matcher may be shared by later generations, so its
+/// caches stay bounded: this plus the rows is about 12 MiB at most).
+const MASK_CACHE_BYTES: usize = 8 << 20;
 
 struct State {
-    threads: Rc<[Thread]>,
+    threads: Arc<[Thread]>,
     can_end: bool,
     close: u32,
     /// Inside a string whose content does not change the state (no length left to count):
@@ -57,12 +58,13 @@ pub struct MaskInfo {
 pub struct Dfa {
     schema: Schema,
     states: Vec<State>,
-    index: HashMap<Rc<[Thread]>, StateId>,
+    index: HashMap<Arc<[Thread]>, StateId>,
     rows: Vec<Option<Box<[StateId; 256]>>>,
     row_count: usize,
     masks: HashMap<StateId, CachedMask>,
     clock: u64,
     scratch: Vec<Thread>,
+    budget_buf: TokenSet,
 }
 
 impl Dfa {
@@ -77,6 +79,7 @@ impl Dfa {
             masks: HashMap::new(),
             clock: 0,
             scratch: Vec::new(),
+            budget_buf: TokenSet::default(),
         };
         dfa.intern(start);
         dfa
@@ -109,7 +112,7 @@ impl Dfa {
         if threads.is_empty() {
             return DEAD;
         }
-        let threads: Rc<[Thread]> = threads.into();
+        let threads: Arc<[Thread]> = threads.into();
         if let Some(&id) = self.index.get(&threads) {
             return id;
         }
@@ -192,41 +195,72 @@ impl Dfa {
         remaining: Option<usize>,
         out: &mut TokenSet,
     ) -> MaskInfo {
+        let (set, info) = self.mask_ref(vocab, s, remaining);
+        out.copy_from(set);
+        info
+    }
+
+    /// [`Dfa::mask`] without a copy: the cached mask itself (or, when the budget binds, a
+    /// buffer of the DFA's).
+    pub fn mask_ref(
+        &mut self,
+        vocab: &Vocab,
+        s: StateId,
+        remaining: Option<usize>,
+    ) -> (&TokenSet, MaskInfo) {
         self.clock += 1;
         let after = remaining.map(|r| r.saturating_sub(1) as u64);
         let mut info = MaskInfo::default();
         let binds = |max_close: u32| after.is_some_and(|a| (max_close as u64) > a);
-        if let Some(c) = self.masks.get_mut(&s) {
-            c.stamp = self.clock;
-            if !binds(c.max_close) {
-                out.copy_from(&c.set);
+        let max_close = match self.masks.get_mut(&s) {
+            Some(c) => {
+                c.stamp = self.clock;
                 info.cached = true;
-                return info;
+                c.max_close
             }
-        } else {
-            let mut set = TokenSet::empty(vocab.len());
-            let max_close = self.walk_trie(vocab, s, None, &mut set);
-            self.remember(s, set, max_close);
-            if !binds(max_close) {
-                if let Some(c) = self.masks.get(&s) {
-                    out.copy_from(&c.set);
-                }
-                return info;
+            None => {
+                let mut set = TokenSet::empty(vocab.len());
+                let max_close = self.walk_trie(vocab, s, None, &mut set);
+                self.remember(s, set, max_close);
+                max_close
             }
+        };
+        if !binds(max_close) && self.masks.contains_key(&s) {
+            return (&self.masks[&s].set, info);
         }
         // The budget binds: only tokens after which the document still fits.
+        info.cached = false;
         info.budget_bound = true;
+        let mut out = std::mem::take(&mut self.budget_buf);
         out.clear();
-        self.walk_trie(vocab, s, after, out);
+        if out.universe() != vocab.len() {
+            out = TokenSet::empty(vocab.len());
+        }
+        self.walk_trie(vocab, s, after, &mut out);
         let only_eos = out.iter().all(|id| vocab.is_eos(id));
         if out.is_empty() || (only_eos && !self.can_end(s)) {
             // The required parts do not fit: keep to the tokens that close fastest.
             info.over_budget = true;
             let fastest = self.cheapest_close(vocab, s);
             out.clear();
-            self.walk_trie(vocab, s, Some(fastest), out);
+            self.walk_trie(vocab, s, Some(fastest), &mut out);
         }
-        info
+        self.budget_buf = out;
+        (&self.budget_buf, info)
+    }
+
+    /// A mask of the end-of-text tokens alone (what a dead matcher allows).
+    pub fn eos_only(&mut self, vocab: &Vocab) -> &TokenSet {
+        let mut out = std::mem::take(&mut self.budget_buf);
+        if out.universe() != vocab.len() {
+            out = TokenSet::empty(vocab.len());
+        }
+        out.clear();
+        for &id in vocab.eos_ids() {
+            out.insert(id);
+        }
+        self.budget_buf = out;
+        &self.budget_buf
     }
 
     fn remember(&mut self, s: StateId, set: TokenSet, max_close: u32) {
@@ -336,6 +370,56 @@ fn in_free_string(schema: &Schema, t: &Thread) -> bool {
             ..
         }) => true,
         _ => false,
+    }
+}
+
+/// A matcher shared by every sequence constrained by the same preset over one vocabulary: its
+/// interned states, transition rows and cached masks carry over from one generation to the next
+/// (a server answering the same `response_format` again and again starts warm).
+pub type SharedDfa = Arc<Mutex<Dfa>>;
+
+/// Locks a shared matcher (nothing panics while holding it, but a poisoned lock is still
+/// usable: the DFA only ever gains states).
+pub fn lock(dfa: &SharedDfa) -> MutexGuard<'_, Dfa> {
+    dfa.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The matchers of one vocabulary, by preset; the least recently used beyond `MAX_MATCHERS`
+/// are dropped.
+#[derive(Debug, Default)]
+pub struct MatcherCache {
+    entries: Mutex<Vec<(String, SharedDfa)>>,
+}
+
+/// Matchers kept per vocabulary (each at most ~12 MiB).
+const MAX_MATCHERS: usize = 2;
+
+impl std::fmt::Debug for Dfa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dfa").field("states", &self.states.len()).finish()
+    }
+}
+
+impl MatcherCache {
+    /// The matcher for `key` (a canonical spelling of the preset), made by `make` if absent.
+    pub fn get_or_make<E>(
+        &self,
+        key: &str,
+        make: impl FnOnce() -> Result<Dfa, E>,
+    ) -> Result<SharedDfa, E> {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = entries.iter().position(|(k, _)| k == key) {
+            let entry = entries.remove(i);
+            let dfa = entry.1.clone();
+            entries.push(entry);
+            return Ok(dfa);
+        }
+        let dfa = Arc::new(Mutex::new(make()?));
+        if entries.len() >= MAX_MATCHERS {
+            entries.remove(0);
+        }
+        entries.push((key.to_string(), dfa.clone()));
+        Ok(dfa)
     }
 }
 

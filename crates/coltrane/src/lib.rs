@@ -27,7 +27,7 @@ pub use eddy::EddyConfig;
 pub use schema::{Schema, SchemaError};
 pub use vocab::{Pitch, TokenKind, Vocab, VocabError};
 
-use dfa::{Dfa, StateId, DEAD};
+use dfa::{lock, Dfa, SharedDfa, StateId, DEAD};
 use fold::{FoldState, Quote};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -142,6 +142,15 @@ impl ColtraneConfig {
             _ => None,
         })
     }
+
+    /// The canonical spelling of the JSON preset, which names its shared matcher.
+    fn matcher_key(&self) -> Option<String> {
+        match &self.preset {
+            Some(Preset::Json) => Some("json".into()),
+            Some(Preset::JsonSchema(v)) => Some(format!("schema:{v}")),
+            _ => None,
+        }
+    }
 }
 
 /// What the constraint did at one step.
@@ -213,7 +222,8 @@ struct Snapshot {
 pub struct Coltrane {
     vocab: Arc<Vocab>,
     cfg: ColtraneConfig,
-    dfa: Option<Dfa>,
+    /// The JSON matcher, shared with other sequences of the same preset and vocabulary.
+    dfa: Option<SharedDfa>,
     state: Snapshot,
     /// The state before each accepted token, for rollback.
     undo: Vec<Snapshot>,
@@ -229,7 +239,6 @@ pub struct Coltrane {
     recent_bans: Vec<(usize, usize)>,
     /// The step's mask, and the buffers it is composed from (reused, never reallocated).
     mask: TokenSet,
-    json_buf: TokenSet,
     fold_buf: TokenSet,
     full: TokenSet,
     metrics: Metrics,
@@ -238,12 +247,18 @@ pub struct Coltrane {
 
 impl Coltrane {
     pub fn new(vocab: Arc<Vocab>, cfg: ColtraneConfig) -> Result<Coltrane, ColtraneError> {
-        let schema = cfg.compile()?;
+        cfg.validate()?;
         let n = vocab.len();
-        let dfa = schema.map(Dfa::new);
+        let dfa = match cfg.matcher_key() {
+            Some(key) => Some(vocab.matchers().get_or_make(&key, || {
+                cfg.compile().map(|s| Dfa::new(s.unwrap_or_else(Schema::any)))
+            })?),
+            None => None,
+        };
+        let start = dfa.as_ref().map_or(DEAD, |d| lock(d).start());
         Ok(Coltrane {
             state: Snapshot {
-                dfa: dfa.as_ref().map_or(DEAD, Dfa::start),
+                dfa: start,
                 fold: FoldState::default(),
                 last_pitch: None,
                 last_text_pitch: None,
@@ -260,7 +275,6 @@ impl Coltrane {
             eddies: Vec::new(),
             recent_bans: Vec::new(),
             mask: TokenSet::empty(n),
-            json_buf: TokenSet::empty(n),
             fold_buf: TokenSet::empty(n),
             full: TokenSet::full(n),
             metrics: Metrics {
@@ -282,7 +296,7 @@ impl Coltrane {
     /// Whether the text may end here: the JSON value is complete, the folds are closed.
     pub fn can_end(&self) -> bool {
         let json_ok = match &self.dfa {
-            Some(d) => d.can_end(self.state.dfa),
+            Some(d) => lock(d).can_end(self.state.dfa),
             None => true,
         };
         json_ok && (!self.balanced() || self.state.fold.closed())
@@ -292,19 +306,22 @@ impl Coltrane {
     /// (this one included).
     pub fn compute_mask(&mut self, remaining: Option<usize>) -> &TokenSet {
         let plan = self.plan(remaining);
+        let dfa = self.dfa.clone();
+        let mut guard = dfa.as_ref().map(lock);
+        let json = self.json_mask(guard.as_deref_mut(), remaining);
         let mut out = std::mem::take(&mut self.mask);
-        self.compose(&plan, plan.soft.len(), &mut out);
+        self.compose(&plan, plan.soft.len(), json, &mut out);
+        drop(guard);
         self.mask = out;
         &self.mask
     }
 
     /// Which masks make this step's tiers (computing and caching what is missing): the hard
     /// rules, then the soft ones in the order they relax last-first (folds, class rules, eddy
-    /// bans).
+    /// bans). The JSON mask comes from the matcher itself (`json_mask`).
     fn plan(&mut self, remaining: Option<usize>) -> Plan {
         let mut plan = Plan::default();
         if self.dfa.is_some() {
-            self.json_mask(remaining);
             plan.hard.push(Source::Json);
         }
         if self.balanced() {
@@ -329,12 +346,21 @@ impl Coltrane {
         plan
     }
 
+    /// Whether the plan is the JSON mask alone: then it is used as the matcher caches it, with
+    /// no copy.
+    fn json_only(plan: &Plan) -> bool {
+        plan.hard == [Source::Json] && plan.soft.is_empty() && !plan.ban_eos
+    }
+
     /// The hard tiers and the first `soft` soft ones, into `out`.
-    fn compose(&self, plan: &Plan, soft: usize, out: &mut TokenSet) {
+    fn compose(&self, plan: &Plan, soft: usize, json: Option<&TokenSet>, out: &mut TokenSet) {
         let mut first = true;
         for src in plan.hard.iter().chain(&plan.soft[..soft]) {
             let set = match src {
-                Source::Json => &self.json_buf,
+                Source::Json => match json {
+                    Some(m) => m,
+                    None => continue,
+                },
                 Source::FoldBudget => &self.fold_buf,
                 Source::Fold(key) => match self.fold_masks.get(key) {
                     Some((m, _)) => m,
@@ -372,26 +398,26 @@ impl Coltrane {
         }
     }
 
-    /// The JSON matcher's mask for the current state, into `json_buf`.
-    fn json_mask(&mut self, remaining: Option<usize>) {
-        let Some(dfa) = self.dfa.as_mut() else {
-            return;
-        };
-        let out = &mut self.json_buf;
+    /// The JSON matcher's mask for the current state (a reference into the matcher's cache),
+    /// counting budget steps.
+    fn json_mask<'d>(
+        &mut self,
+        dfa: Option<&'d mut Dfa>,
+        remaining: Option<usize>,
+    ) -> Option<&'d TokenSet> {
+        let dfa = dfa?;
         if self.state.dfa == DEAD {
-            out.clear();
-            for &id in self.vocab.eos_ids() {
-                out.insert(id);
-            }
-            return;
+            // A matcher that died (a refused token was forced) allows only end-of-text.
+            return Some(dfa.eos_only(&self.vocab));
         }
-        let info = dfa.mask(&self.vocab, self.state.dfa, remaining, out);
+        let (set, info) = dfa.mask_ref(&self.vocab, self.state.dfa, remaining);
         if info.budget_bound {
             self.metrics.budget_steps += 1;
         }
         if info.over_budget {
             self.metrics.over_budget = true;
         }
+        Some(set)
     }
 
     /// Tokens that keep the folds well formed: the cached mask of the current fold state, or,
@@ -511,13 +537,31 @@ impl Coltrane {
     ) -> StepReport {
         let t0 = clock.map(|c| c());
         let plan = self.plan(remaining);
+        let dfa = self.dfa.clone();
+        let mut guard = dfa.as_ref().map(lock);
+        let json = self.json_mask(guard.as_deref_mut(), remaining);
+        if Self::json_only(&plan) {
+            // The common JSON step: the matcher's cached mask as it is, no copy.
+            let mask = json.unwrap_or(&self.full);
+            let mask_us = elapsed_us(clock, t0);
+            let top = argmax(logits);
+            mask.mask_logits(logits);
+            let report = StepReport {
+                mask_us,
+                prevented: top.is_some_and(|t| !mask.contains(t)),
+                allowed: mask.count(),
+                ..StepReport::default()
+            };
+            drop(guard);
+            self.metrics.violations_prevented += u64::from(report.prevented);
+            self.metrics.steps += 1;
+            self.mask_times.push(report.mask_us);
+            return report;
+        }
         let mut mask = std::mem::take(&mut self.mask);
         let mut upto = plan.soft.len();
-        self.compose(&plan, upto, &mut mask);
-        let mask_us = match (clock, t0) {
-            (Some(c), Some(t0)) => ((c() - t0) * 1000.0) as f32,
-            _ => 0.0,
-        };
+        self.compose(&plan, upto, json, &mut mask);
+        let mask_us = elapsed_us(clock, t0);
         let eddy_last = plan.soft.last() == Some(&Source::Eddy);
         let mut report = StepReport {
             mask_us,
@@ -527,7 +571,7 @@ impl Coltrane {
         // A ban never empties the mask: a loop is better than nothing.
         if eddy_last && mask.is_empty() {
             upto -= 1;
-            self.compose(&plan, upto, &mut mask);
+            self.compose(&plan, upto, json, &mut mask);
             report.eddy_bans = 0;
         }
         // Tier 3: relax the soft tiers, last first, while the mask holds too little.
@@ -536,9 +580,10 @@ impl Coltrane {
             while upto > 0 && !mass::keeps_mass(logits, &mask, threshold) {
                 upto -= 1;
                 report.relaxed += 1;
-                self.compose(&plan, upto, &mut mask);
+                self.compose(&plan, upto, json, &mut mask);
             }
         }
+        drop(guard);
         if report.relaxed > 0 {
             self.metrics.fallbacks += 1;
             report.fallback = upto == 0 && plan.hard.is_empty();
@@ -612,10 +657,10 @@ impl Coltrane {
             self.state.ended = true;
         } else {
             let bytes = v.token_bytes(token);
-            if let Some(dfa) = self.dfa.as_mut() {
+            if let Some(dfa) = &self.dfa {
                 let kind_ok = v.kind(token) != Some(TokenKind::Special);
                 let next = match kind_ok {
-                    true => dfa.walk(self.state.dfa, bytes),
+                    true => lock(dfa).walk(self.state.dfa, bytes),
                     false => DEAD,
                 };
                 if next == DEAD {
@@ -722,14 +767,14 @@ impl Coltrane {
 
     /// States of the JSON matcher built so far (0 without one).
     pub fn matcher_states(&self) -> usize {
-        self.dfa.as_ref().map_or(0, Dfa::states)
+        self.dfa.as_ref().map_or(0, |d| lock(d).states())
     }
 }
 
 /// Where a tier's mask lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
-    /// The JSON matcher's mask (`json_buf`).
+    /// The JSON matcher's mask (from the matcher's cache).
     Json,
     /// The fold mask under a binding budget (`fold_buf`).
     FoldBudget,
@@ -754,6 +799,13 @@ struct Plan {
 enum FoldMask {
     Cached((u128, u8, Quote)),
     Binding,
+}
+
+fn elapsed_us(clock: Option<fn() -> f64>, t0: Option<f64>) -> f32 {
+    match (clock, t0) {
+        (Some(c), Some(t0)) => ((c() - t0) * 1000.0) as f32,
+        _ => 0.0,
+    }
 }
 
 /// The largest logit's index (NaN and −inf never win, lowest id on ties).

@@ -1,8 +1,10 @@
 //! The byte-level matcher of a compiled schema: a pushdown automaton over JSON text (RFC 8259:
-//! objects, arrays, strings with escapes including \uXXXX and UTF-8 checked byte by byte,
-//! numbers, true/false/null, whitespace), its stack a list of frames. A union (`anyOf`, a list of
-//! types) forks the matcher into threads; a state is the set of live threads, so the matcher is
-//! deterministic over states and can be turned into a lazily built DFA (`dfa.rs`).
+//! objects, arrays, strings with escapes including \uXXXX (a surrogate pair is one character, a
+//! lone surrogate is refused) and UTF-8 checked byte by byte, numbers, true/false/null,
+//! whitespace), its stack a list of frames. A union (`anyOf`, a list of types) forks the matcher
+//! into threads; a state is the set of live threads, so the matcher is deterministic over states
+//! and can be turned into a lazily built DFA (`dfa.rs`). A thread that can no longer finish the
+//! document dies at once, so every live state has a completion.
 //!
 //! Whitespace between tokens is allowed up to `MAX_WS` bytes in a row, so a model cannot pad a
 //! document forever.
@@ -23,6 +25,14 @@ pub enum Chars {
     Escape,
     /// Inside `\uXXXX`, with this many hex digits read.
     Unicode(u8),
+    /// `\uD` read: the next digit tells a surrogate (`\uD800`–`\uDFFF`) from a character.
+    UnicodeD,
+    /// Inside a high surrogate `\uD800`–`\uDBFF`, with this many hex digits read (2 or 3).
+    High(u8),
+    /// After a high surrogate: the low one (`\uDC00`–`\uDFFF`) that completes the pair, with
+    /// this many of its first four bytes (`\`, `u`, `D`, `C`–`F`) read. A surrogate pair is
+    /// one character; a lone surrogate is none, and is refused (like a raw UTF-8 surrogate).
+    Low(u8),
     /// Inside a UTF-8 character: continuation bytes still needed, and the range the next one
     /// must fall in (to reject overlong forms and surrogates).
     Utf8 { left: u8, lo: u8, hi: u8 },
@@ -106,11 +116,32 @@ impl Chars {
                 if !b.is_ascii_hexdigit() {
                     return None;
                 }
-                match n {
-                    3 => Some((Chars::Plain, true)),
-                    n => Some((Chars::Unicode(n + 1), false)),
+                match (n, b) {
+                    (3, _) => Some((Chars::Plain, true)),
+                    (0, b'd' | b'D') => Some((Chars::UnicodeD, false)),
+                    (n, _) => Some((Chars::Unicode(n + 1), false)),
                 }
             }
+            Chars::UnicodeD => match b {
+                b'0'..=b'7' => Some((Chars::Unicode(2), false)),
+                b'8' | b'9' | b'a' | b'b' | b'A' | b'B' => Some((Chars::High(2), false)),
+                // A low surrogate without a high one.
+                _ => None,
+            },
+            Chars::High(n) => {
+                if !b.is_ascii_hexdigit() {
+                    return None;
+                }
+                match n {
+                    3 => Some((Chars::Low(0), false)),
+                    n => Some((Chars::High(n + 1), false)),
+                }
+            }
+            Chars::Low(k) => match (k, b) {
+                (0, b'\\') | (1, b'u') | (2, b'd' | b'D') => Some((Chars::Low(k + 1), false)),
+                (3, b'c'..=b'f' | b'C'..=b'F') => Some((Chars::Unicode(2), false)),
+                _ => None,
+            },
             Chars::Utf8 { left, lo, hi } => {
                 if b < lo || b > hi {
                     return None;
@@ -136,6 +167,10 @@ impl Chars {
             Chars::Plain => 0,
             Chars::Escape => 1,
             Chars::Unicode(n) => 4 - n as u32,
+            Chars::UnicodeD => 3,
+            // The rest of the high surrogate, then `\uDC00`.
+            Chars::High(n) => 4 - n as u32 + 6,
+            Chars::Low(k) => 6 - k as u32,
             Chars::Utf8 { left, .. } => left as u32,
         }
     }
@@ -330,7 +365,12 @@ impl Thread {
             }
         }
         if let Some(t) = self.step_one(schema, top, b) {
-            out.push(t);
+            // A thread no document can complete is dead now, not at some later byte: masks
+            // built from it would offer tokens that lead nowhere (a property or an element
+            // whose schema is `false`, an additional key that may not have a value, …).
+            if t.close_bytes(schema) < INF {
+                out.push(t);
+            }
         }
     }
 
@@ -414,13 +454,26 @@ impl Thread {
                     self.frames.pop();
                     return self.key_done(schema, obj, at);
                 }
-                let (chars, _) = chars.step(b)?;
+                let before = chars;
+                let (chars, _) = before.step(b)?;
                 let at = match (schema.shape(obj), at) {
                     (_, DIVERGED) => DIVERGED,
                     (Shape::Object { keys, .. }, at) => keys.child(at, b).unwrap_or(DIVERGED),
                     _ => DIVERGED,
                 };
                 if at == DIVERGED && !allows_additional(schema, obj) {
+                    return None;
+                }
+                // Declared keys are matched as serde_json spells them. `\/` and `\u` escapes
+                // spell characters another way, so off that spelling a key might still name a
+                // declared property (`\u0066oo` is `foo`) and must not pass for an additional
+                // one: such a key is refused where properties are declared.
+                let respelled = matches!((before, b), (Chars::Escape, b'u' | b'/'))
+                    || matches!(
+                        before,
+                        Chars::Unicode(_) | Chars::UnicodeD | Chars::High(_) | Chars::Low(_)
+                    );
+                if at == DIVERGED && respelled && declares_keys(schema, obj) {
                     return None;
                 }
                 self.set_top(Frame::Key { obj, at, chars });
@@ -457,6 +510,10 @@ impl Thread {
                     return (len >= min_len)
                         .then_some(())
                         .and_then(|_| self.complete(schema));
+                }
+                // At maxLength no character may begin: it could never be finished.
+                if chars == Chars::Plain && len >= max_len {
+                    return None;
                 }
                 let (chars, completed) = chars.step(b)?;
                 let mut len = len;
@@ -637,11 +694,20 @@ impl Thread {
             },
             _ => return None,
         };
-        if self.frames.len() > MAX_NESTING * 2 {
+        let opens = matches!(frame, Frame::Object { .. } | Frame::Array { .. });
+        if opens && self.nesting() >= MAX_NESTING {
             return None;
         }
         self.set_top(frame);
         Some(self)
+    }
+
+    /// Arrays and objects open.
+    fn nesting(&self) -> usize {
+        self.frames
+            .iter()
+            .filter(|f| matches!(f, Frame::Object { .. } | Frame::Array { .. }))
+            .count()
     }
 
     fn set_top(&mut self, f: Frame) {
@@ -703,7 +769,12 @@ impl Thread {
                         Shape::String { min_len, .. } => *min_len,
                         _ => 0,
                     };
-                    add(chars.to_finish() + 1, min_len.saturating_sub(len))
+                    // Finishing the character in progress counts towards minLength too.
+                    let started = u32::from(chars != Chars::Plain);
+                    add(
+                        chars.to_finish() + 1,
+                        min_len.saturating_sub(len.saturating_add(started)),
+                    )
                 }
                 Frame::Key { obj, at, chars } => {
                     // The key, `:`, its value and the rest of its object, together: which
@@ -796,6 +867,11 @@ fn element(schema: &Schema, node: NodeId, index: u32) -> Option<NodeId> {
         // `Any` arrays hold any values.
         _ => Some(node),
     }
+}
+
+/// Whether object `obj` declares properties (an `Any` object declares none).
+fn declares_keys(schema: &Schema, obj: NodeId) -> bool {
+    matches!(schema.shape(obj), Shape::Object { props, .. } if !props.is_empty())
 }
 
 fn allows_additional(schema: &Schema, obj: NodeId) -> bool {

@@ -235,3 +235,117 @@ fn closing_costs_are_exact() {
     );
     check_close_is_exact(&open, r#"{"ab":[1],"a":"x","a2":{}}"#);
 }
+
+#[test]
+fn escaped_keys_cannot_dodge_their_property() {
+    // `\u0066oo` is the key `foo`: off the declared keys' compact spelling it would pass for
+    // an additional key, and its value would escape `foo`'s schema.
+    let s = schema(json!({"properties": {"foo": {"type": "integer"}, "a/b": {"type": "null"}}}));
+    for bad in [
+        r#"{"\u0066oo":"x"}"#,
+        r#"{"fo\u006F":"x"}"#,
+        r#"{"a\/b":1}"#,
+        r#"{"\u0061/b":1}"#,
+    ] {
+        assert!(!accepts(&s, bad.as_bytes()), "{bad}");
+    }
+    for ok in [
+        r#"{"foo":1}"#,
+        r#"{"a/b":null}"#,
+        r#"{"bar":"x"}"#,
+        r#"{"b\nr":"x"}"#,
+    ] {
+        assert!(accepts(&s, ok.as_bytes()), "{ok}");
+    }
+    // Declared keys spelled as serde_json spells them still match, escapes included.
+    let e = schema(
+        json!({"properties": {"a\nb": {"type": "integer"}, "\u{1}": {"type": "null"}},
+        "additionalProperties": false}),
+    );
+    assert!(accepts(&e, br#"{"a\nb":1,"\u0001":null}"#));
+    // Objects without declared keys take keys in any spelling.
+    assert!(accepts(&any(), br#"{"\u0066o\/o":"x"}"#));
+    check_close_is_exact(&s, r#"{"bar":1,"foo":2}"#);
+}
+
+#[test]
+fn surrogate_pairs_are_one_character() {
+    let pair = r#""\uD83D\uDE00""#;
+    let min2 = schema(json!({"type": "string", "minLength": 2}));
+    assert!(!accepts(&min2, pair.as_bytes()));
+    assert!(accepts(&min2, br#""\ud83d\ude00x""#));
+    let max1 = schema(json!({"type": "string", "maxLength": 1}));
+    assert!(accepts(&max1, pair.as_bytes()));
+    assert!(accepts(&max1, "\"😀\"".as_bytes()));
+    assert!(!accepts(&max1, br#""\uD83D\uDE00\uD83D\uDE00""#));
+    // Lone surrogates are no characters (as raw UTF-8 surrogates are refused).
+    let s = any();
+    for bad in [
+        r#""\uD83D""#,
+        r#""\uDE00""#,
+        r#""\uD83Dx""#,
+        r#""\uD83D\u0041""#,
+        r#""\uD83D\uD83D""#,
+        r#""\uD83D\n""#,
+    ] {
+        assert!(!accepts(&s, bad.as_bytes()), "{bad}");
+    }
+    for ok in [
+        r#""\uD7FF""#,
+        r#""\uE000""#,
+        r#""\ud800\udfff""#,
+        r#""\uDBFF\uDC00""#,
+    ] {
+        assert!(accepts(&s, ok.as_bytes()), "{ok}");
+    }
+    check_close_is_exact(&any(), r#"["\uD83D\uDE00",{"\udbff\udfff":"\u0041"}]"#);
+}
+
+#[test]
+fn closing_costs_count_the_character_in_progress() {
+    // Finishing an escape or a UTF-8 character also counts towards minLength.
+    let min3 = schema(json!({"type": "string", "minLength": 3}));
+    check_close_is_exact(&min3, r#""\n\u0041é""#);
+    check_close_is_exact(&min3, r#""\uD83D\uDE00€x""#);
+}
+
+#[test]
+fn strings_at_max_length_start_no_character() {
+    // A character begun at maxLength could never be finished: the document would be stuck.
+    let max1 = schema(json!({"type": "string", "maxLength": 1}));
+    for dead_end in [&br#""a\"#[..], b"\"a\xc3", br#""\n\u00"#] {
+        assert!(run(&max1, dead_end).is_none(), "{dead_end:?}");
+    }
+    assert!(accepts(&max1, br#""\u00e9""#) && accepts(&max1, "\"é\"".as_bytes()));
+}
+
+#[test]
+fn no_thread_outlives_its_last_completion() {
+    // A prefix no document can complete is refused at once: a mask built from it would offer
+    // tokens that lead nowhere (not even to end-of-text).
+    let closed = schema(json!({"properties": {"foo": true, "bar": false},
+        "additionalProperties": false}));
+    for dead_end in [r#"{"foo":1,"#, r#"{"b"#, r#"{ "foo" : 1 , "#] {
+        assert!(run(&closed, dead_end.as_bytes()).is_none(), "{dead_end}");
+    }
+    assert!(accepts(&closed, br#"{"foo":1}"#) && accepts(&closed, b"{}"));
+    let never_more = schema(json!({"properties": {"a": true},
+        "additionalProperties": {"$ref": "#/$defs/no"}, "$defs": {"no": false}}));
+    assert!(run(&never_more, br#"{"b"#).is_none() && run(&never_more, br#"{"a":1,"#).is_none());
+    assert!(accepts(&never_more, br#"{"a":[]}"#));
+    let pair = schema(json!({"prefixItems": [true, false]}));
+    assert!(run(&pair, b"[1,").is_none() && run(&pair, b"[[],").is_none());
+    assert!(accepts(&pair, b"[1]") && accepts(&pair, b"{}"));
+    check_close_is_exact(&closed, r#"{ "foo" : [1] }"#);
+}
+
+#[test]
+fn nesting_is_bounded_at_max_nesting() {
+    let s = any();
+    let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    assert!(accepts(&s, deep(MAX_NESTING).as_bytes()));
+    assert!(!accepts(&s, deep(MAX_NESTING + 1).as_bytes()));
+    let objects = |n: usize| format!("{}1{}", "{\"a\":".repeat(n), "}".repeat(n));
+    assert!(accepts(&s, objects(MAX_NESTING).as_bytes()));
+    assert!(!accepts(&s, objects(MAX_NESTING + 1).as_bytes()));
+}
