@@ -509,3 +509,109 @@ fn bench_compares_moa_with_plain_sampling() {
     assert!((v["moa_over_plain"].as_f64().unwrap() - moa / plain).abs() < 1e-9);
     assert_eq!(v["k"], 3);
 }
+
+#[test]
+fn constrained_generation_parses_and_reports_metrics() {
+    let f = fixture("tiny/llama-f32.knot");
+    for n in ["3", "9", "30"] {
+        let v = json(&[
+            "generate",
+            &f,
+            "--tokens",
+            "1,2,3",
+            "-n",
+            n,
+            "--constraint",
+            "json",
+            "--json",
+        ]);
+        let text = v["text"].as_str().unwrap();
+        serde_json::from_str::<serde_json::Value>(text)
+            .unwrap_or_else(|e| panic!("-n {n}: {text:?}: {e}"));
+        assert_eq!(v["constraint"]["closed"], true);
+        let stage = &v["steps"][0]["stages"][0];
+        assert_eq!(stage["stage"], "coltrane");
+        assert!(stage["allowed"].as_u64().unwrap() > 0);
+    }
+    let dir = std::env::temp_dir().join(format!("knot-cli-schema-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("s.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "array", "items": {"type": "integer"}, "minItems": 2}"#,
+    )
+    .unwrap();
+    let spec = format!("schema:{}", schema.display());
+    let v = json(&[
+        "generate",
+        &f,
+        "--tokens",
+        "1",
+        "-n",
+        "12",
+        "--constraint",
+        &spec,
+        "--json",
+    ]);
+    let arr: Vec<i64> = serde_json::from_str(v["text"].as_str().unwrap()).unwrap();
+    assert!(arr.len() >= 2);
+    std::fs::write(&schema, r#"{"type": "string", "pattern": "a+"}"#).unwrap();
+    fails_with(
+        &["generate", &f, "--tokens", "1", "--constraint", &spec],
+        "unsupported JSON Schema keyword \"pattern\"",
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    let v = json(&[
+        "generate",
+        &f,
+        "--tokens",
+        "1",
+        "-n",
+        "8",
+        "--constraint",
+        "balanced",
+        "--eddy",
+        "--prosody",
+        "observe",
+        "--json",
+    ]);
+    assert_eq!(v["constraint"]["closed"], true);
+    fails_with(
+        &["generate", &f, "--tokens", "1", "--constraint", "xml"],
+        "--constraint must be json, balanced or schema:FILE.json",
+    );
+    fails_with(
+        &["generate", &f, "--tokens", "1", "--prosody", "loud"],
+        "--prosody must be off, observe or bias",
+    );
+    fails_with(
+        &["generate", &f, "--tokens", "1", "--max-depth", "0"],
+        "maxDepth",
+    );
+    fails_with(
+        &[
+            "generate",
+            &f,
+            "--tokens",
+            "1",
+            "--constraint",
+            "schema:/nonexistent.json",
+        ],
+        "cannot read the schema",
+    );
+    let v = json(&[
+        "bench",
+        &f,
+        "-n",
+        "4",
+        "--prompt-len",
+        "8",
+        "--runs",
+        "1",
+        "--constraint",
+        "json",
+        "--json",
+    ]);
+    assert!(v["constrained_decode_tok_s"].as_f64().unwrap() > 0.0);
+    assert!(v["mask_us_p50"].as_f64().is_some());
+}

@@ -329,7 +329,13 @@ impl Dfa {
         }
     }
 
-    fn walk_from(&mut self, trie: &Trie, vocab: &Vocab, s: StateId, mut f: impl FnMut(&[u32], u32)) {
+    fn walk_from(
+        &mut self,
+        trie: &Trie,
+        vocab: &Vocab,
+        s: StateId,
+        mut f: impl FnMut(&[u32], u32),
+    ) {
         let mut at = vec![DEAD; vocab.max_token_len() + 1];
         at[0] = s;
         let n = trie.len();
@@ -396,7 +402,9 @@ const MAX_MATCHERS: usize = 2;
 
 impl std::fmt::Debug for Dfa {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dfa").field("states", &self.states.len()).finish()
+        f.debug_struct("Dfa")
+            .field("states", &self.states.len())
+            .finish()
     }
 }
 

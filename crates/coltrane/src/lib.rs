@@ -251,7 +251,8 @@ impl Coltrane {
         let n = vocab.len();
         let dfa = match cfg.matcher_key() {
             Some(key) => Some(vocab.matchers().get_or_make(&key, || {
-                cfg.compile().map(|s| Dfa::new(s.unwrap_or_else(Schema::any)))
+                cfg.compile()
+                    .map(|s| Dfa::new(s.unwrap_or_else(Schema::any)))
             })?),
             None => None,
         };
@@ -565,7 +566,11 @@ impl Coltrane {
         let eddy_last = plan.soft.last() == Some(&Source::Eddy);
         let mut report = StepReport {
             mask_us,
-            eddy_bans: if eddy_last { self.eddies.len() as u32 } else { 0 },
+            eddy_bans: if eddy_last {
+                self.eddies.len() as u32
+            } else {
+                0
+            },
             ..StepReport::default()
         };
         // A ban never empties the mask: a loop is better than nothing.
