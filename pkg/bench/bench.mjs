@@ -4,6 +4,8 @@
 // of one configuration do not leak into the next. Prints a table; `--json` prints the figures.
 //   node bench/bench.mjs --moa        MOA (defaults) against plain sampling at T 0.7, top-k 40,
 //                                     every layer cached, runs interleaved: decode tok/s ratio
+//   node bench/bench.mjs --constraint json
+//                                     greedy decode with and without the COLTRANE json mask
 //   node bench/bench.mjs --baseline ../other/pkg
 //                                     greedy decode of this package against another checkout's
 //                                     (e.g. the previous commit's), fresh processes alternating
@@ -16,7 +18,7 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 function parseArgs(argv) {
   const o = {
     model: `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.knot`, runs: 3, promptLen: 128, n: 64, json: false,
-    child: undefined, moa: false, baseline: undefined, pkg: undefined,
+    child: undefined, moa: false, baseline: undefined, pkg: undefined, constraint: undefined,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -31,6 +33,7 @@ function parseArgs(argv) {
     else if (a === '--json') o.json = true;
     else if (a === '--child') o.child = argv[++i];
     else if (a === '--moa') o.moa = true;
+    else if (a === '--constraint') o.constraint = argv[++i];
     else if (a === '--baseline') o.baseline = argv[++i];
     else if (a === '--pkg') o.pkg = argv[++i];
     else if (a.startsWith('-')) throw new Error(`unknown flag ${a}`);
@@ -65,32 +68,47 @@ async function measure(shim, prompt, o, options) {
   return { prefillTokS: median(prefill), decodeTokS: median(decode) };
 }
 
-/** MOA against plain sampling over the same top-k, interleaved, every layer cached. */
-async function moaChild(o) {
+/**
+ * Two decode settings against each other, interleaved (alternating which goes first), every
+ * layer cached: median decode tok/s of each and their ratio (b / a).
+ */
+async function compareChild(o, a, b) {
   const { FileKnotSource, HostShim } = await import(entry(o));
   const source = await FileKnotSource.open(o.model);
   const shim = await HostShim.open(source, {});
   const base = Array.from(shim.encode('Once upon a time, in a small village by the sea, there lived an old fisherman and his three daughters. '));
   const prompt = Array.from({ length: o.promptLen }, (_, i) => base[i % base.length]);
-  const plain = [];
-  const moa = [];
+  const ra = [];
+  const rb = [];
   const runs = o.runs;
-  o = { ...o, runs: 1 };
+  const one = { ...o, runs: 1 };
   for (let r = 0; r < 2 * runs + 1; r++) {
     // ignoreEos keeps every run at exactly n decode steps.
-    const p = () => measure(shim, prompt, o, { temperature: 0.7, topK: 40, seed: r, ignoreEos: true });
-    const m = () => measure(shim, prompt, o, { moa: true, seed: r, ignoreEos: true });
-    if (r % 2 === 0) { plain.push((await p()).decodeTokS); moa.push((await m()).decodeTokS); }
-    else { moa.push((await m()).decodeTokS); plain.push((await p()).decodeTokS); }
+    const pa = async () => ra.push((await measure(shim, prompt, one, { ...a(r), ignoreEos: true })).decodeTokS);
+    const pb = async () => rb.push((await measure(shim, prompt, one, { ...b(r), ignoreEos: true })).decodeTokS);
+    if (r % 2 === 0) { await pa(); await pb(); } else { await pb(); await pa(); }
   }
   shim.dispose();
   await source.close();
-  process.stdout.write(JSON.stringify({ plainDecodeTokS: median(plain), moaDecodeTokS: median(moa), moaOverPlain: median(moa) / median(plain) }));
+  return { aDecodeTokS: median(ra), bDecodeTokS: median(rb), bOverA: median(rb) / median(ra) };
+}
+
+/** MOA against plain sampling over the same top-k. */
+async function moaChild(o) {
+  const r = await compareChild(o, (seed) => ({ temperature: 0.7, topK: 40, seed }), (seed) => ({ moa: true, seed }));
+  process.stdout.write(JSON.stringify({ plainDecodeTokS: r.aDecodeTokS, moaDecodeTokS: r.bDecodeTokS, moaOverPlain: r.bOverA }));
+}
+
+/** Greedy with and without a COLTRANE preset. */
+async function constraintChild(o) {
+  const r = await compareChild(o, () => ({}), () => ({ coltrane: { preset: o.constraint } }));
+  process.stdout.write(JSON.stringify({ plainDecodeTokS: r.aDecodeTokS, constrainedDecodeTokS: r.bDecodeTokS, constrainedOverPlain: r.bOverA }));
 }
 
 /** One configuration, in this (fresh) process: cold open, then `runs` prefill+decode runs. */
 async function child(o, capacityArg) {
   if (capacityArg === 'moa') return moaChild(o);
+  if (capacityArg === 'constraint') return constraintChild(o);
   const { FileKnotSource, HostShim } = await import(entry(o));
   const source = await FileKnotSource.open(o.model);
   const t0 = performance.now();
@@ -133,6 +151,7 @@ async function main() {
   const self = fileURLToPath(import.meta.url);
   const spawn = (cap, pkg) => {
     const args = [self, o.model, '--runs', String(o.runs), '--prompt-len', String(o.promptLen), '-n', String(o.n), '--child', cap];
+    if (o.constraint !== undefined) args.push('--constraint', o.constraint);
     if (pkg !== undefined) args.push('--pkg', pkg);
     return JSON.parse(execFileSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 1 << 20 }));
   };
@@ -141,6 +160,13 @@ async function main() {
     if (o.json) return console.log(JSON.stringify({ model: o.model, runs: 2 * o.runs + 1, n: o.n, ...r }));
     console.log(`MOA k=3 top-k 40 vs plain T 0.7 top-k 40, Node ${process.version}, every layer cached, median of ${2 * o.runs + 1} interleaved runs`);
     console.log(`plain ${r.plainDecodeTokS.toFixed(1)} tok/s, MOA ${r.moaDecodeTokS.toFixed(1)} tok/s: MOA / plain ${r.moaOverPlain.toFixed(3)}`);
+    return;
+  }
+  if (o.constraint !== undefined) {
+    const r = spawn('constraint');
+    if (o.json) return console.log(JSON.stringify({ model: o.model, runs: 2 * o.runs + 1, n: o.n, constraint: o.constraint, ...r }));
+    console.log(`greedy with and without coltrane ${o.constraint}, Node ${process.version}, every layer cached, median of ${2 * o.runs + 1} interleaved runs`);
+    console.log(`plain ${r.plainDecodeTokS.toFixed(1)} tok/s, constrained ${r.constrainedDecodeTokS.toFixed(1)} tok/s: constrained / plain ${r.constrainedOverPlain.toFixed(3)}`);
     return;
   }
   if (o.baseline !== undefined) {

@@ -234,8 +234,13 @@ fn balanced_closure_is_never_relaxed() {
     let mut logits = vec![0.0f32; n];
     logits[b'x' as usize] = 30.0;
     c.apply(&mut logits, Some(1), None);
-    let finite: Vec<u32> = (0..n as u32).filter(|&i| logits[i as usize].is_finite()).collect();
-    assert!(finite.iter().all(|&i| v.token_bytes(i).contains(&b')')), "{finite:?}");
+    let finite: Vec<u32> = (0..n as u32)
+        .filter(|&i| logits[i as usize].is_finite())
+        .collect();
+    assert!(
+        finite.iter().all(|&i| v.token_bytes(i).contains(&b')')),
+        "{finite:?}"
+    );
 }
 
 #[test]
