@@ -195,7 +195,9 @@ pub struct Metrics {
     pub max_depth: u8,
     /// Steps where the token budget bound the mask (closing in time).
     pub budget_steps: u64,
-    /// The schema's required parts could not fit in the budget.
+    /// At some step the shortest completion had more bytes than tokens were left (closing costs
+    /// count a token per byte, the worst case), so the mask kept to the tokens that close
+    /// fastest. The output may still have fitted: tokens usually hold several bytes.
     pub over_budget: bool,
     /// Steps where prosody leaned (or, observing, would have changed the top token).
     pub prosody_steps: u64,

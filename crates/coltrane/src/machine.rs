@@ -13,6 +13,9 @@ use crate::schema::{NodeId, Schema, Shape, INF};
 
 /// Longest run of whitespace bytes between JSON tokens.
 pub const MAX_WS: u8 = 24;
+/// Longest run before the top-level value and after it: a model that has finished its document
+/// pads with newlines rather than stop, so the padding is cut short and end-of-text comes.
+pub const MAX_TOP_WS: u8 = 2;
 /// Deepest nesting of arrays and objects.
 pub const MAX_NESTING: usize = 64;
 
@@ -318,7 +321,11 @@ impl Thread {
     }
 
     fn ws(mut self) -> Option<Thread> {
-        if self.ws >= MAX_WS {
+        let limit = match self.frames.as_slice() {
+            [Frame::Value(_) | Frame::Done] => MAX_TOP_WS,
+            _ => MAX_WS,
+        };
+        if self.ws >= limit {
             return None;
         }
         self.ws += 1;

@@ -114,6 +114,19 @@ fn whitespace_runs_are_bounded() {
     let pad = " ".repeat(MAX_WS as usize);
     assert!(accepts(&s, format!("[{pad}1]").as_bytes()));
     assert!(!accepts(&s, format!("[{pad} 1]").as_bytes()));
+    // Around the top-level value, at most MAX_TOP_WS.
+    assert!(accepts(
+        &s, b" 
+[1]
+ "
+    ));
+    assert!(!accepts(
+        &s, b"[1]
+
+
+"
+    ));
+    assert!(!accepts(&s, b"   1"));
 }
 
 #[test]
