@@ -394,6 +394,7 @@ fn a_json_constraint_shapes_what_the_model_wants_into_a_complete_document() {
         .unwrap();
         let mut g = Generation::new(&opts, bytes_tokenizer(), &[256], 100).unwrap();
         let mut text = String::new();
+        let mut prevented = 0;
         while g.finished().is_none() {
             let e = g.next(&mut pointing_at(b'x' as u32)).unwrap();
             text.push_str(&e.text);
@@ -403,8 +404,11 @@ fn a_json_constraint_shapes_what_the_model_wants_into_a_complete_document() {
                 .last()
                 .and_then(|s| s.coltrane.clone())
                 .unwrap();
-            assert!(report.allowed > 0 && report.prevented);
+            assert!(report.allowed > 0);
+            // `x` is refused outside strings (and allowed inside one).
+            prevented += usize::from(report.prevented);
         }
+        assert!(prevented > 0);
         serde_json::from_str::<serde_json::Value>(&text)
             .unwrap_or_else(|e| panic!("{text:?}: {e}"));
         let m = g.constraint_metrics().unwrap();
