@@ -555,7 +555,10 @@ fn constrained_generation_parses_and_reports_metrics() {
     ]);
     // Integers, possibly written with a fraction of zeros (JSON Schema: 1.0 is an integer).
     let arr: Vec<f64> = serde_json::from_str(v["text"].as_str().unwrap()).unwrap();
-    assert!(arr.len() >= 2 && arr.iter().all(|x| x.fract() == 0.0), "{arr:?}");
+    assert!(
+        arr.len() >= 2 && arr.iter().all(|x| x.fract() == 0.0),
+        "{arr:?}"
+    );
     std::fs::write(&schema, r#"{"type": "string", "pattern": "a+"}"#).unwrap();
     fails_with(
         &["generate", &f, "--tokens", "1", "--constraint", &spec],
