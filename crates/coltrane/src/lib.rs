@@ -719,6 +719,29 @@ impl Coltrane {
         }
     }
 
+    /// How many leading tokens of `draft` the mask allows, each after the ones before it (every
+    /// tier applied, no fallback), given `remaining` tokens in the budget. Leaves no trace:
+    /// the state and metrics are as before (cached masks stay, they are pure).
+    pub fn allowed_prefix(&mut self, draft: &[u32], remaining: Option<usize>) -> usize {
+        let (metrics, bans) = (self.metrics.clone(), self.recent_bans.clone());
+        let (mut allowed, mut accepts) = (0, 0);
+        for (i, &t) in draft.iter().enumerate() {
+            let left = remaining.map(|r| r.saturating_sub(i));
+            if self.state.ended || !self.compute_mask(left).contains(t) {
+                break;
+            }
+            accepts += 1; // an accept pushes an undo entry, a refused one too
+            if self.accept(t).is_err() {
+                break;
+            }
+            allowed += 1;
+        }
+        let _ = self.rollback(accepts);
+        self.metrics = metrics;
+        self.recent_bans = bans;
+        allowed
+    }
+
     /// Back to the start: no token accepted, metrics cleared (cached masks stay).
     pub fn reset(&mut self) {
         if let Some(first) = self.undo.first() {

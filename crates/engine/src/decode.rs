@@ -8,6 +8,7 @@
 //! the ids, its text is not emitted); `max_tokens`, or the context filling up, ends it with
 //! `length`.
 
+use crate::draft::DraftConfig;
 use crate::pipeline::{
     ColtraneStage, DecodeConfig, Pipeline, PipelineError, StepContext, StepInfo,
 };
@@ -37,6 +38,28 @@ pub struct GenerateOptions {
     pub continue_session: bool,
     /// Keep going past end-of-text tokens (benchmarks need exactly `max_tokens`).
     pub ignore_eos: bool,
+    /// Speculative decoding for this generation.
+    pub draft: DraftChoice,
+}
+
+/// Whether a generation drafts: as the host was opened, not at all, or with these settings.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum DraftChoice {
+    #[default]
+    Inherit,
+    Off,
+    On(DraftConfig),
+}
+
+impl DraftChoice {
+    /// The settings in force, given the host's default.
+    pub fn resolve(&self, default: Option<&DraftConfig>) -> Option<DraftConfig> {
+        match self {
+            DraftChoice::Inherit => default.cloned(),
+            DraftChoice::Off => None,
+            DraftChoice::On(c) => Some(c.clone()),
+        }
+    }
 }
 
 impl Default for GenerateOptions {
@@ -46,6 +69,7 @@ impl Default for GenerateOptions {
             max_tokens: 256,
             continue_session: false,
             ignore_eos: false,
+            draft: DraftChoice::Inherit,
         }
     }
 }
@@ -66,6 +90,8 @@ pub enum OptionsError {
     MoaConflict(&'static str),
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    #[error(transparent)]
+    Draft(#[from] crate::draft::DraftError),
 }
 
 const OPTIONS: &[&str] = &[
@@ -81,7 +107,10 @@ const OPTIONS: &[&str] = &[
     "maxTokens",
     "continue",
     "ignoreEos",
+    "draftMode",
 ];
+
+const DRAFT_OPTIONS: &[&str] = &["ngram", "maxDraft", "adaptive", "margin"];
 
 const COLTRANE_OPTIONS: &[&str] = &[
     "preset",
@@ -270,10 +299,52 @@ impl GenerateOptions {
                 .map_or(d.max_tokens, to_usize),
             continue_session: f.boolean("continue")?.unwrap_or(false),
             ignore_eos: f.boolean("ignoreEos")?.unwrap_or(false),
+            draft: match f.get("draftMode") {
+                None => DraftChoice::Inherit,
+                Some(v) => match draft_from_value(v)? {
+                    Some(c) => DraftChoice::On(c),
+                    None => DraftChoice::Off,
+                },
+            },
         };
         opts.decode.validate()?;
         Ok(opts)
     }
+}
+
+/// `draftMode`: `true` (the defaults), `false` (None), or `{ ngram, maxDraft, adaptive,
+/// margin }` (keys not given keep their defaults).
+pub fn draft_from_value(v: &Value) -> Result<Option<DraftConfig>, OptionsError> {
+    let m = match v {
+        Value::Bool(false) => return Ok(None),
+        Value::Bool(true) => return Ok(Some(DraftConfig::default())),
+        Value::Object(_) => v,
+        other => {
+            return Err(OptionsError::Invalid {
+                name: "draftMode".into(),
+                rule: "true, false or { ngram, maxDraft, adaptive, margin }",
+                got: shown(other),
+            })
+        }
+    };
+    let f = Fields::new(m, "draftMode.", DRAFT_OPTIONS)?;
+    let d = DraftConfig::default();
+    let cfg = DraftConfig {
+        ngram: f
+            .integer("ngram", "an integer in [1, 8]", 1, false)?
+            .map_or(d.ngram, to_usize),
+        max_draft: f
+            .integer("maxDraft", "an integer in [1, 32]", 1, false)?
+            .map_or(d.max_draft, to_usize),
+        adaptive: f.boolean("adaptive")?.unwrap_or(d.adaptive),
+        margin: f
+            .number("margin", "a finite number >= 0", |x| {
+                x.is_finite() && x >= 0.0 && (x as f32).is_finite()
+            })?
+            .map(|x| x as f32),
+    };
+    cfg.validate()?;
+    Ok(Some(cfg))
 }
 
 /// `moa: { … }`: keys not given keep MOA's defaults.
@@ -498,6 +569,66 @@ impl Generation {
         self.produced + 2 <= self.budget
     }
 
+    /// Tokens this generation may still produce.
+    pub fn remaining(&self) -> usize {
+        self.budget - self.produced
+    }
+
+    /// Cuts a speculative draft to what could be kept: at most `remaining() - 1` tokens (the
+    /// pick after the last draft token needs a step of the budget too), nothing past an
+    /// end-of-text token, and only what every pipeline stage allows (a constraint's mask).
+    pub fn trim_draft(&mut self, draft: &mut Vec<u32>) {
+        draft.truncate(self.remaining().saturating_sub(1));
+        if !self.ignore_eos {
+            if let Some(i) = draft.iter().position(|t| self.eos_ids.contains(t)) {
+                draft.truncate(i + 1);
+            }
+        }
+        let allowed = self.pipeline.allowed_prefix(draft, Some(self.remaining()));
+        draft.truncate(allowed);
+    }
+
+    /// Picks tokens from a verify pass. `rows` holds one row of logits per position of
+    /// `[pending, draft…]`: row j is what the model predicts after `draft[..j]`. Row 0 is
+    /// picked from exactly as [`Generation::next`] would; while the pick equals the draft token
+    /// at that place (and `margin` τ, when given, is met by the row: top-1 − top-2 ≥ 2τ) and
+    /// the generation goes on, the next row is picked from too. Every token but the last equals
+    /// its draft token.
+    ///
+    /// This is the speculative-sampling rule for a deterministic draft d, run on the same random
+    /// numbers as plain decoding: each pick is one draw from the row's distribution p, so d is
+    /// kept with probability p(d), and a token that is not d is a draw from p with d removed
+    /// and renormalized. The tokens, and their distribution, are those of plain decoding with
+    /// the same seed (the rows being bit-identical to step-by-step ones); the pipeline never
+    /// sees a rejected token, so there is nothing to roll back.
+    ///
+    /// A row whose pick fails (no candidates) ends the list early; on row 0 it is the error.
+    pub fn verify(
+        &mut self,
+        rows: &mut [f32],
+        draft: &[u32],
+        margin: Option<f32>,
+    ) -> Result<Vec<Emitted>, GenerateError> {
+        let vocab = rows.len() / (draft.len() + 1);
+        let mut out: Vec<Emitted> = Vec::with_capacity(draft.len() + 1);
+        for (j, row) in rows.chunks_exact_mut(vocab).enumerate() {
+            let e = match self.next(row) {
+                Ok(e) => e,
+                Err(e) if out.is_empty() => return Err(e),
+                // Plain decoding meets the same failure at this row on the next step.
+                Err(_) => break,
+            };
+            let go_on = e.finish_reason.is_none()
+                && draft.get(j) == Some(&e.id)
+                && margin.is_none_or(|tau| top_margin(row) >= 2.0 * tau);
+            out.push(e);
+            if !go_on {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// Picks the next token from `logits` (the stages may change them) and applies the end
     /// rules.
     pub fn next(&mut self, logits: &mut [f32]) -> Result<Emitted, GenerateError> {
@@ -534,6 +665,20 @@ impl Generation {
                 .and_then(|_| self.pipeline.constraint_metrics()),
         })
     }
+}
+
+/// The largest finite logit minus the second largest (infinite with fewer than two).
+fn top_margin(logits: &[f32]) -> f32 {
+    let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for &l in logits.iter().filter(|l| l.is_finite()) {
+        if l > a {
+            b = a;
+            a = l;
+        } else if l > b {
+            b = l;
+        }
+    }
+    a - b
 }
 
 #[cfg(test)]

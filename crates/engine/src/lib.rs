@@ -4,6 +4,7 @@
 
 pub mod chat;
 pub mod decode;
+pub mod draft;
 pub mod model;
 pub mod ops;
 pub mod pipeline;

@@ -39,6 +39,8 @@ pub enum EngineError {
     UnsupportedArchitecture(String),
     #[error("invalid config: {0}")]
     BadConfig(String),
+    #[error("cannot rewind to position {to}: the session holds {held} (rewinds go back, between batches)")]
+    Rewind { to: usize, held: usize },
     #[error("a span of {got} bytes is too short: its tensors need {needed}")]
     SpanTooShort { needed: usize, got: usize },
     #[error(transparent)]
@@ -490,6 +492,24 @@ impl Session {
             c.k.clear();
             c.v.clear();
         }
+    }
+
+    /// Forgets every position from `pos` on, keeping the first `pos` (a verifier drops the
+    /// positions of rejected draft tokens). Only between batches, and only backwards.
+    pub fn rewind(&mut self, pos: usize) -> Result<(), EngineError> {
+        if pos > self.pos || self.n != 0 {
+            return Err(EngineError::Rewind {
+                to: pos,
+                held: self.pos,
+            });
+        }
+        let kv_dim = self.cfg.kv_dim();
+        for c in &mut self.kv {
+            c.k.truncate(pos * kv_dim);
+            c.v.truncate(pos * kv_dim);
+        }
+        self.pos = pos;
+        Ok(())
     }
 
     /// Abandons the current batch (e.g. a layer could not be fetched): the KV cache goes back to

@@ -415,3 +415,259 @@ fn a_json_constraint_shapes_what_the_model_wants_into_a_complete_document() {
         assert!(m.closed && m.violations_prevented > 0);
     }
 }
+
+/// Rows of a verify pass, one per position, each pointing greedy at a token.
+fn rows_pointing_at(ids: &[u32]) -> Vec<f32> {
+    ids.iter().flat_map(|&id| pointing_at(id)).collect()
+}
+
+fn ids(list: &[Emitted]) -> Vec<u32> {
+    list.iter().map(|e| e.id).collect()
+}
+
+#[test]
+fn greedy_verify_keeps_the_matching_prefix_and_the_first_mismatch() {
+    let (a, b, c, x) = (b'a' as u32, b'b' as u32, b'c' as u32, b'x' as u32);
+    // The draft's third token is wrong: a, b kept, then the model's c.
+    let mut g = generation(10, 100, false);
+    let out = g.verify(&mut rows_pointing_at(&[a, b, c, x]), &[a, b, x], None);
+    assert_eq!(ids(&out.unwrap()), [a, b, c]);
+    assert_eq!(g.produced(), 3);
+    // All accepted: the row after the last draft token gives one more.
+    let mut g = generation(10, 100, false);
+    let out = g.verify(&mut rows_pointing_at(&[a, b, c, x]), &[a, b, c], None);
+    assert_eq!(ids(&out.unwrap()), [a, b, c, x]);
+    // None accepted: the first row's pick alone.
+    let mut g = generation(10, 100, false);
+    let out = g.verify(&mut rows_pointing_at(&[a, b, c]), &[x, x], None);
+    assert_eq!(ids(&out.unwrap()), [a]);
+    assert_eq!(g.produced(), 1);
+}
+
+#[test]
+fn verify_stops_at_end_of_text_and_at_the_budget() {
+    let (a, eos) = (b'a' as u32, 256);
+    // End-of-text inside the draft: the draft is cut after it, and picking it ends the run.
+    let mut g = generation(10, 100, false);
+    let mut draft = vec![a, eos, a, a];
+    g.trim_draft(&mut draft);
+    assert_eq!(draft, [a, eos]);
+    let out = g
+        .verify(&mut rows_pointing_at(&[a, eos, a]), &draft, None)
+        .unwrap();
+    assert_eq!(ids(&out), [a, eos]);
+    assert_eq!(out[1].finish_reason, Some(FinishReason::Stop));
+    assert_eq!(g.finished(), Some(FinishReason::Stop));
+    // With ignoreEos the end-of-text token is just a token.
+    let mut g = generation(10, 100, true);
+    let mut draft = vec![a, eos, a];
+    g.trim_draft(&mut draft);
+    assert_eq!(draft, [a, eos, a]);
+    // Three tokens left: at most two drafted, and the third pick ends with `length`.
+    let mut g = generation(3, 100, false);
+    let mut draft = vec![a; 8];
+    g.trim_draft(&mut draft);
+    assert_eq!(draft.len(), 2);
+    let out = g
+        .verify(&mut rows_pointing_at(&[a, a, a]), &draft, None)
+        .unwrap();
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[2].finish_reason, Some(FinishReason::Length));
+    // One token left: nothing to draft.
+    let mut g = generation(1, 100, false);
+    let mut draft = vec![a; 8];
+    g.trim_draft(&mut draft);
+    assert!(draft.is_empty());
+}
+
+#[test]
+fn the_margin_rule_stops_at_a_row_the_verifier_is_unsure_of() {
+    let a = b'a' as u32;
+    let mut rows = rows_pointing_at(&[a, a, a]);
+    // Row 1: top-1 10, top-2 9.5 → margin 0.5.
+    rows[257 + b'b' as usize] = 9.5;
+    let run = |tau: Option<f32>, rows: &[f32]| {
+        let mut g = generation(10, 100, false);
+        ids(&g.verify(&mut rows.to_vec(), &[a, a], tau).unwrap())
+    };
+    assert_eq!(run(None, &rows), [a, a, a]);
+    assert_eq!(run(Some(0.25), &rows), [a, a, a]); // 2τ = 0.5 ≤ γ
+    assert_eq!(run(Some(0.3), &rows), [a, a]); // 2τ = 0.6 > γ: row 1's pick is the last
+    assert_eq!(run(Some(6.0), &rows), [a]); // row 0's margin is 10
+}
+
+#[test]
+fn a_failed_pick_ends_the_run_and_on_the_first_row_is_the_error() {
+    let a = b'a' as u32;
+    let mut rows = rows_pointing_at(&[a, a, a]);
+    rows[257..2 * 257].fill(f32::NAN);
+    let mut g = generation(10, 100, false);
+    assert_eq!(ids(&g.verify(&mut rows, &[a, a], None).unwrap()), [a]);
+    let mut rows = vec![f32::NEG_INFINITY; 2 * 257];
+    let mut g = generation(10, 100, false);
+    assert!(g.verify(&mut rows, &[a], None).is_err());
+}
+
+/// Logits with five live tokens (ids 97..102) and a known softmax.
+fn five_way(logits: [f32; 5]) -> (Vec<f32>, Vec<f64>) {
+    let mut row = vec![f32::NEG_INFINITY; 257];
+    row[97..102].copy_from_slice(&logits);
+    let max = logits.iter().cloned().fold(f32::MIN, f32::max) as f64;
+    let e: Vec<f64> = logits.iter().map(|&l| (l as f64 - max).exp()).collect();
+    let sum: f64 = e.iter().sum();
+    (row, e.iter().map(|x| x / sum).collect())
+}
+
+/// Pearson's chi-square of observed counts against expected probabilities.
+fn chi_square(counts: &[u64], p: &[f64]) -> f64 {
+    let n: u64 = counts.iter().sum();
+    counts
+        .iter()
+        .zip(p)
+        .map(|(&c, &p)| {
+            let e = n as f64 * p;
+            (c as f64 - e).powi(2) / e
+        })
+        .sum()
+}
+
+#[test]
+fn sampled_verify_follows_the_speculative_sampling_rule() {
+    // Row 0 and row 1 distributions; the draft is token 98 then 97.
+    let (row0, p0) = five_way([1.0, 0.5, 0.0, -0.5, 0.3]);
+    let (row1, p1) = five_way([0.2, -1.0, 0.9, 0.0, 0.4]);
+    let draft = [98u32, 97];
+    let opts = GenerateOptions::from_json(r#"{"temperature": 1, "maxTokens": 10}"#).unwrap();
+    let make = |seed: u64| {
+        let mut o = opts.clone();
+        o.decode.sampling.seed = seed;
+        Generation::new(&o, bytes_tokenizer(), &[256], 100).unwrap()
+    };
+    const N: u64 = 20_000;
+    let (mut first, mut second, mut residual) = ([0u64; 5], [0u64; 5], [0u64; 5]);
+    let mut accepted = 0u64;
+    for seed in 0..N {
+        let mut rows = [row0.clone(), row1.clone(), row0.clone()].concat();
+        let out = make(seed).verify(&mut rows, &draft, None).unwrap();
+        // The same tokens as plain decoding with this seed.
+        let mut plain = make(seed);
+        for (e, row) in out.iter().zip([&row0, &row1, &row0]) {
+            assert_eq!(
+                plain.next(&mut row.clone()).unwrap().id,
+                e.id,
+                "seed {seed}"
+            );
+        }
+        let t0 = (out[0].id - 97) as usize;
+        first[t0] += 1;
+        if out[0].id == draft[0] {
+            accepted += 1;
+            second[(out[1].id - 97) as usize] += 1;
+        } else {
+            residual[t0] += 1;
+            assert_eq!(out.len(), 1);
+        }
+    }
+    // The first token is distributed as p0; the draft kept with probability p0(d).
+    // Critical chi-square values at p = 0.001: 18.47 (4 dof), 16.27 (3 dof).
+    assert!(chi_square(&first, &p0) < 18.47, "{first:?}");
+    let pd = p0[1];
+    let sd = (pd * (1.0 - pd) / N as f64).sqrt();
+    assert!((accepted as f64 / N as f64 - pd).abs() < 4.0 * sd);
+    // A rejected draft token is replaced by a draw from p0 without it, renormalized.
+    let mut rest: Vec<f64> = p0.clone();
+    rest[1] = 0.0;
+    let z: f64 = rest.iter().sum();
+    rest.iter_mut().for_each(|x| *x /= z);
+    let (obs, exp): (Vec<u64>, Vec<f64>) = residual
+        .iter()
+        .zip(&rest)
+        .filter(|(_, &p)| p > 0.0)
+        .map(|(&c, &p)| (c, p))
+        .unzip();
+    assert_eq!(residual[1], 0);
+    assert!(chi_square(&obs, &exp) < 16.27, "{residual:?}");
+    // After an accepted draft token, the next token is distributed as row 1's p.
+    assert!(chi_square(&second, &p1) < 18.47, "{second:?}");
+}
+
+#[test]
+fn a_constraint_trims_drafts_and_leaves_no_trace() {
+    let opts =
+        GenerateOptions::from_json(r#"{"maxTokens": 20, "coltrane": {"preset": "json"}}"#).unwrap();
+    let mut g = Generation::new(&opts, bytes_tokenizer(), &[256], 100).unwrap();
+    g.next(&mut pointing_at(b'{' as u32)).unwrap();
+    let before = g.constraint_metrics();
+    // `}` closes the document; `x` cannot follow it.
+    let mut draft: Vec<u32> = b"}x}".iter().map(|&b| b as u32).collect();
+    g.trim_draft(&mut draft);
+    assert_eq!(draft, [b'}' as u32]);
+    assert_eq!(g.constraint_metrics(), before);
+    // The matcher is where it was: `x` is still refused right after `{`, `}` still allowed.
+    let mut d = vec![b'x' as u32];
+    g.trim_draft(&mut d);
+    assert!(d.is_empty());
+    let e = g.next(&mut pointing_at(b'}' as u32)).unwrap();
+    assert_eq!(e.id, b'}' as u32);
+}
+
+#[test]
+fn draft_mode_options() {
+    let d = |json: &str| GenerateOptions::from_json(json).map(|o| o.draft);
+    assert_eq!(d("{}").unwrap(), DraftChoice::Inherit);
+    assert_eq!(d(r#"{"draftMode": null}"#).unwrap(), DraftChoice::Inherit);
+    assert_eq!(d(r#"{"draftMode": false}"#).unwrap(), DraftChoice::Off);
+    assert_eq!(
+        d(r#"{"draftMode": true}"#).unwrap(),
+        DraftChoice::On(DraftConfig::default())
+    );
+    assert_eq!(
+        d(r#"{"draftMode": {"ngram": 2, "maxDraft": 4, "adaptive": false, "margin": 0.5}}"#)
+            .unwrap(),
+        DraftChoice::On(DraftConfig {
+            ngram: 2,
+            max_draft: 4,
+            adaptive: false,
+            margin: Some(0.5)
+        })
+    );
+    for (json, want) in [
+        (r#"{"draftMode": 1}"#, "draftMode must be true, false or"),
+        (r#"{"draftMode": {"k": 1}}"#, "unknown option 'draftMode.k'"),
+        (
+            r#"{"draftMode": {"maxDraft": 0}}"#,
+            "draftMode.maxDraft must be",
+        ),
+        (
+            r#"{"draftMode": {"maxDraft": 33}}"#,
+            "maxDraft must be an integer in [1, 32]",
+        ),
+        (
+            r#"{"draftMode": {"ngram": 9}}"#,
+            "ngram must be an integer in [1, 8]",
+        ),
+        (
+            r#"{"draftMode": {"margin": -1}}"#,
+            "draftMode.margin must be",
+        ),
+        (
+            r#"{"draftMode": {"margin": "NaN"}}"#,
+            "draftMode.margin must be",
+        ),
+        (
+            r#"{"draftMode": {"adaptive": 1}}"#,
+            "draftMode.adaptive must be true or false",
+        ),
+    ] {
+        let got = d(json).unwrap_err().to_string();
+        assert!(got.contains(want), "{json}: {got}");
+    }
+    assert_eq!(
+        DraftChoice::Off.resolve(Some(&DraftConfig::default())),
+        None
+    );
+    assert_eq!(
+        DraftChoice::Inherit.resolve(Some(&DraftConfig::default())),
+        Some(DraftConfig::default())
+    );
+}

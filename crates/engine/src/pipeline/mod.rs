@@ -90,6 +90,12 @@ pub trait LogitsStage {
     fn accept_context(&mut self, token: u32) {
         self.accept(token);
     }
+    /// How many leading tokens of a speculative draft this stage could let through, each after
+    /// the ones before it, leaving no trace (a mask answers; others allow all). `remaining` is
+    /// the budget at the draft's first token.
+    fn allowed_prefix(&mut self, draft: &[u32], _remaining: Option<usize>) -> usize {
+        draft.len()
+    }
     /// What the stage measured over the generation, if it keeps such numbers.
     fn metrics(&self) -> Option<coltrane::Metrics> {
         None
@@ -283,6 +289,14 @@ impl Pipeline {
             .iter_mut()
             .map(|s| s.apply(logits, ctx))
             .collect()
+    }
+
+    /// How many leading tokens of `draft` every stage could let through (drafts are trimmed to
+    /// it before a verify pass, so no position is spent on a token a mask forbids).
+    pub fn allowed_prefix(&mut self, draft: &[u32], remaining: Option<usize>) -> usize {
+        self.stages
+            .iter_mut()
+            .fold(draft.len(), |n, s| s.allowed_prefix(&draft[..n], remaining))
     }
 
     /// The constraint's metrics over the generation, if a stage keeps them.

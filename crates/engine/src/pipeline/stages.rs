@@ -122,6 +122,10 @@ impl LogitsStage for ColtraneStage {
         self.fsm.accept_context();
     }
 
+    fn allowed_prefix(&mut self, draft: &[u32], remaining: Option<usize>) -> usize {
+        self.fsm.allowed_prefix(draft, remaining)
+    }
+
     fn rollback(&mut self, n: usize) {
         // The pipeline checked `n` against what was accepted.
         let _ = self.fsm.rollback(n);

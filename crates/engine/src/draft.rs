@@ -1,0 +1,349 @@
+//! Drafts for speculative decoding: tokens guessed cheaply, then checked all at once by one
+//! batched forward pass of the real model (the host's verify pass). A draft never changes what
+//! is generated, only how many forward passes it takes: the verifier keeps a draft token only
+//! when it is the token the decode pipeline picks anyway.
+//!
+//! [`Drafter`] is the interface (a draft model sharing the tokenizer can implement it later);
+//! [`PromptLookup`] needs no second model: it finds the most recent earlier occurrence of the
+//! text's last few tokens in the conversation (prompt and generated text) and proposes what
+//! followed it there. Copy-heavy work (summaries, edits, code that repeats names) drafts well;
+//! open-ended prose rarely matches, and the adaptive length keeps misses from costing.
+
+/// How drafts are made and how long they may be.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DraftConfig {
+    /// The longest n-gram matched (shorter matches are tried when it finds none).
+    pub ngram: usize,
+    /// The most tokens one draft may hold.
+    pub max_draft: usize,
+    /// Size each draft from the acceptance measured so far (per match length), instead of
+    /// always proposing `max_draft`.
+    pub adaptive: bool,
+    /// The margin rule: keep going past an accepted draft token only when the verifier's top-1
+    /// minus top-2 logit margin γ satisfies `2τ ≤ γ`, τ bounding how far the verify pass's logits
+    /// may be from step-by-step decoding's. `None` (the default) trusts the verify pass: its
+    /// rows are bit-identical to step-by-step decoding's here, so τ = 0.
+    pub margin: Option<f32>,
+}
+
+/// The most tokens a draft may hold (a verify pass is `1 + max_draft` positions).
+pub const MAX_DRAFT: usize = 32;
+/// The longest n-gram a lookup matches.
+pub const MAX_NGRAM: usize = 8;
+
+impl Default for DraftConfig {
+    fn default() -> Self {
+        DraftConfig {
+            ngram: 3,
+            max_draft: 8,
+            adaptive: true,
+            margin: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DraftError {
+    #[error("draft {name} must be {rule}, got {got}")]
+    Invalid {
+        name: &'static str,
+        rule: &'static str,
+        got: String,
+    },
+    #[error("unknown drafter '{0}': the one available is 'lookup' (prompt lookup)")]
+    UnknownDrafter(String),
+    #[error("unknown draft setting '{0}': use n, k, adaptive or margin")]
+    UnknownSetting(String),
+}
+
+impl DraftConfig {
+    pub fn validate(&self) -> Result<(), DraftError> {
+        let bad = |name, rule, got: String| Err(DraftError::Invalid { name, rule, got });
+        if !(1..=MAX_NGRAM).contains(&self.ngram) {
+            return bad("ngram", "an integer in [1, 8]", self.ngram.to_string());
+        }
+        if !(1..=MAX_DRAFT).contains(&self.max_draft) {
+            return bad(
+                "maxDraft",
+                "an integer in [1, 32]",
+                self.max_draft.to_string(),
+            );
+        }
+        if let Some(t) = self.margin {
+            if !(t.is_finite() && t >= 0.0) {
+                return bad("margin", "a finite number >= 0", t.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// The CLI's spelling: `lookup`, or `lookup:n=3,k=8,adaptive=1,margin=0.5` (any subset).
+    pub fn parse_spec(spec: &str) -> Result<DraftConfig, DraftError> {
+        let (name, settings) = spec.split_once(':').unwrap_or((spec, ""));
+        if name != "lookup" {
+            return Err(DraftError::UnknownDrafter(name.to_string()));
+        }
+        let mut cfg = DraftConfig::default();
+        for item in settings.split(',').filter(|s| !s.is_empty()) {
+            let (key, value) = item.split_once('=').unwrap_or((item, ""));
+            let invalid = |name, rule| DraftError::Invalid {
+                name,
+                rule,
+                got: value.to_string(),
+            };
+            match key {
+                "n" => cfg.ngram = value.parse().map_err(|_| invalid("ngram", "an integer"))?,
+                "k" => {
+                    cfg.max_draft = value
+                        .parse()
+                        .map_err(|_| invalid("maxDraft", "an integer"))?
+                }
+                "adaptive" => {
+                    cfg.adaptive = match value {
+                        "1" | "true" => true,
+                        "0" | "false" => false,
+                        _ => return Err(invalid("adaptive", "1 or 0")),
+                    }
+                }
+                "margin" => {
+                    cfg.margin = Some(value.parse().map_err(|_| invalid("margin", "a number"))?)
+                }
+                other => return Err(DraftError::UnknownSetting(other.to_string())),
+            }
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// Guesses the tokens that follow a context.
+pub trait Drafter {
+    /// Up to `max` tokens guessed to follow `context` (the whole conversation, ending with the
+    /// token about to enter the KV cache), written into `out` (cleared first).
+    fn draft(&mut self, context: &[u32], max: usize, out: &mut Vec<u32>);
+
+    /// How the last draft fared: its first `accepted` tokens were kept; `drafted` were proposed
+    /// (after any trimming).
+    fn observe(&mut self, _drafted: usize, _accepted: usize) {}
+}
+
+/// Prompt lookup: the continuation of the most recent earlier occurrence of the context's last
+/// n tokens (n from `ngram` down to 1, longest first).
+pub struct PromptLookup {
+    cfg: DraftConfig,
+    /// Per match length (index n − 1): a running estimate of the chance that a draft token is
+    /// accepted given the ones before it were.
+    rate: [f32; MAX_NGRAM],
+    /// The match length of the last draft (0: none proposed).
+    last_match: usize,
+    /// Steps since a draft was last proposed for each match length (to probe again).
+    idle: [u32; MAX_NGRAM],
+}
+
+/// The chance a draft token must have of being reached and accepted for drafting it to pay: a
+/// verify position costs a fraction of a decode step (the weights are read once per pass), so a
+/// token worth a third of a step is a fair bet.
+const WORTH: f32 = 0.3;
+/// Weight of the newest observation in the running acceptance rate.
+const RATE_STEP: f32 = 0.25;
+/// After this many steps without drafting at a match length, one short draft probes it again.
+const PROBE_EVERY: u32 = 16;
+
+impl PromptLookup {
+    pub fn new(cfg: DraftConfig) -> Self {
+        PromptLookup {
+            cfg,
+            // A fresh match of any length gets the benefit of the doubt.
+            rate: [0.6; MAX_NGRAM],
+            last_match: 0,
+            idle: [0; MAX_NGRAM],
+        }
+    }
+
+    pub fn config(&self) -> &DraftConfig {
+        &self.cfg
+    }
+
+    /// How many tokens to draft after a match of length `n`: the most whose chance of all being
+    /// accepted (rate^k) stays worth a verify position, at least one when probing.
+    fn length(&mut self, n: usize) -> usize {
+        if !self.cfg.adaptive {
+            return self.cfg.max_draft;
+        }
+        let a = self.rate[n - 1];
+        let mut k = 0;
+        let mut reach = a;
+        while k < self.cfg.max_draft && reach >= WORTH {
+            k += 1;
+            reach *= a;
+        }
+        if k == 0 && self.idle[n - 1] >= PROBE_EVERY {
+            k = 1;
+        }
+        k
+    }
+}
+
+/// The start of the most recent earlier occurrence of `context`'s last `n` tokens, if one has a
+/// continuation.
+fn most_recent_match(context: &[u32], n: usize) -> Option<usize> {
+    let len = context.len();
+    if len <= n {
+        return None;
+    }
+    let suffix = &context[len - n..];
+    (0..len - n).rev().find(|&i| &context[i..i + n] == suffix)
+}
+
+impl Drafter for PromptLookup {
+    fn draft(&mut self, context: &[u32], max: usize, out: &mut Vec<u32>) {
+        out.clear();
+        self.last_match = 0;
+        let max = max.min(self.cfg.max_draft);
+        if max == 0 {
+            return;
+        }
+        for n in (1..=self.cfg.ngram).rev() {
+            let Some(start) = most_recent_match(context, n) else {
+                continue;
+            };
+            let k = self.length(n).min(max);
+            if k == 0 {
+                self.idle[n - 1] = self.idle[n - 1].saturating_add(1);
+                return;
+            }
+            let from = start + n;
+            out.extend_from_slice(&context[from..(from + k).min(context.len())]);
+            self.idle[n - 1] = 0;
+            self.last_match = n;
+            return;
+        }
+    }
+
+    fn observe(&mut self, drafted: usize, accepted: usize) {
+        let n = self.last_match;
+        if n == 0 || drafted == 0 {
+            return;
+        }
+        // Each accepted token is a success; the first rejected one, if any, a failure; tokens
+        // after it were never tried.
+        let rate = &mut self.rate[n - 1];
+        for _ in 0..accepted.min(drafted) {
+            *rate += RATE_STEP * (1.0 - *rate);
+        }
+        if accepted < drafted {
+            *rate -= RATE_STEP * *rate;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixed(k: usize) -> PromptLookup {
+        PromptLookup::new(DraftConfig {
+            adaptive: false,
+            max_draft: k,
+            ..DraftConfig::default()
+        })
+    }
+
+    #[test]
+    fn lookup_proposes_what_followed_the_most_recent_match() {
+        let mut d = fixed(4);
+        let mut out = Vec::new();
+        // "1 2 3" occurs twice; the later occurrence continues with 7 8.
+        d.draft(&[1, 2, 3, 4, 5, 1, 2, 3, 7, 8, 9, 1, 2, 3], 4, &mut out);
+        assert_eq!(out, [7, 8, 9, 1]);
+        // The caller's bound wins over max_draft.
+        d.draft(&[1, 2, 3, 4, 5, 1, 2, 3], 2, &mut out);
+        assert_eq!(out, [4, 5]);
+        // No match at any length: nothing.
+        d.draft(&[1, 2, 3, 4], 4, &mut out);
+        assert!(out.is_empty());
+        // A continuation running into the end of the context is cut there.
+        d.draft(&[5, 6, 5], 4, &mut out);
+        assert_eq!(out, [6, 5]);
+        d.draft(&[], 4, &mut out);
+        assert!(out.is_empty());
+        d.draft(&[9], 4, &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn longer_matches_win_over_shorter_recent_ones() {
+        let mut d = fixed(2);
+        let mut out = Vec::new();
+        // The last 3 tokens (1 2 3) match at the start; "3" alone matches later (3 9).
+        d.draft(&[1, 2, 3, 4, 4, 3, 9, 0, 1, 2, 3], 2, &mut out);
+        assert_eq!(out, [4, 4]);
+    }
+
+    #[test]
+    fn adaptive_length_follows_acceptance_and_probes_again() {
+        let mut d = PromptLookup::new(DraftConfig::default());
+        let ctx = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1, 2, 3];
+        let mut out = Vec::new();
+        d.draft(&ctx, 8, &mut out);
+        let first = out.len();
+        assert!((1..=8).contains(&first), "{first}");
+        // Everything accepted, repeatedly: drafts grow to the maximum.
+        for _ in 0..8 {
+            d.draft(&ctx, 8, &mut out);
+            let n = out.len();
+            d.observe(n, n);
+        }
+        d.draft(&ctx, 8, &mut out);
+        assert_eq!(out.len(), 8);
+        // Nothing accepted, repeatedly: drafting stops...
+        for _ in 0..12 {
+            d.draft(&ctx, 8, &mut out);
+            let n = out.len();
+            d.observe(n, 0);
+        }
+        d.draft(&ctx, 8, &mut out);
+        assert!(out.is_empty());
+        // ...until a probe of one token after PROBE_EVERY idle steps.
+        let mut probes = 0;
+        for _ in 0..PROBE_EVERY + 1 {
+            d.draft(&ctx, 8, &mut out);
+            probes += out.len();
+            let n = out.len();
+            d.observe(n, 0);
+        }
+        assert_eq!(probes, 1);
+    }
+
+    #[test]
+    fn specs_parse_and_bad_ones_are_named() {
+        assert_eq!(
+            DraftConfig::parse_spec("lookup").unwrap(),
+            DraftConfig::default()
+        );
+        let c = DraftConfig::parse_spec("lookup:n=2,k=5,adaptive=0,margin=0.25").unwrap();
+        assert_eq!(
+            c,
+            DraftConfig {
+                ngram: 2,
+                max_draft: 5,
+                adaptive: false,
+                margin: Some(0.25)
+            }
+        );
+        for (spec, needle) in [
+            ("model", "unknown drafter"),
+            ("lookup:x=1", "unknown draft setting"),
+            ("lookup:k=0", "maxDraft"),
+            ("lookup:k=33", "maxDraft"),
+            ("lookup:n=9", "ngram"),
+            ("lookup:n=a", "ngram"),
+            ("lookup:adaptive=yes", "adaptive"),
+            ("lookup:margin=-1", "margin"),
+            ("lookup:margin=inf", "margin"),
+        ] {
+            let e = DraftConfig::parse_spec(spec).unwrap_err().to_string();
+            assert!(e.contains(needle), "{spec}: {e}");
+        }
+    }
+}
