@@ -4,7 +4,8 @@
 use clap::Args;
 use coltrane::{ColtraneConfig, EddyConfig, Preset, ProsodyMode};
 use engine::chat::ChatMessage;
-use engine::decode::GenerateOptions;
+use engine::decode::{DraftChoice, GenerateOptions};
+use engine::draft::DraftConfig;
 use engine::{DecodeConfig, SamplerConfig};
 use futures::executor::block_on;
 use host::{FileSource, Host, HostOptions};
@@ -33,6 +34,11 @@ pub struct GenerateArgs {
     /// Print one JSON object (ids, text, speeds, per-step metadata) instead of streaming text.
     #[arg(long)]
     json: bool,
+    /// Speculative decoding (docs/speculative.md): drafts by prompt lookup, verified k at a
+    /// time. `lookup` or `lookup:n=3,k=8,adaptive=1,margin=0` (n-gram size, most draft tokens,
+    /// adaptive draft length, margin rule τ). The tokens are the same as without it.
+    #[arg(long, value_name = "SPEC", num_args = 0..=1, default_missing_value = "lookup")]
+    draft: Option<String>,
 }
 
 /// How tokens are picked: sampling flags, or MOA.
@@ -180,9 +186,15 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
         (None, Some(text)) => tok.encode_with_bos(text),
         (None, None) => return Err("give --prompt or --tokens".into()),
     };
+    let draft = a
+        .draft
+        .as_deref()
+        .map(DraftConfig::parse_spec)
+        .transpose()?;
     let opts = GenerateOptions {
         decode,
         max_tokens: a.n,
+        draft: draft.map_or(DraftChoice::Off, DraftChoice::On),
         ..GenerateOptions::default()
     };
     block_on(host.start(&prompt_ids, &opts))?;
@@ -222,6 +234,7 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
             "decode_tok_s": decode_tok_s,
             "steps": steps,
             "constraint": host.constraint_metrics(),
+            "decode": stats.decode,
         });
         writeln!(out, "{v}")?;
     } else {
@@ -231,6 +244,13 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
             prompt_ids.len(),
             ids.len(),
         );
+        let d = &stats.decode;
+        if a.draft.is_some() {
+            eprintln!(
+                "[speculation: {} verify passes, {} of {} draft tokens kept, {:.2} tokens per forward pass]",
+                d.verify_passes, d.accepted, d.drafted, d.tokens_per_pass
+            );
+        }
     }
     Ok(())
 }

@@ -83,6 +83,15 @@ enum Command {
         /// Compare greedy decode with and without a constraint (flags as for `generate`).
         #[command(flatten)]
         constraint: knot_cli::generate::ConstraintArgs,
+        /// Compare greedy decode with and without speculative decoding (a spec as for
+        /// `generate --draft`) on a copy-heavy and an open-ended chat prompt, all layers resident
+        /// and streaming through an LRU of --lru layers.
+        #[arg(long, value_name = "SPEC", num_args = 0..=1, default_missing_value = "lookup",
+              conflicts_with_all = ["moa", "constraint"])]
+        draft: Option<String>,
+        /// LRU capacity of the streamed case of --draft.
+        #[arg(long, default_value_t = 2, requires = "draft")]
+        lru: usize,
     },
 }
 
@@ -150,11 +159,21 @@ fn run(command: Command) -> Result<()> {
         Command::Bench {
             file,
             n,
+            runs,
+            json,
+            draft: Some(spec),
+            lru,
+            ..
+        } => knot_cli::bench_draft::run(&file, &spec, n, runs, lru, json),
+        Command::Bench {
+            file,
+            n,
             prompt_len,
             runs,
             json,
             moa,
             constraint,
+            ..
         } => knot_cli::bench::run(
             &file,
             n,

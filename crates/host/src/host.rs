@@ -6,12 +6,14 @@ use crate::clock::now_ms;
 use crate::source::{ByteSource, SourceError};
 use engine::chat::{ChatError, ChatMessage};
 use engine::decode::{Emitted, FinishReason, GenerateError, GenerateOptions, Generation};
+use engine::draft::{DraftConfig, Drafter, PassCost, PromptLookup, MAX_DRAFT};
 use engine::model::check_architecture;
 use engine::tokenizer::{Tokenizer, TokenizerError};
 use engine::{EngineError, LayerLayout, PipelineError, ResidentLayout, Session, StepInfo};
 use futures::FutureExt;
 use knot::{FixedHeader, Knot, KnotError, ModelConfig, ReadOptions, FIXED_HEADER_LEN};
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::rc::Rc;
 
@@ -60,6 +62,8 @@ pub struct HostOptions {
     /// Positions the KV cache may hold (capped by the model's context length).
     pub max_context: usize,
     pub read: ReadOptions,
+    /// Speculative decoding for every generation that does not say otherwise (`draftMode`).
+    pub draft: Option<DraftConfig>,
 }
 
 impl Default for HostOptions {
@@ -71,6 +75,7 @@ impl Default for HostOptions {
             prefetch_depth: None,
             max_context: 4096,
             read: ReadOptions::default(),
+            draft: None,
         }
     }
 }
@@ -91,8 +96,32 @@ pub struct Stats {
     pub open_ms: f64,
     pub prefill_ms: f64,
     pub prefill_tokens: u64,
-    /// Wall time of each decode step since the last prompt.
+    /// Wall time of each decode step since the last prompt (a token that a verify pass made
+    /// along with an earlier one costs only its delivery).
     pub token_ms: Vec<f64>,
+    #[serde(flatten)]
+    pub decode: DecodeStats,
+}
+
+/// The current generation's forward passes and drafts.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecodeStats {
+    /// Tokens generated.
+    pub decode_tokens: u64,
+    /// Forward passes they took (plain steps and verify passes).
+    pub forward_passes: u64,
+    /// Forward passes that verified a draft.
+    pub verify_passes: u64,
+    /// Draft tokens verified, and how many of them were kept.
+    pub drafted: u64,
+    pub accepted: u64,
+    /// `decode_tokens / forward_passes`.
+    pub tokens_per_pass: f64,
+    /// Layer range reads since the prompt, per generated token.
+    pub layer_reads_per_token: f64,
+    /// Layer range reads since the prompt.
+    pub decode_layer_reads: u64,
 }
 
 #[derive(Default)]
@@ -207,6 +236,22 @@ pub struct Host {
     logits_ready: bool,
     /// The last picked token: it enters the KV cache at the start of the next step.
     pending: Option<u32>,
+    /// Tokens a verify pass made beyond the one it returned, handed out by the next calls to
+    /// [`Host::next`]. They are already in the KV cache (the last one pending) but not yet in
+    /// `tokens`: a caller that stops early never sees them in the conversation.
+    ahead: VecDeque<Emitted>,
+    /// Speculative decoding for generations that do not choose.
+    draft_default: Option<DraftConfig>,
+    /// The current generation's drafter and margin rule, when it drafts.
+    drafter: Option<Box<dyn Drafter>>,
+    margin: Option<f32>,
+    draft_buf: Vec<u32>,
+    /// Layer reads when the current generation's decoding began.
+    reads_at_decode: u64,
+    /// Milliseconds the current forward pass spent starting and awaiting layer reads, and a
+    /// running estimate of that share of a decode pass (what drafting cannot make cheaper).
+    io_ms: f64,
+    io_share: f32,
     stats: Stats,
 }
 
@@ -303,6 +348,14 @@ impl Host {
             steps: Vec::new(),
             logits_ready: false,
             pending: None,
+            ahead: VecDeque::new(),
+            draft_default: opts.draft,
+            drafter: None,
+            margin: None,
+            draft_buf: Vec::new(),
+            reads_at_decode: 0,
+            io_ms: 0.0,
+            io_share: 0.0,
             prefetch_depth,
             stats,
         })
@@ -320,13 +373,19 @@ impl Host {
         &self.tokenizer
     }
 
-    /// Positions in the KV cache (plus a sampled token not yet run).
+    /// Positions in the conversation: those in the KV cache plus a picked token not yet run
+    /// (tokens a verify pass made but [`Host::next`] has not handed out do not count).
     pub fn position(&self) -> usize {
-        self.session.position() + self.pending.is_some() as usize
+        self.session.position() + self.pending.is_some() as usize - self.ahead.len()
     }
 
     pub fn stats(&self) -> Stats {
         let cache = self.layers.cache.stats();
+        let d = &self.stats.decode;
+        let reads = match d.decode_tokens {
+            0 => 0,
+            _ => self.layers.io.reads.get() - self.reads_at_decode,
+        };
         let kv_per_pos =
             2 * self.config.n_layers * self.config.n_kv_heads * self.config.head_dim * 4;
         Stats {
@@ -335,6 +394,12 @@ impl Host {
             peak_resident_bytes: self.stats.resident_bytes + cache.peak_layer_bytes,
             kv_cache_bytes: (self.session.position() * kv_per_pos) as u64,
             cache,
+            decode: DecodeStats {
+                tokens_per_pass: ratio(d.decode_tokens, d.forward_passes),
+                layer_reads_per_token: ratio(reads, d.decode_tokens),
+                decode_layer_reads: reads,
+                ..d.clone()
+            },
             ..self.stats.clone()
         }
     }
@@ -365,9 +430,31 @@ impl Host {
         self.session.reset();
         self.logits_ready = false;
         self.pending = None;
+        self.ahead.clear();
         self.tokens.clear();
         self.generation = None;
+        self.drafter = None;
         self.steps.clear();
+    }
+
+    /// Drops tokens a verify pass made that were never handed out: the KV cache goes back to
+    /// where plain decoding would be after the last token handed out (that one pending).
+    fn settle(&mut self) -> Result<(), HostError> {
+        if self.ahead.is_empty() {
+            return Ok(());
+        }
+        self.ahead.clear();
+        self.session.rewind(self.tokens.len() - 1)?;
+        self.pending = self.tokens.last().copied();
+        self.logits_ready = false;
+        Ok(())
+    }
+
+    /// Replaces the current generation's drafter (after [`Host::start`]): a draft model, or a
+    /// test's scripted drafts. `margin` is the margin rule's τ (see [`DraftConfig::margin`]).
+    pub fn set_drafter(&mut self, drafter: Box<dyn Drafter>, margin: Option<f32>) {
+        self.drafter = Some(drafter);
+        self.margin = margin;
     }
 
     /// Starts fetching layer `layer` in the background (no-op if cached or in flight).
@@ -392,13 +479,20 @@ impl Host {
     /// before layer L+1 is needed, so a prompt costs one read per layer at most. While layer L
     /// computes, layer L+1 is being fetched; after the last layer, layer 0 for the next token
     /// when `more_follows`.
-    async fn forward(&mut self, tokens: &[u32], more_follows: bool) -> Result<(), HostError> {
+    ///
+    /// `all_positions` keeps every position's logits (a verify pass), not only the last's.
+    async fn forward(
+        &mut self,
+        tokens: &[u32],
+        more_follows: bool,
+        all_positions: bool,
+    ) -> Result<(), HostError> {
         let resident = self.resident_layout.view(&self.resident)?;
         self.session.begin(tokens, &resident)?;
         match self.run_layers(more_follows).await {
             Ok(()) => {
                 let resident = self.resident_layout.view(&self.resident)?;
-                self.session.finish(&resident, false)?;
+                self.session.finish(&resident, all_positions)?;
                 self.logits_ready = true;
                 Ok(())
             }
@@ -412,7 +506,10 @@ impl Host {
 
     async fn run_layers(&mut self, more_follows: bool) -> Result<(), HostError> {
         let n = self.config.n_layers;
+        self.io_ms = 0.0;
         for l in 0..n {
+            // A native source reads when asked, a JS one when awaited: both are timed.
+            let t0 = now_ms();
             let bytes = self.layers.get(l, true).await?;
             self.layers.cache.pin(l);
             // Start the next layers' reads now, so they travel while this layer computes; past
@@ -423,6 +520,7 @@ impl Host {
                 }
                 self.layers.request((l + ahead) % n, false);
             }
+            self.io_ms += now_ms() - t0;
             let result = self.layers.layouts[l]
                 .view(&bytes)
                 .and_then(|w| self.session.run_layer(l, &w));
@@ -438,7 +536,7 @@ impl Host {
         batch.extend(self.pending);
         batch.extend_from_slice(tokens);
         let t0 = now_ms();
-        self.forward(&batch, more_follows).await?;
+        self.forward(&batch, more_follows, false).await?;
         self.pending = None;
         self.tokens.extend_from_slice(tokens);
         self.stats.prefill_ms = now_ms() - t0;
@@ -452,6 +550,7 @@ impl Host {
     /// and readies the pipeline. Tokens then come from [`Host::next`]. An empty prompt
     /// continues from the last picked token.
     pub async fn start(&mut self, prompt: &[u32], opts: &GenerateOptions) -> Result<(), HostError> {
+        self.settle()?;
         let vocab = self.config.vocab_size;
         if let Some(&id) = prompt.iter().find(|&&id| id as usize >= vocab) {
             return Err(EngineError::TokenOutOfRange { id, vocab }.into());
@@ -494,15 +593,30 @@ impl Host {
             self.prefill(prompt, generation.more_follows()).await?;
         }
         self.stats.token_ms.clear();
+        self.stats.decode = DecodeStats::default();
+        self.reads_at_decode = self.layers.io.reads.get();
         generation.accept_context(&self.tokens);
         generation.set_clock(now_ms);
         self.generation = Some(generation);
+        let draft = opts.draft.resolve(self.draft_default.as_ref());
+        self.margin = draft.as_ref().and_then(|c| c.margin);
+        self.drafter = draft.map(|c| Box::new(PromptLookup::new(c)) as Box<dyn Drafter>);
         Ok(())
     }
 
     /// The next token of the generation [`Host::start`] began: runs the previously picked
     /// token through the model (if any), then picks from the logits. `None` once it finished.
+    ///
+    /// With a drafter, the previously picked token and a draft of the tokens guessed to follow
+    /// it run as one batch (a verify pass), and every draft token the pipeline would have picked
+    /// anyway is kept: the tokens beyond the first are handed out by the next calls, no forward
+    /// pass needed.
     pub async fn next(&mut self) -> Result<Option<Emitted>, HostError> {
+        let t0 = now_ms();
+        if let Some(e) = self.ahead.pop_front() {
+            self.deliver(&e, t0);
+            return Ok(Some(e));
+        }
         let Some(more_follows) = self
             .generation
             .as_ref()
@@ -511,12 +625,18 @@ impl Host {
         else {
             return Ok(None);
         };
-        let t0 = now_ms();
         if let Some(id) = self.pending.take() {
-            if let Err(e) = self.forward(&[id], more_follows).await {
+            self.make_draft();
+            if !self.draft_buf.is_empty() {
+                return self.speculate(id, more_follows, t0).await.map(Some);
+            }
+            let t_pass = now_ms();
+            if let Err(e) = self.forward(&[id], more_follows, false).await {
                 self.pending = Some(id);
                 return Err(e);
             }
+            self.note_io_share(now_ms() - t_pass, 1);
+            self.stats.decode.forward_passes += 1;
         } else if !self.logits_ready {
             return Err(HostError::NoContext);
         }
@@ -526,10 +646,108 @@ impl Host {
         let emitted = generation.next(self.session.logits_mut())?;
         self.logits_ready = false;
         self.pending = Some(emitted.id);
-        self.tokens.push(emitted.id);
-        self.steps.push(emitted.step.clone());
-        self.stats.token_ms.push(now_ms() - t0);
+        self.deliver(&emitted, t0);
         Ok(Some(emitted))
+    }
+
+    /// Updates the running share of a one-token pass spent on layer reads, from a pass of
+    /// `batch` positions that took `pass_ms` (its compute scaled back to one position's with the
+    /// resident cost model).
+    fn note_io_share(&mut self, pass_ms: f64, batch: usize) {
+        let compute = (pass_ms - self.io_ms).max(0.0) / PassCost::default().of(batch) as f64;
+        if self.io_ms + compute > 0.0 {
+            let share = (self.io_ms / (self.io_ms + compute)) as f32;
+            self.io_share += 0.25 * (share - self.io_share);
+        }
+    }
+
+    /// Records a token handed out to the caller.
+    fn deliver(&mut self, e: &Emitted, t0: f64) {
+        self.tokens.push(e.id);
+        self.steps.push(e.step.clone());
+        self.stats.token_ms.push(now_ms() - t0);
+        self.stats.decode.decode_tokens += 1;
+    }
+
+    /// Asks the drafter for the tokens after the conversation (its last token pending), trimmed
+    /// to what the generation could keep and the context can hold, into `draft_buf`.
+    fn make_draft(&mut self) {
+        let mut draft = std::mem::take(&mut self.draft_buf);
+        draft.clear();
+        if let (Some(drafter), Some(generation)) = (&mut self.drafter, &mut self.generation) {
+            // The verify pass puts the pending token and the draft into the KV cache, and the
+            // pick after the last draft token takes a step of the budget too.
+            let room = (self.session.max_context()).saturating_sub(self.session.position() + 1);
+            let most = room
+                .min(generation.remaining().saturating_sub(1))
+                .min(MAX_DRAFT);
+            drafter.set_cost(PassCost {
+                fixed: self.io_share,
+                ..PassCost::default()
+            });
+            drafter.draft(&self.tokens, most, &mut draft);
+            draft.truncate(most);
+            generation.trim_draft(&mut draft);
+        }
+        self.draft_buf = draft;
+    }
+
+    /// The verify pass: `[pending, draft…]` through every layer at once (one read per layer),
+    /// logits for every position, picks while they agree with the draft, then the KV cache
+    /// rewound to the positions picked from. A failed read or pick leaves everything as before
+    /// the call.
+    async fn speculate(
+        &mut self,
+        pending: u32,
+        more_follows: bool,
+        t0: f64,
+    ) -> Result<Emitted, HostError> {
+        let draft = std::mem::take(&mut self.draft_buf);
+        let base = self.session.position();
+        let mut batch = Vec::with_capacity(draft.len() + 1);
+        batch.push(pending);
+        batch.extend_from_slice(&draft);
+        let t_pass = now_ms();
+        let passed = self.forward(&batch, more_follows, true).await;
+        self.draft_buf = draft;
+        if let Err(e) = passed {
+            self.pending = Some(pending);
+            return Err(e);
+        }
+        self.note_io_share(now_ms() - t_pass, batch.len());
+        let picked = match &mut self.generation {
+            Some(g) => g.verify(self.session.logits_mut(), &self.draft_buf, self.margin),
+            None => Err(GenerateError::Finished),
+        };
+        let mut picked = match picked {
+            Ok(p) if !p.is_empty() => VecDeque::from(p),
+            failed => {
+                self.session.rewind(base)?;
+                self.pending = Some(pending);
+                return Err(failed.err().unwrap_or(GenerateError::Finished).into());
+            }
+        };
+        // Row j was computed after draft[..j]: keep the positions of the rows picked from.
+        self.session.rewind(base + picked.len())?;
+        let accepted = picked
+            .iter()
+            .zip(&self.draft_buf)
+            .take_while(|(e, &d)| e.id == d)
+            .count();
+        if let Some(d) = &mut self.drafter {
+            d.observe(self.draft_buf.len(), accepted);
+        }
+        let d = &mut self.stats.decode;
+        d.forward_passes += 1;
+        d.verify_passes += 1;
+        d.drafted += self.draft_buf.len() as u64;
+        d.accepted += accepted as u64;
+        self.pending = picked.back().map(|e| e.id);
+        self.logits_ready = false;
+        let first = picked.pop_front().ok_or(HostError::NoContext)?;
+        self.ahead = picked;
+        self.deliver(&first, t0);
+        Ok(first)
     }
 
     /// Starts a generation and runs it to its end, or until `on_token` returns false.
@@ -569,5 +787,12 @@ impl Host {
             &self.tokenizer,
             messages,
         )?)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    match b {
+        0 => 0.0,
+        _ => a as f64 / b as f64,
     }
 }

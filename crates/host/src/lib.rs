@@ -8,7 +8,7 @@ pub mod helpers;
 pub mod host;
 pub mod source;
 
-pub use host::{Generated, Host, HostError, HostOptions, Stats};
+pub use host::{DecodeStats, Generated, Host, HostError, HostOptions, Stats};
 pub use source::{ByteSource, FileSource, MemorySource, ReadFuture, SourceError};
 
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]

@@ -2,57 +2,14 @@
 //! and prefetch behaviour counted read by read, and recovery from failing sources.
 
 use engine::decode::GenerateOptions;
+mod common;
+
+use common::Instrumented;
 use futures::executor::block_on;
-use host::{ByteSource, Host, HostError, HostOptions, MemorySource, ReadFuture, SourceError};
+use host::{Host, HostError, HostOptions, SourceError};
 use knot::Knot;
 use knot_suite::{fixture, load_reference, require_model};
-use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-
-/// Wraps a source: logs every read; can fail or shorten reads on demand.
-struct Instrumented {
-    inner: MemorySource,
-    len: u64,
-    log: RefCell<Vec<(u64, u64)>>,
-    fail_at: Cell<Option<u64>>,
-    short: Cell<bool>,
-}
-
-impl Instrumented {
-    fn new(bytes: Vec<u8>) -> Rc<Self> {
-        Rc::new(Instrumented {
-            len: bytes.len() as u64,
-            inner: MemorySource::new(bytes),
-            log: RefCell::new(Vec::new()),
-            fail_at: Cell::new(None),
-            short: Cell::new(false),
-        })
-    }
-    fn reads(&self) -> usize {
-        self.log.borrow().len()
-    }
-}
-
-impl ByteSource for Instrumented {
-    fn len(&self) -> Option<u64> {
-        Some(self.len)
-    }
-    fn read(&self, start: u64, end: u64) -> ReadFuture {
-        self.log.borrow_mut().push((start, end));
-        if self.fail_at.get() == Some(start) {
-            self.fail_at.set(None);
-            return Box::pin(futures::future::ready(Err(SourceError::Read {
-                start,
-                end,
-                message: "injected failure".into(),
-            })));
-        }
-        if self.short.get() {
-            return self.inner.read(start, end - 1);
-        }
-        self.inner.read(start, end)
-    }
-}
 
 fn tiny_bytes() -> Vec<u8> {
     std::fs::read(fixture("tiny/llama-f32.knot")).unwrap()

@@ -374,7 +374,7 @@ fn best_kernel() -> Kernel {
 /// streams past them.
 const ROW_TILE: usize = 16;
 /// Tokens per weight-row pass: each unpacked weight block serves this many tokens.
-const TOKEN_GROUP: usize = 4;
+pub const TOKEN_GROUP: usize = 4;
 
 /// Drives a row kernel over [rows × n]: for each tile of rows and each group of up to
 /// `TOKEN_GROUP` tokens starting at `$t0`, evaluates `$dot` (an expression of `$r`, `$t0` and the

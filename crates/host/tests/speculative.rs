@@ -1,0 +1,533 @@
+//! Speculative decoding through the host: the same tokens as plain decoding (greedy on every
+//! reference prompt, seeded sampling, MOA, constraints), the sampled distribution checked
+//! against the model's own, and the KV cache and conversation left exactly where plain decoding
+//! leaves them at every boundary: all of a draft kept, none, end-of-text inside it, the context
+//! filling inside it, a failed read during the verify pass, a caller stopping mid-pass.
+
+mod common;
+
+use common::Instrumented;
+use engine::chat::ChatMessage;
+use engine::decode::{DraftChoice, FinishReason, GenerateOptions};
+use engine::draft::{DraftConfig, Drafter};
+use futures::executor::block_on;
+use host::{Host, HostError, HostOptions, Stats};
+use knot_suite::{fixture, load_reference, require_model};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.knot";
+const GEMMA: &str = "gemma-3-270m.knot";
+
+fn open(bytes: Vec<u8>, lru: usize, max_context: usize) -> (Host, Rc<Instrumented>) {
+    let src = Instrumented::new(bytes);
+    let opts = HostOptions {
+        lru_capacity: lru,
+        max_context,
+        ..HostOptions::default()
+    };
+    (block_on(Host::open(src.clone(), opts)).unwrap(), src)
+}
+
+fn options(json: &str) -> GenerateOptions {
+    GenerateOptions::from_json(json).unwrap()
+}
+
+/// Runs a generation to its end: ids, finish reason, stats.
+fn run(
+    host: &mut Host,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+) -> (Vec<u32>, Option<FinishReason>, Stats) {
+    let out = block_on(host.generate(prompt, opts, &mut |_| true)).unwrap();
+    (out.ids, out.finish_reason, host.stats())
+}
+
+fn with_draft(opts: &GenerateOptions, cfg: DraftConfig) -> GenerateOptions {
+    GenerateOptions {
+        draft: DraftChoice::On(cfg),
+        ..opts.clone()
+    }
+}
+
+/// The reference prompts of a real model, or None when the model is absent (and not required).
+fn model(name: &str) -> Option<Vec<u8>> {
+    require_model(name).map(|p| std::fs::read(p).unwrap())
+}
+
+#[test]
+fn greedy_ids_are_identical_with_and_without_drafts_on_every_reference_prompt() {
+    for (name, fixture_name) in [(SMOL, "smollm2.json"), (GEMMA, "gemma3-270m.json")] {
+        let Some(bytes) = model(name) else {
+            continue;
+        };
+        let reference = load_reference(fixture_name);
+        let (mut host, _) = open(bytes, usize::MAX, 4096);
+        let eos = host.config().eos_ids.clone();
+        let plain = options(r#"{"maxTokens": 32}"#);
+        let mut verified = 0;
+        for case in &reference.cases {
+            let (want, _, _) = run(&mut host, &case.prompt_ids, &plain);
+            // The reference itself (up to an end-of-text token).
+            let n = want.len();
+            assert_eq!(want, case.greedy_ids[..n], "{name} {}", case.name);
+            assert!(n == 32 || eos.contains(&want[n - 1]));
+            for cfg in [
+                DraftConfig::default(),
+                DraftConfig {
+                    adaptive: false,
+                    max_draft: 5,
+                    ngram: 1,
+                    margin: None,
+                },
+            ] {
+                let (got, _, stats) = run(&mut host, &case.prompt_ids, &with_draft(&plain, cfg));
+                assert_eq!(got, want, "{name} {}", case.name);
+                assert_eq!(stats.decode.decode_tokens, n as u64);
+                // The first token comes from the prompt's pass; each later pass makes the
+                // drafts it kept plus one (fewer when a kept draft token ends the text).
+                let d = &stats.decode;
+                assert!(
+                    d.decode_tokens <= 1 + d.forward_passes + d.accepted,
+                    "{d:?}"
+                );
+                verified += d.verify_passes;
+            }
+        }
+        assert!(verified > 0, "{name}: no draft was ever verified");
+    }
+}
+
+#[test]
+fn seeded_sampling_moa_and_constraints_give_the_same_tokens_with_drafts() {
+    let Some(bytes) = model(SMOL) else {
+        return;
+    };
+    let (mut host, _) = open(bytes, usize::MAX, 4096);
+    let text =
+        "Repeat this list exactly: apples, pears, plums, apples, pears, plums, apples, pears";
+    let prompt = host.tokenizer().encode_with_bos(text);
+    let mut drafted = 0;
+    for json in [
+        r#"{"maxTokens": 40, "temperature": 0.8, "topK": 40, "topP": 0.95, "minP": 0.05, "seed": 42}"#,
+        r#"{"maxTokens": 40, "temperature": 0.3, "seed": 7, "repeatPenalty": 1.1}"#,
+        r#"{"maxTokens": 40, "moa": true, "seed": 3}"#,
+        r#"{"maxTokens": 40, "coltrane": {"preset": "json"}}"#,
+        r#"{"maxTokens": 40, "temperature": 0.7, "seed": 11, "coltrane": {"preset": "balanced", "eddy": true}}"#,
+    ] {
+        let plain = options(json);
+        let (want, why, _) = run(&mut host, &prompt, &plain);
+        let (got, why2, stats) = run(
+            &mut host,
+            &prompt,
+            &with_draft(&plain, DraftConfig::default()),
+        );
+        assert_eq!(got, want, "{json}");
+        assert_eq!(why, why2);
+        drafted += stats.decode.drafted;
+    }
+    assert!(drafted > 0);
+}
+
+/// Proposes the continuation a plain run produced (`right` leading tokens of each draft, the
+/// rest wrong), so a test decides how much of every draft is kept.
+struct Scripted {
+    prompt_len: usize,
+    continuation: Vec<u32>,
+    right: usize,
+    vocab: u32,
+    max: usize,
+    log: Rc<RefCell<Vec<(usize, usize)>>>,
+}
+
+impl Drafter for Scripted {
+    fn draft(&mut self, context: &[u32], max: usize, out: &mut Vec<u32>) {
+        out.clear();
+        let at = context.len() - self.prompt_len;
+        let next = self.continuation.iter().skip(at).take(max.min(self.max));
+        for (i, &t) in next.enumerate() {
+            out.push(if i < self.right {
+                t
+            } else {
+                (t + 1) % self.vocab
+            });
+        }
+    }
+    fn observe(&mut self, drafted: usize, accepted: usize) {
+        self.log.borrow_mut().push((drafted, accepted));
+    }
+}
+
+/// Starts a generation and swaps in a scripted drafter.
+fn start_scripted(
+    host: &mut Host,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+    script: Scripted,
+    margin: Option<f32>,
+) {
+    block_on(host.start(prompt, opts)).unwrap();
+    host.set_drafter(Box::new(script), margin);
+}
+
+fn drain(host: &mut Host, limit: usize) -> (Vec<u32>, Option<FinishReason>) {
+    let mut ids = Vec::new();
+    let mut why = None;
+    while ids.len() < limit {
+        match block_on(host.next()).unwrap() {
+            Some(e) => {
+                ids.push(e.id);
+                why = e.finish_reason;
+            }
+            None => break,
+        }
+    }
+    (ids, why)
+}
+
+fn tiny() -> Vec<u8> {
+    std::fs::read(fixture("tiny/llama-f32.knot")).unwrap()
+}
+
+#[test]
+fn every_draft_kept_none_kept_and_part_kept_leave_plain_decodings_state() {
+    let prompt = [1u32, 7, 42, 99, 3, 17];
+    let plain = options(r#"{"maxTokens": 24, "ignoreEos": true}"#);
+    let (mut reference, _) = open(tiny(), usize::MAX, 128);
+    let (want, _, _) = run(&mut reference, &prompt, &plain);
+    // A second turn after the first: the KV cache must hold exactly the first turn.
+    let turn2 = options(r#"{"maxTokens": 8, "continue": true, "ignoreEos": true}"#);
+    let (want2, _, _) = run(&mut reference, &[5, 6], &turn2);
+    for (right, max) in [(8, 8), (0, 8), (2, 4), (1, 1), (3, 3)] {
+        let (mut host, _) = open(tiny(), usize::MAX, 128);
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let script = Scripted {
+            prompt_len: prompt.len(),
+            continuation: want.clone(),
+            right,
+            vocab: 256,
+            max,
+            log: log.clone(),
+        };
+        start_scripted(&mut host, &prompt, &plain, script, None);
+        let (got, why) = drain(&mut host, 100);
+        assert_eq!(got, want, "right {right} of {max}");
+        assert_eq!(why, Some(FinishReason::Length));
+        assert_eq!(host.tokens().len(), prompt.len() + want.len());
+        assert_eq!(host.position(), reference_position(&prompt, &want));
+        let s = host.stats();
+        let log = log.borrow().clone();
+        assert!(!log.is_empty());
+        for &(drafted, accepted) in &log {
+            assert_eq!(accepted, right.min(drafted), "right {right}: {log:?}");
+        }
+        let d = &s.decode;
+        assert_eq!(d.accepted, log.iter().map(|l| l.1 as u64).sum::<u64>());
+        // The first token comes from the prompt's pass; every later pass makes one token more
+        // than the drafts it kept.
+        assert_eq!(d.decode_tokens, 1 + d.forward_passes + d.accepted, "{d:?}");
+        if right >= max {
+            assert!(d.tokens_per_pass > max as f64 * 0.7, "{d:?}");
+        }
+        let (got2, _, _) = run(&mut host, &[5, 6], &turn2);
+        assert_eq!(got2, want2, "second turn after right {right} of {max}");
+    }
+}
+
+/// Plain decoding's position after a generation: the prompt and every token but the last (it
+/// stays pending) in the KV cache, plus the pending one.
+fn reference_position(prompt: &[u32], ids: &[u32]) -> usize {
+    prompt.len() + ids.len()
+}
+
+#[test]
+fn the_margin_rule_only_ever_keeps_fewer_drafts() {
+    let prompt = [1u32, 7, 42, 99, 3, 17];
+    let plain = options(r#"{"maxTokens": 20, "ignoreEos": true}"#);
+    let (mut reference, _) = open(tiny(), usize::MAX, 128);
+    let (want, _, _) = run(&mut reference, &prompt, &plain);
+    let mut passes = Vec::new();
+    for tau in [None, Some(0.0), Some(0.05), Some(1e6)] {
+        let (mut host, _) = open(tiny(), usize::MAX, 128);
+        let script = Scripted {
+            prompt_len: prompt.len(),
+            continuation: want.clone(),
+            right: 8,
+            vocab: 256,
+            max: 8,
+            log: Rc::default(),
+        };
+        start_scripted(&mut host, &prompt, &plain, script, tau);
+        assert_eq!(drain(&mut host, 100).0, want, "tau {tau:?}");
+        passes.push(host.stats().decode.forward_passes);
+    }
+    // τ = 0 is no rule at all; an unreachable margin makes every pass give one token.
+    assert_eq!(passes[0], passes[1]);
+    assert!(passes[2] >= passes[1], "{passes:?}");
+    assert_eq!(passes[3], want.len() as u64 - 1, "{passes:?}");
+    assert!(passes[0] < passes[3]);
+}
+
+#[test]
+fn the_context_filling_inside_a_draft_trims_it() {
+    let prompt = [1u32, 7, 42, 99, 3, 17];
+    let plain = options(r#"{"maxTokens": 100, "ignoreEos": true}"#);
+    // Room for 10 positions after the prompt.
+    let ctx = prompt.len() + 10;
+    let (mut reference, _) = open(tiny(), usize::MAX, ctx);
+    let (want, why, _) = run(&mut reference, &prompt, &plain);
+    assert_eq!(why, Some(FinishReason::Length));
+    let (mut long, _) = open(tiny(), usize::MAX, 128);
+    let (longer, _, _) = run(&mut long, &prompt, &plain);
+    let (mut host, _) = open(tiny(), usize::MAX, ctx);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let script = Scripted {
+        prompt_len: prompt.len(),
+        continuation: longer,
+        right: 32,
+        vocab: 256,
+        max: 32,
+        log: log.clone(),
+    };
+    start_scripted(&mut host, &prompt, &plain, script, None);
+    let (got, why) = drain(&mut host, 200);
+    assert_eq!((got, why), (want, Some(FinishReason::Length)));
+    // The first draft already stops where the context does.
+    assert!(
+        log.borrow().iter().all(|&(d, _)| d <= 9),
+        "{:?}",
+        log.borrow()
+    );
+    assert!(host.position() <= ctx);
+}
+
+#[test]
+fn end_of_text_inside_a_draft_ends_the_turn_and_the_next_turn_matches() {
+    let Some(bytes) = model(SMOL) else {
+        return;
+    };
+    let (mut reference, _) = open(bytes.clone(), usize::MAX, 4096);
+    let ask = |h: &Host, text: &str| {
+        let chat = h.chat_prompt(&[ChatMessage::new("user", text)]).unwrap();
+        h.tokenizer().encode(&chat)
+    };
+    let prompt = ask(&reference, "Say hello.");
+    let plain = options(r#"{"maxTokens": 160}"#);
+    let (want, why, _) = run(&mut reference, &prompt, &plain);
+    assert_eq!(why, Some(FinishReason::Stop), "the answer ends itself");
+    let follow = ask(&reference, "Again, please.");
+    let next_turn = options(r#"{"maxTokens": 24, "continue": true}"#);
+    let (want2, _, _) = run(&mut reference, &follow, &next_turn);
+
+    let (mut host, _) = open(bytes, usize::MAX, 4096);
+    // Drafts run past the end-of-text token (into made-up text): the verifier stops at it.
+    let mut continuation = want.clone();
+    continuation.extend([504, 2988, 314, 42]);
+    let script = Scripted {
+        prompt_len: prompt.len(),
+        continuation,
+        right: 64,
+        vocab: 49152,
+        max: 8,
+        log: Rc::default(),
+    };
+    start_scripted(&mut host, &prompt, &plain, script, None);
+    assert_eq!(
+        drain(&mut host, 100),
+        (want.clone(), Some(FinishReason::Stop))
+    );
+    assert_eq!(host.position(), prompt.len() + want.len());
+    assert_eq!(run(&mut host, &follow, &next_turn).0, want2);
+}
+
+#[test]
+fn a_failed_read_during_a_verify_pass_changes_nothing_and_the_host_recovers() {
+    let prompt = [1u32, 7, 42, 99, 3, 17];
+    let plain = options(r#"{"maxTokens": 16, "ignoreEos": true}"#);
+    let (mut reference, _) = open(tiny(), 1, 128);
+    let (want, _, _) = run(&mut reference, &prompt, &plain);
+    // Capacity 1: every pass reads both layers, so a read fails inside a verify pass.
+    let (mut host, src) = open(tiny(), 1, 128);
+    let knot = host.knot().clone();
+    let script = Scripted {
+        prompt_len: prompt.len(),
+        continuation: want.clone(),
+        right: 2,
+        vocab: 256,
+        max: 4,
+        log: Rc::default(),
+    };
+    start_scripted(&mut host, &prompt, &plain, script, None);
+    let mut got = drain(&mut host, 1).0;
+    let (tokens, position) = (host.tokens().to_vec(), host.position());
+    let layer1 = knot.layer_range(1).unwrap().start;
+    src.fail_at.set(Some(layer1));
+    let err = block_on(host.next()).unwrap_err();
+    assert!(matches!(err, HostError::Source(_)), "{err}");
+    assert_eq!(host.tokens(), tokens);
+    assert_eq!(host.position(), position);
+    got.extend(drain(&mut host, 100).0);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_caller_stopping_mid_pass_leaves_the_conversation_at_what_it_saw() {
+    let prompt = [1u32, 7, 42, 99, 3, 17];
+    let plain = options(r#"{"maxTokens": 24, "ignoreEos": true}"#);
+    let turn2 = options(r#"{"maxTokens": 8, "continue": true, "ignoreEos": true}"#);
+    let (mut reference, _) = open(tiny(), usize::MAX, 128);
+    let (want, _, _) = run(&mut reference, &prompt, &plain);
+    for stop_after in [1, 2, 5] {
+        // Plain: stop after `stop_after` tokens, then a second turn.
+        let (mut plain_host, _) = open(tiny(), usize::MAX, 128);
+        block_on(plain_host.start(&prompt, &plain)).unwrap();
+        let seen = drain(&mut plain_host, stop_after).0;
+        let (want2, _, _) = run(&mut plain_host, &[5, 6], &turn2);
+        // Speculative: every draft kept, so tokens wait in the queue when the caller stops.
+        let (mut host, _) = open(tiny(), usize::MAX, 128);
+        let script = Scripted {
+            prompt_len: prompt.len(),
+            continuation: want.clone(),
+            right: 8,
+            vocab: 256,
+            max: 8,
+            log: Rc::default(),
+        };
+        start_scripted(&mut host, &prompt, &plain, script, None);
+        assert_eq!(drain(&mut host, stop_after).0, seen);
+        assert_eq!(host.tokens(), plain_host_tokens(&prompt, &seen));
+        assert_eq!(
+            run(&mut host, &[5, 6], &turn2).0,
+            want2,
+            "stop after {stop_after}"
+        );
+    }
+}
+
+fn plain_host_tokens(prompt: &[u32], seen: &[u32]) -> Vec<u32> {
+    [prompt, seen].concat()
+}
+
+#[test]
+fn streaming_verify_passes_read_each_layer_once_for_many_tokens() {
+    let Some(bytes) = model(SMOL) else {
+        return;
+    };
+    let (mut host, _) = open(bytes, 2, 4096);
+    let layers = host.config().n_layers as f64;
+    // `knot bench --draft`'s "repeat" prompt.
+    let text = "Repeat the following text exactly, word for word:\n\nThe lighthouse stood on a \
+        rocky point at the edge of the bay. Every evening the keeper climbed the spiral stairs, \
+        trimmed the wick, and lit the great lamp.";
+    let chat = host.chat_prompt(&[ChatMessage::new("user", text)]).unwrap();
+    let prompt = host.tokenizer().encode(&chat);
+    let plain = options(r#"{"maxTokens": 48}"#);
+    let (want, _, base) = run(&mut host, &prompt, &plain);
+    let (got, _, spec) = run(
+        &mut host,
+        &prompt,
+        &with_draft(&plain, DraftConfig::default()),
+    );
+    assert_eq!(got, want);
+    // Plain streaming reads every layer for every token.
+    let (base, spec) = (base.decode, spec.decode);
+    assert!(base.layer_reads_per_token >= layers * 0.9, "{base:?}");
+    assert!(spec.tokens_per_pass > 3.0, "{spec:?}");
+    assert!(
+        spec.layer_reads_per_token < base.layer_reads_per_token / 3.0,
+        "{spec:?} vs {base:?}"
+    );
+}
+
+/// Softmax of the `k` largest logits at temperature `t` (what the Sample picker draws from,
+/// top-p and min-p off), as (id, p).
+fn top_k_softmax(logits: &[f32], k: usize, t: f64) -> Vec<(u32, f64)> {
+    let mut v: Vec<(u32, f32)> = logits
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (i as u32, l))
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.truncate(k);
+    let max = v[0].1 as f64;
+    let e: Vec<f64> = v.iter().map(|x| ((x.1 as f64 - max) / t).exp()).collect();
+    let z: f64 = e.iter().sum();
+    v.iter().zip(e).map(|(x, e)| (x.0, e / z)).collect()
+}
+
+/// Pearson's chi-square of `counts` (by id) against `p`.
+fn chi_square(counts: &HashMap<u32, u64>, p: &[(u32, f64)]) -> f64 {
+    let n: u64 = counts.values().sum();
+    assert!(
+        counts.keys().all(|id| p.iter().any(|e| e.0 == *id)),
+        "a token outside top-k"
+    );
+    p.iter()
+        .map(|&(id, p)| {
+            let e = n as f64 * p;
+            (*counts.get(&id).unwrap_or(&0) as f64 - e).powi(2) / e
+        })
+        .sum()
+}
+
+#[test]
+fn speculative_sampling_draws_the_models_next_token_distribution_on_a_tiny_model() {
+    // Temperature 1, top-k 6: token 2 comes from row 0 of a verify pass, token 3 (when the
+    // first draft token was kept) from row 1. Over many seeds both follow the model's own
+    // distribution, and every run gives plain decoding's tokens for its seed.
+    let prompt = [1u32, 7, 42, 99, 3, 17];
+    let file = knot_suite::KnotFile::read(&fixture("tiny/llama-f32.knot"));
+    let model = file.model();
+    let next_dist = |ctx: &[u32]| {
+        let mut s = engine::Session::new(&model.config, 64).unwrap();
+        top_k_softmax(model.forward(&mut s, ctx, false).unwrap(), 6, 1.0)
+    };
+    let p1 = next_dist(&prompt);
+    let g1 = p1[0].0;
+    let p2 = next_dist(&[&prompt[..], &[g1]].concat());
+    let g2 = p2[0].0;
+    let p3 = next_dist(&[&prompt[..], &[g1, g2]].concat());
+    let g3 = p3[0].0;
+
+    let (mut host, _) = open(tiny(), usize::MAX, 128);
+    let (mut plain_host, _) = open(tiny(), usize::MAX, 128);
+    let (mut second, mut third) = (HashMap::new(), HashMap::new());
+    let (mut conditioned, mut kept) = (0u64, 0u64);
+    for seed in 0..6000u64 {
+        let json = format!(
+            r#"{{"maxTokens": 3, "temperature": 1, "topK": 6, "seed": {seed}, "ignoreEos": true}}"#
+        );
+        let opts = options(&json);
+        let (want, _, _) = run(&mut plain_host, &prompt, &opts);
+        let script = Scripted {
+            prompt_len: prompt.len(),
+            continuation: vec![g1, g2, g3],
+            right: 8,
+            vocab: 256,
+            max: 2,
+            log: Rc::default(),
+        };
+        block_on(host.start(&prompt, &opts)).unwrap();
+        host.set_drafter(Box::new(script), None);
+        let got = drain(&mut host, 10).0;
+        assert_eq!(got, want, "seed {seed}");
+        if got[0] != g1 {
+            continue; // the draft [g2, g3] only fits after g1
+        }
+        conditioned += 1;
+        *second.entry(got[1]).or_default() += 1;
+        if got[1] == g2 {
+            kept += 1;
+            *third.entry(got[2]).or_default() += 1;
+        }
+    }
+    assert!(conditioned > 1000 && kept > 300, "{conditioned} {kept}");
+    // Critical chi-square at p = 0.001 with 5 degrees of freedom: 20.52.
+    assert!(chi_square(&second, &p2) < 20.52, "{second:?} vs {p2:?}");
+    assert!(chi_square(&third, &p3) < 20.52, "{third:?} vs {p3:?}");
+    // The draft token was kept with the model's probability of it.
+    let pd = p2[0].1;
+    let sd = (pd * (1.0 - pd) / conditioned as f64).sqrt();
+    assert!((kept as f64 / conditioned as f64 - pd).abs() < 4.0 * sd);
+}
