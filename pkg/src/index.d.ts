@@ -71,9 +71,29 @@ export interface HostShimOptions {
    * least 1).
    */
   prefetchDepth?: number;
-  /** Speculative decoding; `true` is rejected until it is implemented. */
-  draftMode?: false;
+  /**
+   * Speculative decoding for every generation that does not set its own (docs/speculative.md):
+   * `true` for the defaults (prompt lookup, `{ ngram: 3, maxDraft: 8, adaptive: true }`), or
+   * its settings. The tokens are the same as without it; copy-heavy work needs fewer forward
+   * passes and, when layers stream, fewer layer reads per token. Default: off.
+   */
+  draftMode?: boolean | DraftModeOptions;
   onProgress?: (progress: HostProgress) => void;
+}
+
+export interface DraftModeOptions {
+  /** Longest n-gram matched in the conversation (1..8, default 3; shorter ones are tried next). */
+  ngram?: number;
+  /** Most draft tokens verified in one pass (1..32, default 8). */
+  maxDraft?: number;
+  /** Size drafts from the acceptance measured so far and the cost of a pass (default true). */
+  adaptive?: boolean;
+  /**
+   * The margin rule's τ: keep going past a kept draft token only where the verifier's top-1 minus
+   * top-2 logit margin is at least 2τ. Default: none (the verify pass is bit-identical to
+   * step-by-step decoding here).
+   */
+  margin?: number;
 }
 
 export interface SamplingOptions {
@@ -97,6 +117,8 @@ export interface SamplingOptions {
   moa?: boolean | MoaOptions;
   /** COLTRANE token-mask constraints (docs/coltrane.md). */
   coltrane?: false | ColtraneOptions;
+  /** Speculative decoding for this call (overrides `HostShim.open`'s `draftMode`). */
+  draftMode?: boolean | DraftModeOptions;
 }
 
 /** JSON Schema (the subset in docs/coltrane.md). */
@@ -267,6 +289,18 @@ export interface HostStats {
   prefillTokens: number;
   /** Wall time of each decode step since the last prompt. */
   tokenMs: number[];
+  /** The last generation: tokens generated, and the forward passes they took. */
+  decodeTokens: number;
+  forwardPasses: number;
+  /** Forward passes that verified a draft; draft tokens verified and kept. */
+  verifyPasses: number;
+  drafted: number;
+  accepted: number;
+  /** `decodeTokens / forwardPasses` (the first token comes from the prompt's pass). */
+  tokensPerPass: number;
+  /** Layer range reads since the prompt, per generated token (0 with every layer resident). */
+  layerReadsPerToken: number;
+  decodeLayerReads: number;
   /** Size of the wasm instance's linear memory (it never shrinks: also its peak). */
   wasmMemoryBytes: number | undefined;
   [key: string]: unknown;
@@ -282,8 +316,6 @@ export interface ModelInfo {
 export interface KnotWasmBindings {
   WasmHost: unknown;
 }
-
-export declare const DRAFT_MODE_UNSUPPORTED: 'draftMode (speculative decoding) is not supported yet';
 
 export declare class HostShim implements Disposable {
   /**

@@ -7,7 +7,9 @@
 // The WasmHost contract this wrapper calls (exported by crates/host's binding module):
 //   static open(source: KnotByteSource, lruCapacity: number, maxResidentBytes: number | undefined,
 //               onProgress: ((p: object) => void) | undefined,
-//               prefetchDepth: number | undefined): Promise<WasmHost>
+//               prefetchDepth: number | undefined,
+//               draftModeJson: string | undefined): Promise<WasmHost>
+//                                               draftMode (true/false/object) validated in Rust
 //   readonly vocabSize: number; readonly layerCount: number; readonly eosIds: Uint32Array
 //   encode(text: string): Uint32Array          decode(ids: Uint32Array): string  (lossy UTF-8)
 //   chatPrompt(messagesJson: string): string   rendered with the model's template
@@ -21,8 +23,6 @@
 //   info(): object                               name, architecture, config
 //   free(): void
 // and, on the namespace, initSync(): once initialized it returns the instance exports (memory).
-
-export const DRAFT_MODE_UNSUPPORTED = 'draftMode (speculative decoding) is not supported yet';
 
 const OPEN_OPTIONS = new Set(['lruCapacity', 'maxResidentBytes', 'prefetchDepth', 'draftMode', 'onProgress']);
 
@@ -78,10 +78,10 @@ function checkInteger(value, name, min) {
 export function checkOpenOptions(options) {
   if (!isPlainObject(options)) throw new TypeError('HostShim.open: options must be an object');
   rejectUnknownOptions(options, OPEN_OPTIONS, 'HostShim.open');
-  if (options.draftMode !== undefined && typeof options.draftMode !== 'boolean') {
-    throw new TypeError(`draftMode must be a boolean, got ${String(options.draftMode)}`);
+  if (options.draftMode !== undefined && typeof options.draftMode !== 'boolean' &&
+    !isPlainObject(options.draftMode)) {
+    throw new TypeError(`draftMode must be true, false or { ngram, maxDraft, adaptive, margin }, got ${String(options.draftMode)}`);
   }
-  if (options.draftMode === true) throw new Error(DRAFT_MODE_UNSUPPORTED);
   const lruCapacity = options.lruCapacity === undefined
     ? undefined
     : checkInteger(options.lruCapacity, 'lruCapacity', 1);
@@ -99,6 +99,10 @@ export function checkOpenOptions(options) {
     maxResidentBytes,
     prefetchDepth,
     onProgress: /** @type {((p: object) => void) | undefined} */ (options.onProgress),
+    // Its fields are checked in Rust (engine::decode::draft_from_value), as per call.
+    draftModeJson: options.draftMode === undefined
+      ? undefined
+      : optionsJson(/** @type {Record<string, unknown>} */ (/** @type {unknown} */ (options.draftMode))),
   };
 }
 
@@ -230,7 +234,7 @@ export class HostShim {
       throw new TypeError('HostShim.open: wasm is not the knot-wasm bindings namespace (no WasmHost)');
     }
     const host = await ns.WasmHost.open(source, opts.lruCapacity, opts.maxResidentBytes, opts.onProgress,
-      opts.prefetchDepth);
+      opts.prefetchDepth, opts.draftModeJson);
     return new HostShim(host, wasmMemory(ns));
   }
 

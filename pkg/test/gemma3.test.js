@@ -1,5 +1,6 @@
 // Gemma-3-270M (gemma3 architecture, Q4_K/Q5_0/Q6_K weights, SentencePiece vocabulary of 262144)
-// through the wasm package: greedy parity with the HF reference, and the tokenizer in wasm.
+// through the wasm package: greedy parity with the HF reference (with and without speculative
+// decoding), and the tokenizer in wasm.
 // Skipped without the model unless KNOT_REQUIRE_MODELS is set (then it fails).
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
@@ -20,11 +21,17 @@ describe('Gemma-3-270M through the wasm package', () => {
     const source = await FileKnotSource.open(GEMMA);
     const shim = await HostShim.open(source, { lruCapacity: 18 });
     try {
+      let verified = 0;
       for (const c of CASES) {
         const got = Array.from(await shim.generate(c.prompt_ids, 16));
         assert.deepEqual(got, c.greedy_ids.slice(0, got.length), `case ${c.name}`);
         assert.ok(got.length >= 1);
+        // Speculative decoding: the same tokens (its verify passes are bit-identical to steps).
+        const spec = Array.from(await shim.generate(c.prompt_ids, 16, { draftMode: { ngram: 2, adaptive: false, maxDraft: 4 } }));
+        assert.deepEqual(spec, got, `case ${c.name} with draftMode`);
+        verified += shim.stats().verifyPasses;
       }
+      assert.ok(verified > 0, 'some draft was verified');
       // The SentencePiece tokenizer inside wasm: ids identical to HF.
       for (const t of TOKENIZER_CASES.filter((x) => x.text !== undefined && x.ids !== undefined).slice(0, 60)) {
         const ids = Array.from(shim.encode(t.text));

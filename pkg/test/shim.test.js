@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from './harness.js';
 import {
-  DRAFT_MODE_UNSUPPORTED, HostShim, checkOpenOptions, optionsJson, toTokenIds,
+  HostShim, checkOpenOptions, optionsJson, toTokenIds,
 } from '../src/shim.js';
 import { BufferKnotSource } from '../src/sources.js';
 
@@ -64,10 +64,15 @@ function recordingHost(reply = 'ok') {
 const source = new BufferKnotSource(new Uint8Array(8));
 
 describe('HostShim.open validation', () => {
-  test('draftMode true is rejected with a clear error', async () => {
-    await assert.rejects(HostShim.open(source, { draftMode: true }), { message: DRAFT_MODE_UNSUPPORTED });
-    await assert.rejects(HostShim.open(source, {}, { lruCapacity: 2, draftMode: true }), { message: DRAFT_MODE_UNSUPPORTED });
-    assert.throws(() => checkOpenOptions({ draftMode: 'yes' }), /draftMode must be a boolean/);
+  test('draftMode: true, false or an object, sent to Rust as JSON (which checks its fields)', () => {
+    assert.equal(checkOpenOptions({ draftMode: true }).draftModeJson, 'true');
+    assert.equal(checkOpenOptions({ draftMode: false }).draftModeJson, 'false');
+    assert.equal(checkOpenOptions({}).draftModeJson, undefined);
+    assert.equal(checkOpenOptions({ draftMode: { maxDraft: 4, margin: NaN } }).draftModeJson,
+      '{"maxDraft":4,"margin":"NaN"}');
+    for (const bad of ['yes', 1, null, [true]]) {
+      assert.throws(() => checkOpenOptions({ draftMode: bad }), /draftMode must be true, false or \{ ngram, maxDraft, adaptive, margin \}/);
+    }
     assert.deepEqual(checkOpenOptions({ draftMode: false, lruCapacity: 6 }).lruCapacity, 6);
   });
 

@@ -63,6 +63,49 @@ describe('SmolLM2 through the wasm package', () => {
     }
   });
 
+  testIf(present, 'draftMode: greedy tokens identical on every reference prompt; copying reads fewer layers', async () => {
+    const plain = await openSmol(2);
+    const spec = await openSmol(2, {}, { draftMode: true });
+    try {
+      let verified = 0;
+      for (const c of SMOL_CASES) {
+        const want = Array.from(await plain.shim.generate(c.prompt_ids, 32));
+        assert.deepEqual(want, c.greedy_ids.slice(0, want.length), `case ${c.name}`);
+        assert.deepEqual(Array.from(await spec.shim.generate(c.prompt_ids, 32)), want, `case ${c.name}`);
+        verified += spec.shim.stats().verifyPasses;
+      }
+      assert.ok(verified > 0, 'some draft was verified');
+      // A copy-heavy chat prompt, streamed through 2 layers: fewer passes, fewer layer reads.
+      const ask = [{ role: 'user', content: 'Repeat the following text exactly, word for word:\n\nThe lighthouse ' +
+        'stood on a rocky point at the edge of the bay. Every evening the keeper climbed the spiral stairs, ' +
+        'trimmed the wick, and lit the great lamp.' }];
+      const a = await plain.shim.generateText(ask, { maxTokens: 48 });
+      const b = await spec.shim.generateText(ask, { maxTokens: 48 });
+      assert.equal(b.text, a.text);
+      const [p, s] = [plain.shim.stats(), spec.shim.stats()];
+      assert.ok(s.tokensPerPass > 3, `tokens per pass ${s.tokensPerPass}`);
+      assert.ok(s.layerReadsPerToken < p.layerReadsPerToken / 3, `${s.layerReadsPerToken} vs ${p.layerReadsPerToken}`);
+    } finally {
+      await plain.close();
+      await spec.close();
+    }
+  });
+
+  testIf(present && haveNative(), 'draftMode: sampled tokens equal the native CLI with --draft for the same seed', async () => {
+    const { shim, close } = await openSmol(LAYERS, {}, { draftMode: true });
+    try {
+      const ids = Array.from(shim.encode('Monday, Tuesday, Wednesday, Thursday, Friday. Monday, Tuesday, Wednesday,'));
+      const flags = ['--temperature', '0.7', '--top-k', '40', '--top-p', '1', '--min-p', '0', '--seed', '9',
+        '--draft', 'lookup:k=6'];
+      const got = await shim.generate(ids, 24, { temperature: 0.7, topK: 40, seed: 9, draftMode: { maxDraft: 6 } });
+      assert.deepEqual(Array.from(got), nativeGenerate(SMOL, ids, 24, flags));
+      assert.deepEqual(Array.from(got), nativeGenerate(SMOL, ids, 24, flags.slice(0, -2)), 'and without --draft');
+      assert.ok(shim.stats().accepted > 0, JSON.stringify(shim.stats()));
+    } finally {
+      await close();
+    }
+  });
+
   testIf(present, 'capacity >= layers: no misses and no reads after the first token; bytes are the spans', async () => {
     const { shim, source, close } = await openSmol(LAYERS);
     try {

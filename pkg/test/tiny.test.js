@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test, testIf } from './harness.js';
 import {
-  BufferKnotSource, DRAFT_MODE_UNSUPPORTED, FileKnotSource, HostShim, HttpKnotSource, coltraneFromResponseFormat,
+  BufferKnotSource, FileKnotSource, HostShim, HttpKnotSource, coltraneFromResponseFormat,
   createMoaAgents, deficitWeightedMerge, loadWasm,
 } from '../src/node.js';
 import { startRangeServer } from './range-server.js';
@@ -271,9 +271,16 @@ describe('argument errors and dispose, on the real package', () => {
     for (const lruCapacity of [0, 1.5, '2', -1, NaN]) {
       await assert.rejects(HostShim.open(source, { lruCapacity }), /lruCapacity must be an integer >= 1/);
     }
-    await assert.rejects(HostShim.open(source, { draftMode: true }), { message: DRAFT_MODE_UNSUPPORTED });
     const wasm = await loadWasm();
-    await assert.rejects(HostShim.open(source, wasm, { lruCapacity: 2, draftMode: true }), { message: DRAFT_MODE_UNSUPPORTED });
+    for (const [draftMode, message] of [
+      [{ maxDraft: 0 }, /draftMode\.maxDraft must be an integer in \[1, 32\], got 0/],
+      [{ ngram: 9 }, /ngram must be an integer in \[1, 8\], got 9/],
+      [{ margin: -1 }, /draftMode\.margin must be a finite number >= 0, got -1/],
+      [{ k: 3 }, /unknown option 'draftMode\.k'/],
+      ['on', /draftMode must be true, false or/],
+    ]) {
+      await assert.rejects(HostShim.open(source, wasm, { lruCapacity: 2, draftMode }), message);
+    }
     // The seed's call shape works.
     const shim = await HostShim.open(source, wasm, { lruCapacity: 6, draftMode: false });
     assert.equal((await shim.generate(new Uint32Array([1, 2, 3]), 4)).length, 4);
@@ -351,6 +358,43 @@ describe('argument errors and dispose, on the real package', () => {
       assert.deepEqual(Array.from(await shim.generate(PROMPT, 8)), await freshTokens(PROMPT, 8));
     } finally {
       shim.dispose();
+    }
+  });
+
+  test('draftMode: the same tokens with and without speculation, at open and per call; stats count it', async () => {
+    // A prompt that repeats itself, so prompt lookup finds drafts.
+    const ids = [...PROMPT, ...PROMPT, ...PROMPT];
+    const plain = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: 1 });
+    const spec = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: 1, draftMode: true });
+    try {
+      for (const opts of [{}, { temperature: 0.9, topK: 40, seed: 5 }, { moa: true, seed: 2 }]) {
+        const want = Array.from(await plain.generate(ids, 24, opts));
+        const base = plain.stats();
+        assert.deepEqual(Array.from(await spec.generate(ids, 24, opts)), want, JSON.stringify(opts));
+        const s = spec.stats();
+        for (const key of ['decodeTokens', 'forwardPasses', 'verifyPasses', 'drafted', 'accepted',
+          'tokensPerPass', 'layerReadsPerToken', 'decodeLayerReads']) {
+          assert.equal(typeof s[key], 'number', key);
+        }
+        assert.equal(s.decodeTokens, want.length);
+        assert.equal(base.verifyPasses, 0);
+        assert.ok(s.accepted <= s.drafted);
+        // Capacity 1: every pass reads each layer once, whatever its batch (layer 0 of the first
+        // pass may have been read ahead during the prompt's pass).
+        assert.ok(Math.abs(s.decodeLayerReads - s.forwardPasses * LAYERS) <= 1, JSON.stringify(s));
+      }
+      // Per call: on for a shim opened without it, off for one opened with it.
+      const want = Array.from(await plain.generate(ids, 16));
+      assert.deepEqual(Array.from(await plain.generate(ids, 16, { draftMode: { maxDraft: 4, ngram: 2 } })), want);
+      assert.ok(plain.stats().drafted > 0, 'drafts when asked per call');
+      assert.deepEqual(Array.from(await spec.generate(ids, 16, { draftMode: false })), want);
+      assert.equal(spec.stats().drafted, 0);
+      await assert.rejects(plain.generate(ids, 4, { draftMode: { maxDraft: 40 } }),
+        /draftMode\.maxDraft must be an integer in \[1, 32\], got 40/);
+      assert.deepEqual(Array.from(await plain.generate(ids, 16)), want, 'usable after a bad option');
+    } finally {
+      plain.dispose();
+      spec.dispose();
     }
   });
 

@@ -343,7 +343,14 @@ pub fn draft_from_value(v: &Value) -> Result<Option<DraftConfig>, OptionsError> 
             })?
             .map(|x| x as f32),
     };
-    cfg.validate()?;
+    cfg.validate().map_err(|e| match e {
+        crate::draft::DraftError::Invalid { name, rule, got } => OptionsError::Invalid {
+            name: format!("draftMode.{name}"),
+            rule,
+            got,
+        },
+        other => other.into(),
+    })?;
     Ok(Some(cfg))
 }
 

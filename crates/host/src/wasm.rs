@@ -198,15 +198,25 @@ fn check_index(v: f64, what: &str) -> Result<usize, JsValue> {
 impl WasmHost {
     /// Opens a knot file through `source`. `onProgress({ bytesLoaded, rangeReads })` is called
     /// after every completed read. `prefetchDepth` (layers read ahead; 0 disables prefetch)
-    /// defaults to what the cache has room for.
+    /// defaults to what the cache has room for. `draftModeJson` is the default `draftMode`
+    /// (true, false or its settings object) as JSON.
     pub fn open(
         source: JsValue,
         lru_capacity: Option<f64>,
         max_resident_bytes: Option<f64>,
         on_progress: Option<Function>,
         prefetch_depth: Option<f64>,
+        draft_mode_json: Option<String>,
     ) -> Promise {
         future_to_promise(async move {
+            let draft = match draft_mode_json {
+                None => None,
+                Some(json) => {
+                    let v: serde_json::Value = serde_json::from_str(&json)
+                        .map_err(|e| error(format!("draftMode: {e}")))?;
+                    engine::decode::draft_from_value(&v).map_err(error)?
+                }
+            };
             let mut source = JsSource::new(source)?;
             source.on_progress = on_progress;
             let d = HostOptions::default();
@@ -224,6 +234,7 @@ impl WasmHost {
                     Some(d) => Some(check_index(d, "prefetchDepth")?),
                     None => None,
                 },
+                draft,
                 ..d
             };
             let host = Host::open(Rc::new(source), opts)
