@@ -25,9 +25,9 @@ cargo test --workspace --no-fail-fast
 step "wasm32 build (the crates the wasm package is made of)"
 cargo build --target wasm32-unknown-unknown -p knot -p engine -p moa -p coltrane -p carrier -p host
 
-step "wasm32 tests in Node (WASI): kernels, tokenizer, decode pipeline, MOA and COLTRANE, parity"
+step "wasm32 tests in Node (WASI): kernels, tokenizer, decode pipeline, MOA and COLTRANE, parity, batch identity"
 cargo test --no-fail-fast --target wasm32-wasip1 -p knot -p engine -p moa -p coltrane -p carrier
-cargo test --no-fail-fast --target wasm32-wasip1 -p knot-suite --test parity --test tokenizer --test bad_input
+cargo test --no-fail-fast --target wasm32-wasip1 -p knot-suite --test parity --test tokenizer --test bad_input --test batch_identity
 
 step "wasm package: build (wasm-bindgen, wasm-opt, size budget) and the JS suite in Node, Bun and Deno"
 scripts/build-wasm.sh

@@ -6,6 +6,10 @@
 //                                     every layer cached, runs interleaved: decode tok/s ratio
 //   node bench/bench.mjs --constraint json
 //                                     greedy decode with and without the COLTRANE json mask
+//   node bench/bench.mjs --draft      greedy decode with and without draftMode (speculative decoding) on
+//                                     copy-heavy and open-ended chat prompts (those of
+//                                     `knot bench --draft`), all layers cached and lruCapacity 2:
+//                                     tok/s ratio, tokens per pass, layer reads per token
 //   node bench/bench.mjs --baseline ../other/pkg
 //                                     greedy decode of this package against another checkout's
 //                                     (e.g. the previous commit's), fresh processes alternating
@@ -18,7 +22,7 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 function parseArgs(argv) {
   const o = {
     model: `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.knot`, runs: 3, promptLen: 128, n: 64, json: false,
-    child: undefined, moa: false, baseline: undefined, pkg: undefined, constraint: undefined,
+    child: undefined, moa: false, baseline: undefined, pkg: undefined, constraint: undefined, draft: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -33,6 +37,7 @@ function parseArgs(argv) {
     else if (a === '--json') o.json = true;
     else if (a === '--child') o.child = argv[++i];
     else if (a === '--moa') o.moa = true;
+    else if (a === '--draft') o.draft = true;
     else if (a === '--constraint') o.constraint = argv[++i];
     else if (a === '--baseline') o.baseline = argv[++i];
     else if (a === '--pkg') o.pkg = argv[++i];
@@ -105,8 +110,59 @@ async function constraintChild(o) {
   process.stdout.write(JSON.stringify({ plainDecodeTokS: r.aDecodeTokS, constrainedDecodeTokS: r.bDecodeTokS, constrainedOverPlain: r.bOverA }));
 }
 
+const PASSAGE = 'The lighthouse stood on a rocky point at the edge of the bay. Every evening the keeper ' +
+  'climbed the spiral stairs, trimmed the wick, and lit the great lamp. Ships far out at sea watched for its beam, ' +
+  'and the fishermen of the village said that as long as the light turned, no boat would be lost on the rocks.';
+
+/** The prompts of `knot bench --draft` (crates/cli/src/bench_draft.rs): [name, kind, user message]. */
+const DRAFT_PROMPTS = [
+  ['repeat', 'copy-heavy', `Repeat the following text exactly, word for word:\n\n${PASSAGE}`],
+  ['edit', 'copy-heavy', 'Fix the spelling mistakes in this text and return the corrected text:\n\n' +
+    'The lighthouse stood on a rocky point at the edge of the bay. Every evening the keper climbed the spiral ' +
+    'stairs, trimmed the wick, and lit the grate lamp. Ships far out at sea watched for its beam.'],
+  ['summarize', 'copy-heavy', `Summarize this text in one sentence:\n\n${PASSAGE}`],
+  ['story', 'open-ended', 'Write a short story about a lighthouse keeper who finds a message in a bottle.'],
+];
+
+/** Greedy with and without draftMode, every prompt, all layers cached then lruCapacity 2. */
+async function draftChild(o) {
+  const { FileKnotSource, HostShim } = await import(entry(o));
+  const source = await FileKnotSource.open(o.model);
+  const rows = [];
+  for (const [mode, lruCapacity] of [['resident', undefined], ['streaming', 2]]) {
+    const shim = await HostShim.open(source, lruCapacity === undefined ? {} : { lruCapacity });
+    for (const [name, kind, text] of DRAFT_PROMPTS) {
+      const runs = { plain: [], draft: [] };
+      let ids;
+      for (let r = 0; r < 2 * o.runs + 1; r++) {
+        const order = r % 2 === 0 ? [false, true] : [true, false];
+        for (const draft of order) {
+          const out = await shim.generateText([{ role: 'user', content: text }], { maxTokens: o.n + 1, draftMode: draft });
+          const s = shim.stats();
+          const steps = s.tokenMs.slice(1);
+          const tokS = steps.length / (steps.reduce((a, b) => a + b, 0) / 1000);
+          const got = Array.from(out.tokens).join(',');
+          if (ids === undefined) ids = got;
+          else if (got !== ids) throw new Error(`${mode} ${name}: tokens differ with draftMode ${draft}`);
+          (draft ? runs.draft : runs.plain).push({ tokS, tokensPerPass: s.tokensPerPass, layerReadsPerToken: s.layerReadsPerToken, accepted: s.accepted, drafted: s.drafted, tokens: s.decodeTokens });
+        }
+      }
+      const med = (list, key) => median(list.map((x) => x[key]));
+      const summary = (list) => ({ tokensPerPass: med(list, 'tokensPerPass'), layerReadsPerToken: med(list, 'layerReadsPerToken'),
+        accepted: list.reduce((a, x) => a + x.accepted, 0), drafted: list.reduce((a, x) => a + x.drafted, 0) });
+      rows.push({ mode, prompt: name, kind, tokens: runs.plain[0].tokens, plainTokS: med(runs.plain, 'tokS'),
+        draftTokS: med(runs.draft, 'tokS'), speedup: med(runs.draft, 'tokS') / med(runs.plain, 'tokS'),
+        plain: summary(runs.plain), draft: summary(runs.draft) });
+    }
+    shim.dispose();
+  }
+  await source.close();
+  process.stdout.write(JSON.stringify(rows));
+}
+
 /** One configuration, in this (fresh) process: cold open, then `runs` prefill+decode runs. */
 async function child(o, capacityArg) {
+  if (capacityArg === 'draft') return draftChild(o);
   if (capacityArg === 'moa') return moaChild(o);
   if (capacityArg === 'constraint') return constraintChild(o);
   const { FileKnotSource, HostShim } = await import(entry(o));
@@ -160,6 +216,19 @@ async function main() {
     if (o.json) return console.log(JSON.stringify({ model: o.model, runs: 2 * o.runs + 1, n: o.n, ...r }));
     console.log(`MOA k=3 top-k 40 vs plain T 0.7 top-k 40, Node ${process.version}, every layer cached, median of ${2 * o.runs + 1} interleaved runs`);
     console.log(`plain ${r.plainDecodeTokS.toFixed(1)} tok/s, MOA ${r.moaDecodeTokS.toFixed(1)} tok/s: MOA / plain ${r.moaOverPlain.toFixed(3)}`);
+    return;
+  }
+  if (o.draft) {
+    const rows = spawn('draft');
+    if (o.json) return console.log(JSON.stringify({ model: o.model, runs: 2 * o.runs + 1, n: o.n, results: rows }));
+    console.log(`draftMode (prompt lookup, defaults) vs plain greedy, same tokens, Node ${process.version}, medians of ${2 * o.runs + 1} interleaved runs (kept: over all runs)`);
+    for (const r of rows) {
+      console.log(`${r.mode.padEnd(10)} ${`${r.prompt} (${r.kind})`.padEnd(24)} ${String(r.tokens).padStart(4)} tokens  ` +
+        `${r.plainTokS.toFixed(1).padStart(6)} → ${r.draftTokS.toFixed(1).padStart(6)} tok/s  ${r.speedup.toFixed(2)}x  ` +
+        `tokens/pass ${r.plain.tokensPerPass.toFixed(2)} → ${r.draft.tokensPerPass.toFixed(2)}  ` +
+        `layer reads/token ${r.plain.layerReadsPerToken.toFixed(1)} → ${r.draft.layerReadsPerToken.toFixed(1)}  ` +
+        `kept ${r.draft.accepted}/${r.draft.drafted}`);
+    }
     return;
   }
   if (o.constraint !== undefined) {

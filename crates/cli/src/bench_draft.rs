@@ -145,18 +145,18 @@ pub fn run(
                 )
                 .into());
             }
-            let tok_s = |v: &[Measured]| median(v.iter().map(|m| m.tok_s).collect());
-            let (p, s) = (tok_s(&plain), tok_s(&spec_runs));
-            let (p0, s0) = (&plain[0], &spec_runs[0]);
+            let med = |v: &[Measured], f: fn(&Measured) -> f64| median(v.iter().map(f).collect());
+            let (p, s) = (med(&plain, |m| m.tok_s), med(&spec_runs, |m| m.tok_s));
+            let kept = |f: fn(&Measured) -> u64| spec_runs.iter().map(f).sum::<u64>();
             rows.push(serde_json::json!({
                 "mode": mode, "lru": if lru == usize::MAX { None } else { Some(lru) },
-                "prompt": name, "kind": kind, "tokens": p0.ids.len(),
+                "prompt": name, "kind": kind, "tokens": plain[0].ids.len(),
                 "plain_tok_s": p, "draft_tok_s": s, "speedup": s / p,
-                "plain_tokens_per_pass": p0.tokens_per_pass,
-                "draft_tokens_per_pass": s0.tokens_per_pass,
-                "plain_layer_reads_per_token": p0.layer_reads_per_token,
-                "draft_layer_reads_per_token": s0.layer_reads_per_token,
-                "accepted": s0.accepted, "drafted": s0.drafted,
+                "plain_tokens_per_pass": med(&plain, |m| m.tokens_per_pass),
+                "draft_tokens_per_pass": med(&spec_runs, |m| m.tokens_per_pass),
+                "plain_layer_reads_per_token": med(&plain, |m| m.layer_reads_per_token),
+                "draft_layer_reads_per_token": med(&spec_runs, |m| m.layer_reads_per_token),
+                "accepted": kept(|m| m.accepted), "drafted": kept(|m| m.drafted),
             }));
         }
     }
@@ -165,7 +165,7 @@ pub fn run(
         println!("{v}");
         return Ok(());
     }
-    println!("speculative decoding ({spec}) vs plain greedy, same tokens, median of {runs} interleaved runs");
+    println!("speculative decoding ({spec}) vs plain greedy, same tokens, medians of {runs} interleaved runs (kept: draft tokens over all runs)");
     println!(
         "{:<10} {:<21} {:>6} {:>9} {:>9} {:>7} {:>13} {:>17} {:>9}",
         "mode",

@@ -130,38 +130,45 @@ pub trait Drafter {
     fn set_cost(&mut self, _cost: PassCost) {}
 }
 
-/// What a verify pass of `b` positions costs, in single-token decode steps. `fixed` is the share
-/// of a step that does not grow with the batch (reading layers that stream through a small
-/// LRU); of the rest, each position past the first adds `per_row` (its dot products; the
-/// weights are shared), and each further group of [`crate::quant::TOKEN_GROUP`] positions adds
-/// `per_group` (the kernels unpack every weight block once per group). Measured natively on
-/// SmolLM2-135M Q4_1 (≈0.3 and ≈0.3) and Gemma-3-270M Q4_K_M (≈0.17 and ≈0.4): with every
-/// layer resident a pass of 4 costs ≈1.5–1.8 steps, and a pass of 5 jumps.
+/// What a verify pass of `b` positions costs, in single-token decode steps: as measured
+/// (`measured[b]`, 0 when not yet), else `1 + per_row · (b − 1 + groups − 1)`. Each position past
+/// the first adds its dot products (the weights are shared), and each further group of `group`
+/// positions ([`crate::quant::TOKEN_GROUP`]) costs about one position more, since the kernels
+/// unpack every weight block once per group. The host measures passes as it decodes; the model
+/// is what native SmolLM2-135M Q4_1 measures with every layer resident (a pass of 4 costs ≈1.9
+/// steps, of 5 ≈2.5), and stays optimistic for sizes not yet tried, so they get tried. Layers
+/// streaming through a small LRU make passes relatively cheaper: their reads do not grow with
+/// the batch.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PassCost {
-    pub fixed: f32,
     pub per_row: f32,
-    pub per_group: f32,
     pub group: usize,
+    pub measured: [f32; MAX_DRAFT + 2],
 }
 
 impl Default for PassCost {
     fn default() -> Self {
         PassCost {
-            fixed: 0.0,
             per_row: 0.3,
-            per_group: 0.3,
             group: crate::quant::TOKEN_GROUP,
+            measured: [0.0; MAX_DRAFT + 2],
         }
     }
 }
 
 impl PassCost {
+    /// Rows' worth of extra work in a pass of `b ≥ 1` positions.
+    pub fn units(&self, b: usize) -> usize {
+        let b = b.max(1);
+        (b - 1) + (b.div_ceil(self.group.max(1)) - 1)
+    }
+
     /// The cost of a pass of `b ≥ 1` positions.
     pub fn of(&self, b: usize) -> f32 {
-        let groups = b.div_ceil(self.group.max(1)).max(1);
-        let grows = self.per_row * (b.max(1) - 1) as f32 + self.per_group * (groups - 1) as f32;
-        1.0 + (1.0 - self.fixed.clamp(0.0, 1.0)) * grows
+        match self.measured.get(b) {
+            Some(&c) if c > 0.0 => c,
+            _ => 1.0 + self.per_row * self.units(b) as f32,
+        }
     }
 }
 
@@ -189,8 +196,9 @@ impl PromptLookup {
         PromptLookup {
             cfg,
             cost: PassCost::default(),
-            // A fresh match of any length gets the benefit of the doubt.
-            rate: [0.5; MAX_NGRAM],
+            // Before any evidence: a longer match predicts more (0.35 for one token, 0.55 for
+            // three), and one failure at one token is enough to stop drafting there.
+            rate: std::array::from_fn(|i| (0.25 + 0.1 * (i + 1) as f32).min(0.8)),
             last_match: 0,
             idle: [0; MAX_NGRAM],
         }
@@ -366,8 +374,8 @@ mod tests {
     fn adaptive_lengths_fit_the_cost_of_a_pass() {
         let cost = PassCost::default();
         assert_eq!(cost.of(1), 1.0);
+        assert_eq!((cost.units(4), cost.units(5), cost.units(8)), (3, 5, 8));
         assert!((cost.of(4) - 1.9).abs() < 1e-6);
-        assert!((cost.of(5) - 2.5).abs() < 1e-6);
         let mut d = PromptLookup::new(DraftConfig {
             max_draft: 16,
             ..DraftConfig::default()
@@ -382,9 +390,9 @@ mod tests {
         assert_eq!(at(0.5), 1);
         assert_eq!(at(0.9), 3);
         assert_eq!(at(0.999), 15);
-        // When most of a pass is reading layers, longer drafts pay sooner.
+        // When positions are cheap (layers stream, their reads shared), longer drafts pay.
         d.set_cost(PassCost {
-            fixed: 0.7,
+            per_row: 0.05,
             ..PassCost::default()
         });
         let mut at = |a: f32| {
@@ -393,6 +401,16 @@ mod tests {
         };
         assert_eq!(at(0.2), 1);
         assert!(at(0.9) >= 7);
+        // Measured costs win over the model: a pass of 8 found cheap is worth filling.
+        let mut measured = [0.0; MAX_DRAFT + 2];
+        measured[4] = 3.0;
+        measured[8] = 2.5;
+        d.set_cost(PassCost {
+            measured,
+            ..PassCost::default()
+        });
+        d.rate[2] = 0.9;
+        assert_eq!(d.length(3, 7), 7);
     }
 
     #[test]

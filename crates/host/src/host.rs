@@ -248,10 +248,9 @@ pub struct Host {
     draft_buf: Vec<u32>,
     /// Layer reads when the current generation's decoding began.
     reads_at_decode: u64,
-    /// Milliseconds the current forward pass spent starting and awaiting layer reads, and a
-    /// running estimate of that share of a decode pass (what drafting cannot make cheaper).
-    io_ms: f64,
-    io_share: f32,
+    /// Running mean wall time of a decode pass by its number of positions (0: not measured),
+    /// from which drafts are sized: what a verify pass costs here, on this source and cache.
+    pass_ms: [f64; MAX_DRAFT + 2],
     stats: Stats,
 }
 
@@ -354,8 +353,7 @@ impl Host {
             margin: None,
             draft_buf: Vec::new(),
             reads_at_decode: 0,
-            io_ms: 0.0,
-            io_share: 0.0,
+            pass_ms: [0.0; MAX_DRAFT + 2],
             prefetch_depth,
             stats,
         })
@@ -506,10 +504,7 @@ impl Host {
 
     async fn run_layers(&mut self, more_follows: bool) -> Result<(), HostError> {
         let n = self.config.n_layers;
-        self.io_ms = 0.0;
         for l in 0..n {
-            // A native source reads when asked, a JS one when awaited: both are timed.
-            let t0 = now_ms();
             let bytes = self.layers.get(l, true).await?;
             self.layers.cache.pin(l);
             // Start the next layers' reads now, so they travel while this layer computes; past
@@ -520,7 +515,6 @@ impl Host {
                 }
                 self.layers.request((l + ahead) % n, false);
             }
-            self.io_ms += now_ms() - t0;
             let result = self.layers.layouts[l]
                 .view(&bytes)
                 .and_then(|w| self.session.run_layer(l, &w));
@@ -635,7 +629,7 @@ impl Host {
                 self.pending = Some(id);
                 return Err(e);
             }
-            self.note_io_share(now_ms() - t_pass, 1);
+            self.note_pass(1, now_ms() - t_pass);
             self.stats.decode.forward_passes += 1;
         } else if !self.logits_ready {
             return Err(HostError::NoContext);
@@ -650,15 +644,27 @@ impl Host {
         Ok(Some(emitted))
     }
 
-    /// Updates the running share of a one-token pass spent on layer reads, from a pass of
-    /// `batch` positions that took `pass_ms` (its compute scaled back to one position's with the
-    /// resident cost model).
-    fn note_io_share(&mut self, pass_ms: f64, batch: usize) {
-        let compute = (pass_ms - self.io_ms).max(0.0) / PassCost::default().of(batch) as f64;
-        if self.io_ms + compute > 0.0 {
-            let share = (self.io_ms / (self.io_ms + compute)) as f32;
-            self.io_share += 0.25 * (share - self.io_share);
+    /// Records how long a decode pass of `positions` took.
+    fn note_pass(&mut self, positions: usize, ms: f64) {
+        if let Some(mean) = self.pass_ms.get_mut(positions) {
+            *mean = match *mean {
+                0.0 => ms,
+                m => m + 0.3 * (ms - m),
+            };
         }
+    }
+
+    /// What verify passes cost as measured so far, relative to a one-position pass (the cost
+    /// model's guess for sizes not timed yet).
+    fn pass_cost(&self) -> PassCost {
+        let mut cost = PassCost::default();
+        let one = self.pass_ms[1];
+        if one > 0.0 {
+            for (c, &ms) in cost.measured.iter_mut().zip(&self.pass_ms).skip(2) {
+                *c = (ms / one) as f32;
+            }
+        }
+        cost
     }
 
     /// Records a token handed out to the caller.
@@ -674,6 +680,7 @@ impl Host {
     fn make_draft(&mut self) {
         let mut draft = std::mem::take(&mut self.draft_buf);
         draft.clear();
+        let cost = self.pass_cost();
         if let (Some(drafter), Some(generation)) = (&mut self.drafter, &mut self.generation) {
             // The verify pass puts the pending token and the draft into the KV cache, and the
             // pick after the last draft token takes a step of the budget too.
@@ -681,10 +688,7 @@ impl Host {
             let most = room
                 .min(generation.remaining().saturating_sub(1))
                 .min(MAX_DRAFT);
-            drafter.set_cost(PassCost {
-                fixed: self.io_share,
-                ..PassCost::default()
-            });
+            drafter.set_cost(cost);
             drafter.draft(&self.tokens, most, &mut draft);
             draft.truncate(most);
             generation.trim_draft(&mut draft);
@@ -714,7 +718,7 @@ impl Host {
             self.pending = Some(pending);
             return Err(e);
         }
-        self.note_io_share(now_ms() - t_pass, batch.len());
+        self.note_pass(batch.len(), now_ms() - t_pass);
         let picked = match &mut self.generation {
             Some(g) => g.verify(self.session.logits_mut(), &self.draft_buf, self.margin),
             None => Err(GenerateError::Finished),

@@ -175,9 +175,9 @@ fn dot_row<F: SimdBlock, const NT: usize>(
     let mut b = 0;
     // SAFETY (loop bodies): b + k < blocks keeps every block inside `row`, and activation block
     // (t0 + t)·blocks + b + k, t < NT, exists by the assert above.
-    // With several tokens the per-block path below is as fast (the unpacked weights are shared
-    // by every token, and four blocks' dot products per token would not fit in registers).
-    while NT == 1 && b + 4 <= blocks {
+    // Every token takes this path whatever NT is, so a token's sum is rounded the same way in a
+    // batch as alone: speculative decoding's verify rows are bit-identical to decode steps.
+    while b + 4 <= blocks {
         let q = |k: usize| unsafe { p.add((b + k) * F::BYTES) };
         let bits = unsafe {
             u32x4(
