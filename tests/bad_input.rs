@@ -130,6 +130,23 @@ fn engine_rejects_bad_requests_with_typed_errors() {
         s.finish(&model.resident, false),
         Err(EngineError::LayerOrder { .. })
     ));
+    // Rewinds go back, between batches, and forget exactly the positions past the target.
+    assert!(matches!(
+        s.rewind(0),
+        Err(EngineError::Rewind { to: 0, .. })
+    ));
+    s.abort_batch();
+    model.forward(&mut s, &[1, 2, 3, 4], false).unwrap();
+    assert!(matches!(
+        s.rewind(5),
+        Err(EngineError::Rewind { to: 5, held: 4 })
+    ));
+    s.rewind(2).unwrap();
+    assert_eq!(s.position(), 2);
+    let again = model.forward(&mut s, &[5], false).unwrap().to_vec();
+    let mut fresh = Session::new(&model.config, 8).unwrap();
+    let want = model.forward(&mut fresh, &[1, 2, 5], false).unwrap();
+    assert_eq!(again, want);
 }
 
 #[test]

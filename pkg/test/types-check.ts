@@ -13,6 +13,14 @@ export async function seedCallShape(source: KnotByteSource): Promise<Uint32Array
   return tokens;
 }
 
+export async function draftApi(source: KnotByteSource): Promise<number> {
+  const shim = await HostShim.open(source, { lruCapacity: 2, draftMode: { ngram: 3, maxDraft: 8, adaptive: true } });
+  await shim.generate([1, 2, 3], 16, { draftMode: false });
+  await shim.generateText('Once', { draftMode: { maxDraft: 4, margin: 0.5 } });
+  const s = shim.stats();
+  return s.tokensPerPass + s.layerReadsPerToken + s.verifyPasses + s.accepted / Math.max(1, s.drafted);
+}
+
 export async function textApi(): Promise<string> {
   const shim = await HostShim.open(new BufferKnotSource(new Uint8Array(1)), { lruCapacity: 2 });
   const http = await HttpKnotSource.open('https://example.com/m.knot', { retries: 2 });
