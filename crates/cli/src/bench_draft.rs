@@ -121,8 +121,14 @@ pub fn run(
             }
         }
         for (name, kind, text) in prompts() {
-            let chat = host.chat_prompt(&[ChatMessage::new("user", text)])?;
-            let prompt = host.tokenizer().encode(&chat);
+            // Base models without a chat template get the request as plain text.
+            let prompt = match host.knot().meta.chat_template {
+                Some(_) => {
+                    let chat = host.chat_prompt(&[ChatMessage::new("user", text.as_str())])?;
+                    host.tokenizer().encode(&chat)
+                }
+                None => host.tokenizer().encode_with_bos(&format!("{text}\n\n")),
+            };
             let (mut plain, mut spec_runs) = (Vec::new(), Vec::new());
             for r in 0..runs {
                 // Alternate which goes first, so drift on a shared machine hits both alike.
