@@ -188,8 +188,14 @@ pub struct PromptLookup {
 
 /// Weight of the newest observation in the running acceptance rate.
 const RATE_STEP: f32 = 0.25;
-/// After this many steps without drafting at a match length, one short draft probes it again.
+/// After this many steps without drafting after a one-token match, one short draft probes it
+/// again; half as many for each token more in the match (a long match is rarer in text that
+/// does not copy, and worth trying sooner in text that does).
 const PROBE_EVERY: u32 = 32;
+
+fn probe_every(n: usize) -> u32 {
+    (PROBE_EVERY >> (n - 1).min(8)).max(4)
+}
 
 impl PromptLookup {
     pub fn new(cfg: DraftConfig) -> Self {
@@ -227,7 +233,7 @@ impl PromptLookup {
                 (best, best_k) = (gain, k);
             }
         }
-        if best_k == 0 && self.idle[n - 1] >= PROBE_EVERY {
+        if best_k == 0 && self.idle[n - 1] >= probe_every(n) {
             best_k = 1;
         }
         best_k.min(max)
@@ -359,9 +365,18 @@ mod tests {
         }
         d.draft(&ctx, 8, &mut out);
         assert!(out.is_empty());
-        // ...until a probe of one token after PROBE_EVERY idle steps.
+        // ...until a probe of one token after a few idle steps (8 for a 3-token match).
+        assert_eq!(
+            (
+                probe_every(1),
+                probe_every(2),
+                probe_every(3),
+                probe_every(8)
+            ),
+            (32, 16, 8, 4)
+        );
         let mut probes = 0;
-        for _ in 0..PROBE_EVERY + 1 {
+        for _ in 0..probe_every(3) + 1 {
             d.draft(&ctx, 8, &mut out);
             probes += out.len();
             let n = out.len();

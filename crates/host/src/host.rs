@@ -242,8 +242,13 @@ pub struct Host {
     ahead: VecDeque<Emitted>,
     /// Speculative decoding for generations that do not choose.
     draft_default: Option<DraftConfig>,
-    /// The current generation's drafter and margin rule, when it drafts.
+    /// The current generation's drafter and margin rule, when it drafts. A prompt-lookup
+    /// drafter the host built (`lookup` holds its settings) is kept for later generations with
+    /// the same settings, so what it learned about acceptance carries over.
     drafter: Option<Box<dyn Drafter>>,
+    lookup: Option<DraftConfig>,
+    /// Whether the current generation drafts.
+    drafting: bool,
     margin: Option<f32>,
     draft_buf: Vec<u32>,
     /// Layer reads when the current generation's decoding began.
@@ -350,6 +355,8 @@ impl Host {
             ahead: VecDeque::new(),
             draft_default: opts.draft,
             drafter: None,
+            lookup: None,
+            drafting: false,
             margin: None,
             draft_buf: Vec::new(),
             reads_at_decode: 0,
@@ -431,7 +438,6 @@ impl Host {
         self.ahead.clear();
         self.tokens.clear();
         self.generation = None;
-        self.drafter = None;
         self.steps.clear();
     }
 
@@ -452,6 +458,8 @@ impl Host {
     /// test's scripted drafts. `margin` is the margin rule's τ (see [`DraftConfig::margin`]).
     pub fn set_drafter(&mut self, drafter: Box<dyn Drafter>, margin: Option<f32>) {
         self.drafter = Some(drafter);
+        self.lookup = None;
+        self.drafting = true;
         self.margin = margin;
     }
 
@@ -594,7 +602,13 @@ impl Host {
         self.generation = Some(generation);
         let draft = opts.draft.resolve(self.draft_default.as_ref());
         self.margin = draft.as_ref().and_then(|c| c.margin);
-        self.drafter = draft.map(|c| Box::new(PromptLookup::new(c)) as Box<dyn Drafter>);
+        self.drafting = draft.is_some();
+        if let Some(cfg) = draft {
+            if self.lookup.as_ref() != Some(&cfg) || self.drafter.is_none() {
+                self.drafter = Some(Box::new(PromptLookup::new(cfg.clone())));
+                self.lookup = Some(cfg);
+            }
+        }
         Ok(())
     }
 
@@ -681,7 +695,8 @@ impl Host {
         let mut draft = std::mem::take(&mut self.draft_buf);
         draft.clear();
         let cost = self.pass_cost();
-        if let (Some(drafter), Some(generation)) = (&mut self.drafter, &mut self.generation) {
+        let drafter = self.drafter.as_mut().filter(|_| self.drafting);
+        if let (Some(drafter), Some(generation)) = (drafter, &mut self.generation) {
             // The verify pass puts the pending token and the draft into the KV cache, and the
             // pick after the last draft token takes a step of the budget too.
             let room = (self.session.max_context()).saturating_sub(self.session.position() + 1);
