@@ -368,17 +368,44 @@ pub trait ConfigExt {
     fn validate(&self) -> Result<(), EngineError>;
 }
 
+/// Bounds on the sizes a config may declare, checked before anything is allocated from them
+/// (they come from the file): far above every model this engine is for, far below what would
+/// overflow a product or exhaust a wasm32 address space by themselves.
+pub const MAX_DIM: usize = 1 << 16;
+pub const MAX_FFN_DIM: usize = 1 << 18;
+pub const MAX_HEADS: usize = 1 << 10;
+pub const MAX_HEAD_DIM: usize = 1 << 12;
+pub const MAX_VOCAB: usize = 1 << 22;
+pub const MAX_LAYERS: usize = 1 << 12;
+
 impl ConfigExt for ModelConfig {
+    // `validate` bounds heads and head_dim, so these products cannot overflow once it passed;
+    // before that, they saturate instead of wrapping.
     fn q_dim(&self) -> usize {
-        self.n_heads * self.head_dim
+        self.n_heads.saturating_mul(self.head_dim)
     }
     fn kv_dim(&self) -> usize {
-        self.n_kv_heads * self.head_dim
+        self.n_kv_heads.saturating_mul(self.head_dim)
     }
     fn validate(&self) -> Result<(), EngineError> {
         let bad = |m: &str| Err(EngineError::BadConfig(m.to_string()));
         if self.dim == 0 || self.n_heads == 0 || self.n_kv_heads == 0 || self.head_dim == 0 {
             return bad("dim, heads and head_dim must be positive");
+        }
+        for (name, value, max) in [
+            ("dim", self.dim, MAX_DIM),
+            ("ffn_dim", self.ffn_dim, MAX_FFN_DIM),
+            ("n_heads", self.n_heads, MAX_HEADS),
+            ("n_kv_heads", self.n_kv_heads, MAX_HEADS),
+            ("head_dim", self.head_dim, MAX_HEAD_DIM),
+            ("vocab_size", self.vocab_size, MAX_VOCAB),
+            ("n_layers", self.n_layers, MAX_LAYERS),
+        ] {
+            if value > max {
+                return Err(EngineError::BadConfig(format!(
+                    "{name} {value} is above the supported maximum {max}"
+                )));
+            }
         }
         if !self.n_heads.is_multiple_of(self.n_kv_heads) {
             return bad("n_heads must be a multiple of n_kv_heads");
@@ -835,6 +862,50 @@ mod tests {
             assert!(Session::new(&bad, 8).is_err());
         }
         gemma_like().validate().unwrap();
+    }
+
+    #[test]
+    fn huge_sizes_are_config_errors_not_overflows() {
+        for bad in [
+            // × head_dim 4 wraps to 4 (2^62 + 1 on 64 bits, 2^30 + 1 on wasm32).
+            ModelConfig {
+                n_heads: usize::MAX / 4 + 1,
+                ..gemma_like()
+            },
+            ModelConfig {
+                n_heads: (1 << 30) + 1,
+                ..gemma_like()
+            },
+            ModelConfig {
+                head_dim: usize::MAX / 2,
+                rope_dim: usize::MAX / 2 - 1,
+                ..gemma_like()
+            },
+            ModelConfig {
+                ffn_dim: 1 << 30,
+                ..gemma_like()
+            },
+            ModelConfig {
+                vocab_size: usize::MAX,
+                ..gemma_like()
+            },
+            ModelConfig {
+                n_layers: usize::MAX / 2,
+                ..gemma_like()
+            },
+            ModelConfig {
+                dim: 1 << 31,
+                ..gemma_like()
+            },
+        ] {
+            match bad.validate() {
+                Err(EngineError::BadConfig(m)) => assert!(m.contains("supported maximum"), "{m}"),
+                other => panic!("{other:?}"),
+            }
+            assert!(Session::new(&bad, 8).is_err());
+            // The derived sizes saturate rather than wrap before validation.
+            assert!(bad.q_dim() >= bad.n_heads.min(bad.head_dim));
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::source::{ByteSource, SourceError};
 use engine::chat::{ChatError, ChatMessage};
 use engine::decode::{Emitted, FinishReason, GenerateError, GenerateOptions, Generation};
 use engine::draft::{DraftConfig, Drafter, PassCost, PromptLookup, MAX_DRAFT};
-use engine::model::check_architecture;
+use engine::model::{check_architecture, ConfigExt};
 use engine::tokenizer::{Tokenizer, TokenizerError};
 use engine::{EngineError, LayerLayout, PipelineError, ResidentLayout, Session, StepInfo};
 use futures::FutureExt;
@@ -303,6 +303,8 @@ impl Host {
         drop(tok_bytes);
 
         let config = knot.meta.config.clone();
+        // Sizes from the file are bounded before anything is located or allocated from them.
+        config.validate()?;
         // Locate and check every tensor now, so a bad file fails at open, not at some token.
         let resident_layout = ResidentLayout::locate(&config, &knot.resident_tensors())?;
         resident_layout.view(&resident)?;
