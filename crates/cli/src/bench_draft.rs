@@ -1,16 +1,16 @@
 //! `knot bench --draft SPEC`: greedy decode with and without speculative decoding, interleaved in
 //! the same run, on copy-heavy prompts (repeat, edit, summarize a given text) and an open-ended
-//! one, with every layer resident and
-//! with layers streaming through a small LRU. Prints tok/s, tokens per forward pass and layer
+//! one, with every layer resident and with layers streaming through a small LRU. Prints tok/s, tokens per forward pass and layer
 //! reads per token for both, and checks that both produced the same tokens.
 
+use crate::bench::median;
+use crate::generate::open_host_with;
 use engine::chat::ChatMessage;
 use engine::decode::{DraftChoice, GenerateOptions};
 use engine::draft::DraftConfig;
 use futures::executor::block_on;
-use host::{FileSource, Host, HostOptions};
+use host::Host;
 use std::path::Path;
-use std::rc::Rc;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -63,17 +63,6 @@ struct Measured {
     drafted: u64,
 }
 
-fn open(path: &Path, lru_capacity: usize) -> Result<Host> {
-    let source =
-        FileSource::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let opts = HostOptions {
-        lru_capacity,
-        max_context: usize::MAX,
-        ..HostOptions::default()
-    };
-    Ok(block_on(Host::open(Rc::new(source), opts))?)
-}
-
 fn measure(host: &mut Host, prompt: &[u32], n: usize, draft: DraftChoice) -> Result<Measured> {
     let opts = GenerateOptions {
         max_tokens: n + 1,
@@ -94,11 +83,6 @@ fn measure(host: &mut Host, prompt: &[u32], n: usize, draft: DraftChoice) -> Res
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Runs the comparison; `streaming_lru` is the LRU capacity of the streamed case.
 pub fn run(
     path: &Path,
@@ -114,7 +98,7 @@ pub fn run(
     let cfg = DraftConfig::parse_spec(spec)?;
     let mut rows = Vec::new();
     for (mode, lru) in [("resident", usize::MAX), ("streaming", streaming_lru)] {
-        let mut host = open(path, lru)?;
+        let mut host = open_host_with(path, lru)?;
         if lru == usize::MAX {
             for l in 0..host.config().n_layers {
                 block_on(host.load_layer(l))?;

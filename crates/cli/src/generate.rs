@@ -164,9 +164,15 @@ impl DecodeArgs {
 
 /// Opens a knot file through the host, every layer kept once read, the whole context allowed.
 pub fn open_host(path: &Path) -> Result<Host> {
+    open_host_with(path, usize::MAX)
+}
+
+/// [`open_host`] with at most `lru_capacity` layers cached.
+pub fn open_host_with(path: &Path, lru_capacity: usize) -> Result<Host> {
     let source =
         FileSource::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let opts = HostOptions {
+        lru_capacity,
         max_context: usize::MAX,
         ..HostOptions::default()
     };

@@ -694,11 +694,13 @@ impl Host {
     /// Asks the drafter for the tokens after the conversation (its last token pending), trimmed
     /// to what the generation could keep and the context can hold, into `draft_buf`.
     fn make_draft(&mut self) {
-        let mut draft = std::mem::take(&mut self.draft_buf);
-        draft.clear();
+        self.draft_buf.clear();
+        if !self.drafting {
+            return;
+        }
         let cost = self.pass_cost();
-        let drafter = self.drafter.as_mut().filter(|_| self.drafting);
-        if let (Some(drafter), Some(generation)) = (drafter, &mut self.generation) {
+        let mut draft = std::mem::take(&mut self.draft_buf);
+        if let (Some(drafter), Some(generation)) = (&mut self.drafter, &mut self.generation) {
             // The verify pass puts the pending token and the draft into the KV cache, and the
             // pick after the last draft token takes a step of the budget too.
             let room = (self.session.max_context()).saturating_sub(self.session.position() + 1);

@@ -164,6 +164,20 @@ impl Drafter for Scripted {
     }
 }
 
+impl Scripted {
+    /// Drafts of at most `max` tokens of the tiny model's `continuation`, `right` of each correct.
+    fn tiny(prompt_len: usize, continuation: Vec<u32>, right: usize, max: usize) -> Self {
+        Scripted {
+            prompt_len,
+            continuation,
+            right,
+            vocab: 256,
+            max,
+            log: Rc::default(),
+        }
+    }
+}
+
 /// Starts a generation and swaps in a scripted drafter.
 fn start_scripted(
     host: &mut Host,
@@ -255,14 +269,7 @@ fn the_margin_rule_only_ever_keeps_fewer_drafts() {
     let mut passes = Vec::new();
     for tau in [None, Some(0.0), Some(0.05), Some(1e6)] {
         let (mut host, _) = open(tiny(), usize::MAX, 128);
-        let script = Scripted {
-            prompt_len: prompt.len(),
-            continuation: want.clone(),
-            right: 8,
-            vocab: 256,
-            max: 8,
-            log: Rc::default(),
-        };
+        let script = Scripted::tiny(prompt.len(), want.clone(), 8, 8);
         start_scripted(&mut host, &prompt, &plain, script, tau);
         assert_eq!(drain(&mut host, 100).0, want, "tau {tau:?}");
         passes.push(host.stats().decode.forward_passes);
@@ -355,14 +362,7 @@ fn a_failed_read_during_a_verify_pass_changes_nothing_and_the_host_recovers() {
     // Capacity 1: every pass reads both layers, so a read fails inside a verify pass.
     let (mut host, src) = open(tiny(), 1, 128);
     let knot = host.knot().clone();
-    let script = Scripted {
-        prompt_len: prompt.len(),
-        continuation: want.clone(),
-        right: 2,
-        vocab: 256,
-        max: 4,
-        log: Rc::default(),
-    };
+    let script = Scripted::tiny(prompt.len(), want.clone(), 2, 4);
     start_scripted(&mut host, &prompt, &plain, script, None);
     let mut got = drain(&mut host, 1).0;
     let (tokens, position) = (host.tokens().to_vec(), host.position());
@@ -391,14 +391,7 @@ fn a_caller_stopping_mid_pass_leaves_the_conversation_at_what_it_saw() {
         let (want2, _, _) = run(&mut plain_host, &[5, 6], &turn2);
         // Speculative: every draft kept, so tokens wait in the queue when the caller stops.
         let (mut host, _) = open(tiny(), usize::MAX, 128);
-        let script = Scripted {
-            prompt_len: prompt.len(),
-            continuation: want.clone(),
-            right: 8,
-            vocab: 256,
-            max: 8,
-            log: Rc::default(),
-        };
+        let script = Scripted::tiny(prompt.len(), want.clone(), 8, 8);
         start_scripted(&mut host, &prompt, &plain, script, None);
         assert_eq!(drain(&mut host, stop_after).0, seen);
         assert_eq!(host.tokens(), plain_host_tokens(&prompt, &seen));
