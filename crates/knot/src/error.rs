@@ -66,6 +66,8 @@ pub enum KnotError {
     },
     #[error("tensor {tensor} lies outside the span of {span}")]
     OutsideSpan { tensor: String, span: String },
+    #[error("the {span} span is not tight around its tensors: {reason}")]
+    LooseSpan { span: String, reason: String },
     #[error("{spans} layer spans but config.n_layers is {n_layers}")]
     LayerCount { spans: usize, n_layers: usize },
     #[error("tensor {tensor} names layer {layer}, but the model has {n_layers} layers")]

@@ -31,9 +31,14 @@ impl TensorInfo {
         self.shape.iter().product()
     }
 
-    /// The byte range inside the buffer `offset` is relative to.
-    pub fn range(&self) -> Range<usize> {
-        self.offset as usize..(self.offset + self.size) as usize
+    /// The byte range inside the buffer `offset` is relative to; an error when it does not fit
+    /// in this platform's `usize` (a file of more than 4 GiB on wasm32).
+    pub fn range(&self) -> Result<Range<usize>, KnotError> {
+        let overflow = || KnotError::OffsetOverflow(self.name.clone());
+        let end = self.offset.checked_add(self.size).ok_or_else(overflow)?;
+        let start = usize::try_from(self.offset).map_err(|_| overflow())?;
+        let end = usize::try_from(end).map_err(|_| overflow())?;
+        Ok(start..end)
     }
 }
 
@@ -358,7 +363,66 @@ pub(crate) fn validate(
             }
         }
     }
+
+    // Spans are tight, so a host that fetches a span fetches its tensors and nothing else.
+    let mut members: Vec<Vec<(u64, u64, &str)>> = vec![Vec::new(); n_layers + 1];
+    for t in &meta.tensors {
+        let slot = layer_of(&t.name).map_or(n_layers, |l| l);
+        members[slot].push((t.offset, t.offset + t.size, t.name.as_str()));
+    }
+    for (slot, tensors) in members.iter_mut().enumerate() {
+        let (name, span) = match meta.layers.get(slot) {
+            Some(&span) => (format!("layer {slot}"), span),
+            None => ("resident tensors".to_string(), meta.resident),
+        };
+        check_tight(&name, span, tensors)?;
+    }
     Ok(dtypes)
+}
+
+/// A span must start at its first tensor, end at its last, and hold nothing between them but
+/// the alignment padding a writer inserts (less than [`TENSOR_ALIGNMENT`] bytes per gap).
+/// `tensors` are (start, end, name), all inside the span (checked before).
+fn check_tight(
+    span_name: &str,
+    span: Span,
+    tensors: &mut [(u64, u64, &str)],
+) -> Result<(), KnotError> {
+    tensors.sort_unstable();
+    let loose = |reason: String| KnotError::LooseSpan {
+        span: span_name.to_string(),
+        reason,
+    };
+    let (Some(first), Some(last)) = (tensors.first(), tensors.last()) else {
+        return Err(loose("it holds no tensors".into()));
+    };
+    if span.offset != first.0 {
+        return Err(loose(format!(
+            "it starts {} bytes before its first tensor {}",
+            first.0 - span.offset,
+            first.2
+        )));
+    }
+    // Both were checked not to overflow.
+    let span_end = span.offset + span.size;
+    if span_end != last.1 {
+        return Err(loose(format!(
+            "it ends {} bytes after its last tensor {}",
+            span_end - last.1,
+            last.2
+        )));
+    }
+    for w in tensors.windows(2) {
+        // Tensors do not overlap (checked before), so the gap is not negative.
+        let gap = w[1].0 - w[0].1;
+        if gap >= TENSOR_ALIGNMENT {
+            return Err(loose(format!(
+                "{gap} bytes between {} and {}, more than alignment padding",
+                w[0].2, w[1].2
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Bytes implied by dtype and shape, with every multiplication checked.

@@ -175,7 +175,7 @@ fn layer_and_resident_slices_are_relative() {
         assert_eq!(tensors[9].name, format!("blk.{layer}.attn_q_norm.weight"));
         assert_eq!(tensors[0].offset, 0);
         for t in tensors {
-            assert_eq!(&layer_bytes[t.range()], data[&t.name].as_slice());
+            assert_eq!(&layer_bytes[t.range().unwrap()], data[&t.name].as_slice());
         }
     }
     assert!(knot.layer_tensors(3).is_none());
@@ -188,7 +188,7 @@ fn layer_and_resident_slices_are_relative() {
     // The resident span ends exactly at the last resident tensor.
     assert_eq!(tensors[2].offset + tensors[2].size, knot.meta.resident.size);
     for t in tensors {
-        assert_eq!(&resident[t.range()], data[&t.name].as_slice());
+        assert_eq!(&resident[t.range().unwrap()], data[&t.name].as_slice());
     }
     // Layers follow each other; layer 0 starts after the resident tensors.
     assert!(knot.meta.layers[0].offset >= knot.meta.resident.end().unwrap());
@@ -280,6 +280,20 @@ fn builder_rejects_layer_beyond_config() {
         b.plan(),
         Err(KnotError::LayerOutOfRange { layer: 5, .. })
     ));
+}
+
+#[test]
+fn builder_rejects_a_layer_count_its_tensors_cannot_fill() {
+    // Before: `vec![…; n_layers]` with a count straight from a converted file's header.
+    for n_layers in [usize::MAX, 1 << 30, 5] {
+        let mut b = builder(2, true);
+        b.config.n_layers = n_layers;
+        assert_eq!(
+            b.plan().unwrap_err(),
+            KnotError::MissingTensor("blk.2.attn_norm.weight".into()),
+            "{n_layers}"
+        );
+    }
 }
 
 // ---- one test per validation rule ----
@@ -478,6 +492,90 @@ fn layer_span_not_covering_its_tensors() {
     assert!(matches!(err, KnotError::OutsideSpan { .. }));
     let err = mutate(|m| m.layers[0].size = u64::MAX).unwrap_err();
     assert!(matches!(err, KnotError::OffsetOverflow(_)));
+}
+
+#[test]
+fn spans_larger_than_their_tensors_are_rejected() {
+    // A layer span stretched over the whole payload: a host would fetch and cache every byte
+    // of the file for that one layer.
+    let err = mutate(|m| {
+        m.layers[0].offset = m.resident.offset;
+        m.layers[0].size = m.layers[1].end().unwrap() - m.resident.offset;
+    })
+    .unwrap_err();
+    assert!(
+        matches!(&err, KnotError::LooseSpan { span, .. } if span == "layer 0"),
+        "{err:?}"
+    );
+    // One byte past the last tensor (the payload has room: the next layer follows).
+    let err = mutate(|m| m.layers[0].size += 1).unwrap_err();
+    assert!(
+        matches!(&err, KnotError::LooseSpan { span, reason } if span == "layer 0" && reason.contains("ends 1 bytes after")),
+        "{err:?}"
+    );
+    // Starting before the first tensor.
+    let err = mutate(|m| {
+        m.layers[1].offset -= 64;
+        m.layers[1].size += 64;
+    })
+    .unwrap_err();
+    assert!(
+        matches!(&err, KnotError::LooseSpan { span, .. } if span == "layer 1"),
+        "{err:?}"
+    );
+    // The resident span follows the same rule.
+    let err = mutate(|m| m.resident.size += 64).unwrap_err();
+    assert!(
+        matches!(&err, KnotError::LooseSpan { span, .. } if span == "resident tensors"),
+        "{err:?}"
+    );
+    // A gap of a whole alignment unit between two tensors of a span is more than padding.
+    // (the last tensor of the file moves, and the file grows to keep it inside).
+    let (file, _) = build(builder(2, false));
+    let mut meta = Knot::from_bytes(&file).unwrap().meta;
+    let last = meta.tensors.len() - 1;
+    meta.tensors[last].offset += 64;
+    meta.layers[1].size += 64;
+    let mut moved = reassemble(&meta, &file);
+    moved.extend_from_slice(&[0; 64]);
+    let err = Knot::from_bytes(&moved).unwrap_err();
+    assert!(
+        matches!(&err, KnotError::LooseSpan { reason, .. } if reason.contains("more than alignment padding")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn written_spans_are_tight_for_any_sizes() {
+    // Odd-sized tensors leave padding between them; the writer's spans still pass.
+    let mut b = builder(2, false);
+    b.add_tensor("blk.0.extra_a", DType::F32, vec![3]);
+    b.add_tensor("blk.0.extra_b", DType::F32, vec![5]);
+    b.add_tensor("rope_freqs.weight", DType::F32, vec![7]);
+    let (file, _) = build(b);
+    Knot::from_bytes(&file).unwrap();
+}
+
+#[test]
+fn tensor_ranges_beyond_usize_are_errors() {
+    let info = |offset: u64, size: u64| TensorInfo {
+        name: "t".into(),
+        dtype: DType::F32,
+        shape: vec![size / 4],
+        offset,
+        size,
+    };
+    assert_eq!(info(64, 8).range(), Ok(64..72));
+    assert_eq!(
+        info(u64::MAX - 4, 8).range(),
+        Err(KnotError::OffsetOverflow("t".into()))
+    );
+    // Past 4 GiB: fine on 64-bit targets, an error (not a truncated range) on wasm32.
+    let far = info(u32::MAX as u64 + 1, 8).range();
+    #[cfg(target_pointer_width = "64")]
+    assert_eq!(far, Ok(1 << 32..(1 << 32) + 8));
+    #[cfg(target_pointer_width = "32")]
+    assert_eq!(far, Err(KnotError::OffsetOverflow("t".into())));
 }
 
 #[test]

@@ -14,7 +14,7 @@ use crate::header::{
     payload_offset, FixedHeader, CODEC_RAW, DEFAULT_MAX_META_LEN, FIXED_HEADER_LEN,
     TENSOR_ALIGNMENT, VERSION,
 };
-use crate::names::{layer_of, order_key};
+use crate::names::{layer_of, layer_tensor_name, order_key, CANONICAL_LAYER_TENSORS};
 use crate::reader::{expected_size, validate};
 use crate::{
     DType, KnotError, Metadata, ModelConfig, Span, TensorEntry, TokenizerData, TokenizerEntry,
@@ -73,6 +73,23 @@ impl KnotBuilder {
     /// boundary; tensor offsets then never depend on the metadata's length.
     pub fn plan(self) -> Result<KnotPlan, KnotError> {
         let n_layers = self.config.n_layers;
+        // Every layer holds tensors, so a count above the tensors' is a missing layer, named
+        // before anything is allocated per layer.
+        if n_layers > self.tensors.len() {
+            let present: std::collections::HashSet<usize> = self
+                .tensors
+                .iter()
+                .filter_map(|t| layer_of(&t.name))
+                .collect();
+            // Among the first len + 1 layers, one has no tensor.
+            let missing = (0..=self.tensors.len())
+                .find(|l| !present.contains(l))
+                .unwrap_or(0);
+            return Err(KnotError::MissingTensor(layer_tensor_name(
+                missing,
+                CANONICAL_LAYER_TENSORS[0],
+            )));
+        }
         let mut resident: Vec<TensorSpec> = Vec::new();
         let mut layers: Vec<Vec<TensorSpec>> = vec![Vec::new(); n_layers];
         for t in self.tensors {
