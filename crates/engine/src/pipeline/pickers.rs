@@ -20,7 +20,7 @@ impl Picker for Greedy {
 
 /// Temperature, then top-k, top-p and min-p truncation of the softmax.
 pub struct Sample {
-    inv_t: f32,
+    temperature: f32,
     top_k: usize,
     top_p: f32,
     min_p: f32,
@@ -29,7 +29,7 @@ pub struct Sample {
 impl Sample {
     pub fn new(cfg: &SamplerConfig) -> Self {
         Sample {
-            inv_t: 1.0 / cfg.temperature,
+            temperature: cfg.temperature,
             top_k: cfg.top_k,
             top_p: cfg.top_p,
             min_p: cfg.min_p,
@@ -45,14 +45,32 @@ impl Picker for Sample {
     ) -> Result<PickReport, PipelineError> {
         let c = out.weighted();
         c.clear();
-        // -inf (masked) and NaN never win; +inf would make the softmax NaN, so it is dropped too.
-        c.extend(
-            logits
+        // -inf (masked) and NaN never win. +inf logits win outright, as under greedy: the mass
+        // is theirs, split evenly.
+        if logits.contains(&f32::INFINITY) {
+            c.extend(
+                logits
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &l)| l == f32::INFINITY)
+                    .map(|(i, _)| (i as u32, 0.0)),
+            );
+        } else {
+            // `(l - max) / t` is at most 0 and never NaN, however small `t` is: `l / t` would
+            // overflow to inf (and inf - inf to NaN) for a tiny temperature, where this
+            // underflows to greedy instead.
+            let max = logits
                 .iter()
-                .enumerate()
-                .filter(|(_, l)| l.is_finite())
-                .map(|(i, &l)| (i as u32, l * self.inv_t)),
-        );
+                .filter(|l| l.is_finite())
+                .fold(f32::NEG_INFINITY, |m, &l| m.max(l));
+            c.extend(
+                logits
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| l.is_finite())
+                    .map(|(i, &l)| (i as u32, (l - max) / self.temperature)),
+            );
+        }
         if c.is_empty() {
             return Err(PipelineError::NoCandidates);
         }

@@ -326,3 +326,56 @@ fn distribution_probabilities() {
     assert!((d.probability(1) - 0.5).abs() < 1e-6 && (d.probability(3) - 0.5).abs() < 1e-6);
     assert_eq!(d.probability(0), 0.0);
 }
+
+#[test]
+fn a_tiny_temperature_samples_like_greedy() {
+    // 1/1e-40 overflows f32: scaled logits used to become inf and NaN, and the draw fell
+    // through to the last candidate.
+    for t in [1e-40f32, f32::MIN_POSITIVE, 1e-30] {
+        let mut p = sampler(SamplerConfig {
+            temperature: t,
+            seed: 3,
+            ..Default::default()
+        });
+        for _ in 0..20 {
+            assert_eq!(sample(&mut p, &mut logits()), 27, "t = {t}");
+        }
+        p.distribution(&logits()).unwrap();
+        assert_eq!(p.last_distribution().probability(27), 1.0, "t = {t}");
+    }
+    // Huge finite logits whose difference overflows do not break it either.
+    let mut p = sampler(SamplerConfig {
+        temperature: 1e-3,
+        ..Default::default()
+    });
+    let mut l = [f32::MAX, -f32::MAX, 1.0];
+    assert_eq!(sample(&mut p, &mut l), 0);
+}
+
+#[test]
+fn infinite_logits_take_all_the_mass_as_under_greedy() {
+    let l = [
+        0.0f32,
+        f32::INFINITY,
+        5.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ];
+    let mut greedy = sampler(SamplerConfig::default());
+    assert_eq!(sample(&mut greedy, &mut l.clone()), 1);
+    let mut p = sampler(SamplerConfig {
+        temperature: 1.0,
+        seed: 5,
+        ..Default::default()
+    });
+    p.distribution(&l).unwrap();
+    let d = p.last_distribution();
+    assert_eq!(d.candidates(), 2);
+    assert_eq!((d.probability(1), d.probability(4)), (0.5, 0.5));
+    let mut seen = [false; 6];
+    for _ in 0..64 {
+        seen[sample(&mut p, &mut l.clone()) as usize] = true;
+    }
+    assert_eq!(seen, [false, true, false, false, true, false]);
+}
