@@ -377,6 +377,10 @@ pub const MAX_HEADS: usize = 1 << 10;
 pub const MAX_HEAD_DIM: usize = 1 << 12;
 pub const MAX_VOCAB: usize = 1 << 22;
 pub const MAX_LAYERS: usize = 1 << 12;
+/// RMSNorm epsilons are 1e-5 or 1e-6; one near 1 already swamps typical activations.
+pub const MAX_NORM_EPS: f32 = 1.0;
+/// The attention scale's divisor is about `head_dim`; this is `MAX_HEAD_DIM²`.
+pub const MAX_QUERY_PRE_ATTN_SCALAR: f32 = (1u32 << 24) as f32;
 
 impl ConfigExt for ModelConfig {
     // `validate` bounds heads and head_dim, so these products cannot overflow once it passed;
@@ -419,11 +423,26 @@ impl ConfigExt for ModelConfig {
         if self.sliding_window == Some(0) {
             return bad("sliding_window must be positive");
         }
-        if self
-            .query_pre_attn_scalar
-            .is_some_and(|s| s.is_nan() || s <= 0.0)
-        {
-            return bad("query_pre_attn_scalar must be positive");
+        // Floats from the file: out of these ranges they are infinite or NaN (a JSON 1e300 reads
+        // as inf) or make every activation vanish or overflow, so the model would quietly emit
+        // nonsense instead of failing.
+        let floats = [
+            ("rope_theta", Some(self.rope_theta), 1.0, f32::MAX),
+            ("rope_theta_local", self.rope_theta_local, 1.0, f32::MAX),
+            ("norm_eps", Some(self.norm_eps), 0.0, MAX_NORM_EPS),
+            (
+                "query_pre_attn_scalar",
+                self.query_pre_attn_scalar,
+                1.0,
+                MAX_QUERY_PRE_ATTN_SCALAR,
+            ),
+        ];
+        for (name, value, min, max) in floats {
+            if let Some(v) = value.filter(|v| !(*v >= min && *v <= max)) {
+                return Err(EngineError::BadConfig(format!(
+                    "{name} {v} is outside [{min}, {max:e}]"
+                )));
+            }
         }
         Ok(())
     }
@@ -862,6 +881,112 @@ mod tests {
             assert!(Session::new(&bad, 8).is_err());
         }
         gemma_like().validate().unwrap();
+    }
+
+    #[test]
+    fn non_finite_and_out_of_range_floats_are_config_errors() {
+        let inf = f32::INFINITY;
+        for (bad, field) in [
+            // JSON `1e300` reads as an f32 infinity.
+            (
+                ModelConfig {
+                    norm_eps: inf,
+                    ..gemma_like()
+                },
+                "norm_eps",
+            ),
+            (
+                ModelConfig {
+                    norm_eps: 1e30,
+                    ..gemma_like()
+                },
+                "norm_eps",
+            ),
+            (
+                ModelConfig {
+                    norm_eps: -1e-6,
+                    ..gemma_like()
+                },
+                "norm_eps",
+            ),
+            (
+                ModelConfig {
+                    norm_eps: f32::NAN,
+                    ..gemma_like()
+                },
+                "norm_eps",
+            ),
+            (
+                ModelConfig {
+                    rope_theta: inf,
+                    ..gemma_like()
+                },
+                "rope_theta",
+            ),
+            (
+                ModelConfig {
+                    rope_theta: f32::NAN,
+                    ..gemma_like()
+                },
+                "rope_theta",
+            ),
+            (
+                ModelConfig {
+                    rope_theta: 0.0,
+                    ..gemma_like()
+                },
+                "rope_theta",
+            ),
+            (
+                ModelConfig {
+                    rope_theta: -1e4,
+                    ..gemma_like()
+                },
+                "rope_theta",
+            ),
+            (
+                ModelConfig {
+                    rope_theta_local: Some(inf),
+                    ..gemma_like()
+                },
+                "rope_theta_local",
+            ),
+            (
+                ModelConfig {
+                    rope_theta_local: Some(0.5),
+                    ..gemma_like()
+                },
+                "rope_theta_local",
+            ),
+            (
+                ModelConfig {
+                    query_pre_attn_scalar: Some(inf),
+                    ..gemma_like()
+                },
+                "query_pre_attn_scalar",
+            ),
+            (
+                ModelConfig {
+                    query_pre_attn_scalar: Some(1e-30),
+                    ..gemma_like()
+                },
+                "query_pre_attn_scalar",
+            ),
+        ] {
+            match bad.validate() {
+                Err(EngineError::BadConfig(m)) => assert!(m.starts_with(field), "{m}"),
+                other => panic!("{field}: {other:?}"),
+            }
+            assert!(Session::new(&bad, 8).is_err());
+        }
+        // The edges of the ranges are fine.
+        ModelConfig {
+            norm_eps: 0.0,
+            rope_theta: 1.0,
+            ..gemma_like()
+        }
+        .validate()
+        .unwrap();
     }
 
     #[test]
