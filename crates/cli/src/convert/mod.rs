@@ -168,6 +168,14 @@ pub(crate) fn write_knot(
     progress: Progress<'_>,
     mut fetch: impl FnMut(&SourceTensor) -> Result<Vec<u8>, ConvertError>,
 ) -> Result<Summary, ConvertError> {
+    // The engine's bounds (layer count, sizes, finite floats) before anything is planned or
+    // allocated from the source's numbers: a file the engine would refuse is not written.
+    if let Err(e) = engine::model::ConfigExt::validate(&source.config) {
+        return Err(ConvertError::InvalidConfig(match e {
+            engine::EngineError::BadConfig(m) => m,
+            other => other.to_string(),
+        }));
+    }
     let mut builder = KnotBuilder::new(
         opts.name.clone().unwrap_or(source.name),
         source.architecture,

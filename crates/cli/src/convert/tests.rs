@@ -614,6 +614,64 @@ fn hf_requantizes_to_f16() {
 }
 
 #[test]
+fn gguf_layer_count_is_bounded_before_anything_is_allocated_per_layer() {
+    // block_count = u32::MAX: before, `vec![…; n_layers]` in the plan asked for ~100 GB.
+    let mut b = tiny_gguf("llama", 1, false);
+    let key = b"llama.block_count";
+    let at = b.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+    assert_eq!(
+        &b[at..at + 8],
+        [&4u32.to_le_bytes()[..], &1u32.to_le_bytes()].concat()
+    );
+    b[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+    let err = convert_gguf_bytes(&b, &ConvertOptions::default()).unwrap_err();
+    assert!(
+        matches!(&err, ConvertError::InvalidConfig(m) if m.starts_with("n_layers 4294967295")),
+        "{err}"
+    );
+    // A float the engine would run as infinity.
+    let mut b = tiny_gguf("llama", 1, false);
+    let key = b"llama.rope.freq_base";
+    let at = b.windows(key.len()).position(|w| w == key).unwrap() + key.len() + 4;
+    b[at..at + 4].copy_from_slice(&f32::INFINITY.to_le_bytes());
+    let err = convert_gguf_bytes(&b, &ConvertOptions::default()).unwrap_err();
+    assert!(
+        matches!(&err, ConvertError::InvalidConfig(m) if m.starts_with("rope_theta inf")),
+        "{err}"
+    );
+}
+
+#[test]
+fn hf_layer_count_and_floats_are_bounded() {
+    let dir = TempDir::new("hf-bounds");
+    write_hf_dir(&dir, 1, true, false);
+    let cfg_path = dir.path("config.json");
+    let good: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+    let out = dir.path("o.knot");
+    for (key, value, message) in [
+        (
+            "num_hidden_layers",
+            json!(1u64 << 40),
+            "n_layers 1099511627776",
+        ),
+        // Reads as an f32 infinity.
+        ("rms_norm_eps", json!(1e300), "norm_eps inf"),
+        ("rope_theta", json!(-1.0), "rope_theta -1"),
+    ] {
+        let mut cfg = good.clone();
+        cfg[key] = value;
+        std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+        let err = hf_to_knot(&dir.0, &out, &ConvertOptions::default(), &no_progress).unwrap_err();
+        assert!(
+            matches!(&err, ConvertError::InvalidConfig(m) if m.starts_with(message)),
+            "{key}: {err}"
+        );
+        assert!(!out.exists());
+    }
+}
+
+#[test]
 fn hf_errors_are_specific() {
     // Untied without lm_head.
     let dir = TempDir::new("hf-err");
