@@ -92,6 +92,8 @@ pub enum GgufError {
         offset: u64,
         alignment: u64,
     },
+    #[error("tensors {first} and {second} share data bytes")]
+    Overlap { first: String, second: String },
     #[error(
         "tensor {tensor}: data ends at byte {end}, beyond the end of the file ({file_len} bytes)"
     )]
@@ -114,13 +116,149 @@ pub enum GgufValue {
     F32(f32),
     Bool(bool),
     String(String),
-    Array(Vec<GgufValue>),
+    Array(GgufArray),
     U64(u64),
     I64(i64),
     F64(f64),
 }
 
+/// An array value stored as a vector of its element type, so it costs in memory about what it
+/// takes in the file: a `u8` element is one byte, not a 32-byte [`GgufValue`] (a 16 MiB array
+/// would otherwise become 512 MiB).
+#[derive(Debug, Clone, PartialEq)]
+pub enum GgufArray {
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    U16(Vec<u16>),
+    I16(Vec<i16>),
+    U32(Vec<u32>),
+    I32(Vec<i32>),
+    F32(Vec<f32>),
+    Bool(Vec<bool>),
+    String(Vec<String>),
+    Array(Vec<GgufArray>),
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    F64(Vec<f64>),
+}
+
+impl GgufArray {
+    pub fn len(&self) -> usize {
+        match self {
+            GgufArray::U8(v) => v.len(),
+            GgufArray::I8(v) => v.len(),
+            GgufArray::U16(v) => v.len(),
+            GgufArray::I16(v) => v.len(),
+            GgufArray::U32(v) => v.len(),
+            GgufArray::I32(v) => v.len(),
+            GgufArray::F32(v) => v.len(),
+            GgufArray::Bool(v) => v.len(),
+            GgufArray::String(v) => v.len(),
+            GgufArray::Array(v) => v.len(),
+            GgufArray::U64(v) => v.len(),
+            GgufArray::I64(v) => v.len(),
+            GgufArray::F64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element `i` as a value (a string or nested array is cloned).
+    pub fn get(&self, i: usize) -> Option<GgufValue> {
+        Some(match self {
+            GgufArray::U8(v) => GgufValue::U8(*v.get(i)?),
+            GgufArray::I8(v) => GgufValue::I8(*v.get(i)?),
+            GgufArray::U16(v) => GgufValue::U16(*v.get(i)?),
+            GgufArray::I16(v) => GgufValue::I16(*v.get(i)?),
+            GgufArray::U32(v) => GgufValue::U32(*v.get(i)?),
+            GgufArray::I32(v) => GgufValue::I32(*v.get(i)?),
+            GgufArray::F32(v) => GgufValue::F32(*v.get(i)?),
+            GgufArray::Bool(v) => GgufValue::Bool(*v.get(i)?),
+            GgufArray::String(v) => GgufValue::String(v.get(i)?.clone()),
+            GgufArray::Array(v) => GgufValue::Array(v.get(i)?.clone()),
+            GgufArray::U64(v) => GgufValue::U64(*v.get(i)?),
+            GgufArray::I64(v) => GgufValue::I64(*v.get(i)?),
+            GgufArray::F64(v) => GgufValue::F64(*v.get(i)?),
+        })
+    }
+
+    /// Every element as a value, in order.
+    pub fn iter(&self) -> impl Iterator<Item = GgufValue> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
+    /// The elements of a string array, without copying them.
+    pub fn as_strings(&self) -> Option<&[String]> {
+        match self {
+            GgufArray::String(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Builds an array from values of one type (`None` if they are mixed); an empty list is
+    /// an empty `u8` array.
+    pub fn from_values(items: Vec<GgufValue>) -> Option<GgufArray> {
+        macro_rules! collect {
+            ($variant:ident) => {
+                GgufArray::$variant(
+                    items
+                        .into_iter()
+                        .map(|v| match v {
+                            GgufValue::$variant(x) => Some(x),
+                            _ => None,
+                        })
+                        .collect::<Option<Vec<_>>>()?,
+                )
+            };
+        }
+        let Some(first) = items.first() else {
+            return Some(GgufArray::U8(Vec::new()));
+        };
+        Some(match first {
+            GgufValue::U8(_) => collect!(U8),
+            GgufValue::I8(_) => collect!(I8),
+            GgufValue::U16(_) => collect!(U16),
+            GgufValue::I16(_) => collect!(I16),
+            GgufValue::U32(_) => collect!(U32),
+            GgufValue::I32(_) => collect!(I32),
+            GgufValue::F32(_) => collect!(F32),
+            GgufValue::Bool(_) => collect!(Bool),
+            GgufValue::String(_) => collect!(String),
+            GgufValue::Array(_) => collect!(Array),
+            GgufValue::U64(_) => collect!(U64),
+            GgufValue::I64(_) => collect!(I64),
+            GgufValue::F64(_) => collect!(F64),
+        })
+    }
+
+    /// The GGUF type id of the elements.
+    pub fn element_type_id(&self) -> u32 {
+        match self {
+            GgufArray::U8(_) => 0,
+            GgufArray::I8(_) => 1,
+            GgufArray::U16(_) => 2,
+            GgufArray::I16(_) => 3,
+            GgufArray::U32(_) => 4,
+            GgufArray::I32(_) => 5,
+            GgufArray::F32(_) => 6,
+            GgufArray::Bool(_) => 7,
+            GgufArray::String(_) => 8,
+            GgufArray::Array(_) => 9,
+            GgufArray::U64(_) => 10,
+            GgufArray::I64(_) => 11,
+            GgufArray::F64(_) => 12,
+        }
+    }
+}
+
 impl GgufValue {
+    /// An array value from values of one type (see [`GgufArray::from_values`]).
+    pub fn array(items: Vec<GgufValue>) -> Option<GgufValue> {
+        GgufArray::from_values(items).map(GgufValue::Array)
+    }
+
     /// Any non-negative integer value.
     pub fn as_u64(&self) -> Option<u64> {
         match *self {
@@ -170,7 +308,7 @@ impl GgufValue {
         }
     }
 
-    pub fn as_array(&self) -> Option<&[GgufValue]> {
+    pub fn as_array(&self) -> Option<&GgufArray> {
         match self {
             GgufValue::Array(a) => Some(a),
             _ => None,
@@ -358,6 +496,21 @@ impl GgufFile {
                 }
             }
         }
+        // Tensors sharing bytes would each be copied out by a converter, so a small file could
+        // expand into an arbitrarily large one. Extents were checked to end inside the file.
+        let mut extents: Vec<(u64, u64, &str)> = tensors
+            .iter()
+            .map(|t| (t.offset, t.offset + t.size, t.name.as_str()))
+            .collect();
+        extents.sort_unstable();
+        for w in extents.windows(2) {
+            if w[1].0 < w[0].1 {
+                return Err(GgufError::Overlap {
+                    first: w[0].2.to_string(),
+                    second: w[1].2.to_string(),
+                });
+            }
+        }
         Ok(GgufFile {
             version,
             metadata,
@@ -447,17 +600,8 @@ impl<R: Read> Counting<R> {
                 max: self.limits.max_string_len,
             });
         }
-        // The length is capped, but a truncated file could still claim up to the cap:
-        // read through `take` so memory grows only with bytes actually present.
-        let mut bytes = Vec::new();
-        (&mut self.inner)
-            .take(len)
-            .read_to_end(&mut bytes)
-            .map_err(|e| eof_as(what, e))?;
-        if bytes.len() as u64 != len {
-            return Err(GgufError::Truncated(what));
-        }
-        self.pos += len;
+        // The length is capped, but a truncated file could still claim up to the cap.
+        let bytes = self.bytes(len, what)?;
         String::from_utf8(bytes).map_err(|_| GgufError::InvalidUtf8)
     }
 
@@ -477,25 +621,87 @@ impl<R: Read> Counting<R> {
                 b => return Err(GgufError::BadBool(b)),
             },
             8 => GgufValue::String(self.string(W)?),
-            9 => {
-                if depth >= MAX_NESTING {
-                    return Err(GgufError::NestingTooDeep(MAX_NESTING));
-                }
-                let elem_type = self.u32("array element type")?;
-                let len = self.u64("array length")?;
-                check_count("array element", len, self.limits.max_array_len)?;
-                // Grow with the data rather than trusting the length for the allocation.
-                let mut items = Vec::with_capacity((len as usize).min(4096));
-                for _ in 0..len {
-                    items.push(self.value(elem_type, depth + 1)?);
-                }
-                GgufValue::Array(items)
-            }
+            9 => GgufValue::Array(self.array_value(depth)?),
             10 => GgufValue::U64(u64::from_le_bytes(self.array(W)?)),
             11 => GgufValue::I64(i64::from_le_bytes(self.array(W)?)),
             12 => GgufValue::F64(f64::from_le_bytes(self.array(W)?)),
             other => return Err(GgufError::UnknownValueType(other)),
         })
+    }
+
+    /// An array after its value type: element type, length, elements.
+    fn array_value(&mut self, depth: usize) -> Result<GgufArray, GgufError> {
+        if depth >= MAX_NESTING {
+            return Err(GgufError::NestingTooDeep(MAX_NESTING));
+        }
+        let elem_type = self.u32("array element type")?;
+        let len = self.u64("array length")?;
+        check_count("array element", len, self.limits.max_array_len)?;
+        macro_rules! fixed {
+            ($variant:ident, $t:ty) => {{
+                const N: usize = std::mem::size_of::<$t>();
+                let bytes = self.bytes(len * N as u64, "array elements")?;
+                GgufArray::$variant(
+                    bytes
+                        .chunks_exact(N)
+                        .map(|c| <$t>::from_le_bytes(c.try_into().expect("N bytes")))
+                        .collect(),
+                )
+            }};
+        }
+        // Grow with the data rather than trusting the length for the allocation.
+        let cap = (len as usize).min(4096);
+        Ok(match elem_type {
+            0 => fixed!(U8, u8),
+            1 => fixed!(I8, i8),
+            2 => fixed!(U16, u16),
+            3 => fixed!(I16, i16),
+            4 => fixed!(U32, u32),
+            5 => fixed!(I32, i32),
+            6 => fixed!(F32, f32),
+            7 => GgufArray::Bool(
+                self.bytes(len, "array elements")?
+                    .into_iter()
+                    .map(|b| match b {
+                        0 => Ok(false),
+                        1 => Ok(true),
+                        b => Err(GgufError::BadBool(b)),
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            8 => {
+                let mut items = Vec::with_capacity(cap);
+                for _ in 0..len {
+                    items.push(self.string("metadata value")?);
+                }
+                GgufArray::String(items)
+            }
+            9 => {
+                let mut items = Vec::with_capacity(cap);
+                for _ in 0..len {
+                    items.push(self.array_value(depth + 1)?);
+                }
+                GgufArray::Array(items)
+            }
+            10 => fixed!(U64, u64),
+            11 => fixed!(I64, i64),
+            12 => fixed!(F64, f64),
+            other => return Err(GgufError::UnknownValueType(other)),
+        })
+    }
+
+    /// `len` bytes, read through `take` so memory grows only with bytes actually present.
+    fn bytes(&mut self, len: u64, what: &'static str) -> Result<Vec<u8>, GgufError> {
+        let mut bytes = Vec::new();
+        (&mut self.inner)
+            .take(len)
+            .read_to_end(&mut bytes)
+            .map_err(|e| eof_as(what, e))?;
+        if bytes.len() as u64 != len {
+            return Err(GgufError::Truncated(what));
+        }
+        self.pos += len;
+        Ok(bytes)
     }
 
     fn tensor_info(&mut self) -> Result<GgufTensorInfo, GgufError> {
@@ -563,18 +769,20 @@ pub(crate) mod write {
             GgufValue::F32(x) => out.extend_from_slice(&x.to_le_bytes()),
             GgufValue::Bool(x) => out.push(*x as u8),
             GgufValue::String(s) => string(out, s),
-            GgufValue::Array(items) => {
-                // Empty arrays are written as u8 arrays.
-                let t = items.first().map_or(0, type_id);
-                out.extend_from_slice(&t.to_le_bytes());
-                out.extend_from_slice(&(items.len() as u64).to_le_bytes());
-                for i in items {
-                    value(out, i);
-                }
-            }
+            GgufValue::Array(items) => array(out, items),
             GgufValue::U64(x) => out.extend_from_slice(&x.to_le_bytes()),
             GgufValue::I64(x) => out.extend_from_slice(&x.to_le_bytes()),
             GgufValue::F64(x) => out.extend_from_slice(&x.to_le_bytes()),
+        }
+    }
+
+    /// Element type, length, elements (an array value after its type id).
+    pub fn array(out: &mut Vec<u8>, items: &GgufArray) {
+        out.extend_from_slice(&items.element_type_id().to_le_bytes());
+        out.extend_from_slice(&(items.len() as u64).to_le_bytes());
+        match items {
+            GgufArray::Array(nested) => nested.iter().for_each(|a| array(out, a)),
+            _ => items.iter().for_each(|v| value(out, &v)),
         }
     }
 
@@ -661,17 +869,32 @@ mod tests {
                 ("a.f64", GgufValue::F64(2.25)),
                 (
                     "a.arr",
-                    GgufValue::Array(vec![
+                    GgufValue::array(vec![
                         GgufValue::String("x".into()),
                         GgufValue::String("yz".into()),
-                    ]),
+                    ])
+                    .unwrap(),
                 ),
                 (
                     "a.nested",
-                    GgufValue::Array(vec![GgufValue::Array(vec![
+                    GgufValue::array(vec![GgufValue::array(vec![
                         GgufValue::I32(1),
                         GgufValue::I32(2),
-                    ])]),
+                    ])
+                    .unwrap()])
+                    .unwrap(),
+                ),
+                (
+                    "a.bytes",
+                    GgufValue::Array(GgufArray::U8((0..=255).collect())),
+                ),
+                (
+                    "a.bools",
+                    GgufValue::Array(GgufArray::Bool(vec![true, false])),
+                ),
+                (
+                    "a.f64s",
+                    GgufValue::Array(GgufArray::F64(vec![-1.5, 1e300])),
                 ),
             ],
             &[
@@ -716,9 +939,25 @@ mod tests {
         assert_eq!(g.get("a.i64").unwrap().as_i64(), Some(-(1 << 40)));
         assert_eq!(g.get("a.f64").unwrap().as_f32(), Some(2.25));
         let arr = g.get("a.arr").unwrap().as_array().unwrap();
-        assert_eq!(arr[1].as_str(), Some("yz"));
+        assert_eq!(arr.get(1).unwrap().as_str(), Some("yz"));
+        assert_eq!(arr.as_strings().unwrap(), ["x", "yz"]);
         let nested = g.get("a.nested").unwrap().as_array().unwrap();
-        assert_eq!(nested[0].as_array().unwrap()[1], GgufValue::I32(2));
+        assert_eq!(
+            nested.get(0).unwrap().as_array().unwrap().get(1),
+            Some(GgufValue::I32(2))
+        );
+        // Arrays are stored as vectors of their element type.
+        assert_eq!(
+            g.get("a.bytes").unwrap(),
+            &GgufValue::Array(GgufArray::U8((0..=255).collect()))
+        );
+        let bools = g.get("a.bools").unwrap().as_array().unwrap();
+        assert_eq!(
+            bools.iter().collect::<Vec<_>>(),
+            [GgufValue::Bool(true), GgufValue::Bool(false)]
+        );
+        let f64s = g.get("a.f64s").unwrap().as_array().unwrap();
+        assert_eq!((f64s.len(), f64s.get(1)), (2, Some(GgufValue::F64(1e300))));
 
         let a = g.tensor("a").unwrap();
         assert_eq!((a.dtype, a.shape(), a.size), (DType::F32, vec![2, 3], 24));
@@ -793,7 +1032,7 @@ mod tests {
         let mut b = tiny();
         b[24..32].copy_from_slice(&(1u64 << 20).to_le_bytes());
         assert!(matches!(err(b), GgufError::Truncated(_)));
-        let huge_array = file(&[("x", GgufValue::Array(vec![GgufValue::U8(1)]))], &[]);
+        let huge_array = file(&[("x", GgufValue::Array(GgufArray::U8(vec![1])))], &[]);
         let mut b = huge_array;
         // Array length sits after key (8+1), value type (4), element type (4).
         let at = 24 + 9 + 4 + 4;
@@ -901,6 +1140,35 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn rejects_tensors_sharing_data() {
+        let tensor = |name: &str| RawTensor {
+            name: name.into(),
+            dims: vec![8],
+            type_id: 0,
+            data: vec![1; 32],
+        };
+        let good = file(&[], &[tensor("first"), tensor("second"), tensor("third")]);
+        GgufFile::read(&mut Cursor::new(&good)).unwrap();
+        // The offset field of `second`: after its name, n_dims (4), one dim (8) and type (4).
+        let at = good.windows(6).position(|w| w == b"second").unwrap() + 6 + 4 + 8 + 4;
+        assert_eq!(&good[at..at + 8], &32u64.to_le_bytes());
+        for (offset, first, second) in [(0u64, "first", "second"), (64, "second", "third")] {
+            // Aliasing a whole tensor, or a part of it (the next one starts at 64).
+            let mut b = good.clone();
+            b[at..at + 8].copy_from_slice(&offset.to_le_bytes());
+            match err(b) {
+                GgufError::Overlap {
+                    first: f,
+                    second: s,
+                } => {
+                    assert_eq!((f.as_str(), s.as_str()), (first, second))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::gguf::write::{file as gguf_file, RawTensor};
-use crate::gguf::{GgufFile, GgufValue};
+use crate::gguf::{GgufArray, GgufFile, GgufValue};
 
 const SMOLLM2: &str = "/work/main/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -105,17 +105,18 @@ fn tiny_gguf(arch: &str, n_layers: u64, tied: bool) -> Vec<u8> {
         ("tokenizer.ggml.pre", s("smollm")),
         (
             "tokenizer.ggml.tokens",
-            GgufValue::Array(vocab().iter().map(|t| s(t)).collect()),
+            GgufValue::array(vocab().iter().map(|t| s(t)).collect()).unwrap(),
         ),
         (
             "tokenizer.ggml.token_type",
-            GgufValue::Array(
-                (0..VOCAB)
-                    .map(|i| GgufValue::I32(if i >= 13 { 3 } else { 1 }))
-                    .collect(),
-            ),
+            GgufValue::Array(GgufArray::I32(
+                (0..VOCAB).map(|i| if i >= 13 { 3 } else { 1 }).collect(),
+            )),
         ),
-        ("tokenizer.ggml.merges", GgufValue::Array(vec![s("t 1")])),
+        (
+            "tokenizer.ggml.merges",
+            GgufValue::array(vec![s("t 1")]).unwrap(),
+        ),
         ("tokenizer.ggml.bos_token_id", GgufValue::U32(13)),
         ("tokenizer.ggml.eos_token_id", GgufValue::U32(14)),
         ("tokenizer.ggml.add_bos_token", GgufValue::Bool(false)),

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::arch::END_OF_TURN_TOKENS;
 use super::ConvertError;
-use crate::gguf::{GgufFile, GgufValue};
+use crate::gguf::{GgufArray, GgufFile, GgufValue};
 
 /// GGUF token types.
 pub const TOKEN_NORMAL: i32 = 1;
@@ -48,7 +48,7 @@ fn opt_bool(g: &GgufFile, key: &str) -> Result<Option<bool>, ConvertError> {
         .transpose()
 }
 
-fn array<'a>(g: &'a GgufFile, key: &str) -> Result<Option<&'a [GgufValue]>, ConvertError> {
+fn array<'a>(g: &'a GgufFile, key: &str) -> Result<Option<&'a GgufArray>, ConvertError> {
     g.get(key)
         .map(|v| v.as_array().ok_or_else(|| wrong(key, "array", v)))
         .transpose()
@@ -58,14 +58,11 @@ fn strings(g: &GgufFile, key: &str) -> Result<Vec<String>, ConvertError> {
     let Some(items) = array(g, key)? else {
         return Ok(Vec::new());
     };
-    items
-        .iter()
-        .map(|v| {
-            v.as_str()
-                .map(str::to_string)
-                .ok_or_else(|| wrong(key, "array of strings", v))
-        })
-        .collect()
+    match (items.as_strings(), items.iter().next()) {
+        (Some(strings), _) => Ok(strings.to_vec()),
+        (None, None) => Ok(Vec::new()),
+        (None, Some(first)) => Err(wrong(key, "array of strings", &first)),
+    }
 }
 
 /// Reads the tokenizer from GGUF metadata.
@@ -82,7 +79,7 @@ pub fn from_gguf(g: &GgufFile) -> Result<TokenizerData, ConvertError> {
             .map(|v| {
                 v.as_i64()
                     .and_then(|x| i32::try_from(x).ok())
-                    .ok_or_else(|| wrong("tokenizer.ggml.token_type", "array of i32", v))
+                    .ok_or_else(|| wrong("tokenizer.ggml.token_type", "array of i32", &v))
             })
             .collect::<Result<Vec<_>, _>>()?,
         None => Vec::new(),
@@ -92,7 +89,7 @@ pub fn from_gguf(g: &GgufFile) -> Result<TokenizerData, ConvertError> {
             .iter()
             .map(|v| {
                 v.as_f32()
-                    .ok_or_else(|| wrong("tokenizer.ggml.scores", "array of f32", v))
+                    .ok_or_else(|| wrong("tokenizer.ggml.scores", "array of f32", &v))
             })
             .collect::<Result<Vec<_>, _>>()?,
         None => Vec::new(),
@@ -350,15 +347,15 @@ mod tests {
             ("tokenizer.ggml.model", s("llama")),
             (
                 "tokenizer.ggml.tokens",
-                GgufValue::Array(["<unk>", "<0x41>", "▁a", "  "].map(s).to_vec()),
+                GgufValue::array(["<unk>", "<0x41>", "▁a", "  "].map(s).to_vec()).unwrap(),
             ),
             (
                 "tokenizer.ggml.token_type",
-                GgufValue::Array([3, 6, 1, 4].map(GgufValue::I32).to_vec()),
+                GgufValue::Array(GgufArray::I32(vec![3, 6, 1, 4])),
             ),
             (
                 "tokenizer.ggml.scores",
-                GgufValue::Array([0.0, 0.0, -1.5, -1000.0].map(GgufValue::F32).to_vec()),
+                GgufValue::Array(GgufArray::F32(vec![0.0, 0.0, -1.5, -1000.0])),
             ),
             ("tokenizer.ggml.unknown_token_id", GgufValue::U32(0)),
         ];
