@@ -41,6 +41,8 @@ pub enum EngineError {
     BadConfig(String),
     #[error("cannot rewind to position {to}: the session holds {held} (rewinds go back, between batches)")]
     Rewind { to: usize, held: usize },
+    #[error("{what} needs {bytes} bytes, more than this platform can address")]
+    TooLarge { what: &'static str, bytes: u128 },
     #[error("a span of {got} bytes is too short: its tensors need {needed}")]
     SpanTooShort { needed: usize, got: usize },
     #[error(transparent)]
@@ -488,6 +490,17 @@ impl Session {
     pub fn new(cfg: &ModelConfig, max_ctx: usize) -> Result<Self, EngineError> {
         cfg.validate()?;
         let max_ctx = max_ctx.min(cfg.context_length.max(1));
+        // The KV cache grows with positions up to `max_ctx`: K and V, f32, every layer.
+        addressable(
+            "the KV cache",
+            &[
+                max_ctx,
+                cfg.n_layers,
+                cfg.kv_dim(),
+                2,
+                std::mem::size_of::<f32>(),
+            ],
+        )?;
         Ok(Session {
             rope: Rope::new(cfg.rope_style, cfg.rope_dim, cfg.rope_theta),
             rope_local: Rope::new(
@@ -589,6 +602,11 @@ impl Session {
         let n = tokens.len();
         let c = &self.cfg;
         let (dim, q_dim, kv_dim, ffn) = (c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim);
+        let widest = dim.max(q_dim).max(ffn);
+        addressable(
+            "the batch's activations",
+            &[n, widest, std::mem::size_of::<f32>()],
+        )?;
         for (buf, width) in [
             (&mut self.x, dim),
             (&mut self.xb, dim),
@@ -746,6 +764,7 @@ impl Session {
         load_vector(&w.output_norm, &mut self.norm_w);
         let rows = if all_positions { 0..n } else { n - 1..n };
         let m = rows.len();
+        addressable("the logits", &[m, vocab, std::mem::size_of::<f32>()])?;
         rmsnorm(
             &mut self.xb[..m * dim],
             &self.x[rows.start * dim..rows.end * dim],
@@ -769,6 +788,24 @@ impl Session {
     /// decode pipeline masks and penalizes them); they stay until the next `finish`.
     pub fn logits_mut(&mut self) -> &mut [f32] {
         &mut self.logits
+    }
+}
+
+/// Checks that a buffer of `factors`' product bytes can exist here (at most `isize::MAX`
+/// bytes: 2 GiB on wasm32), so sizes from the file and the request cannot wrap or abort.
+fn addressable(what: &'static str, factors: &[usize]) -> Result<(), EngineError> {
+    let fits = factors
+        .iter()
+        .try_fold(1usize, |acc, &f| acc.checked_mul(f))
+        .filter(|&b| b <= isize::MAX as usize);
+    match fits {
+        Some(_) => Ok(()),
+        None => Err(EngineError::TooLarge {
+            what,
+            bytes: factors
+                .iter()
+                .fold(1u128, |acc, &f| acc.saturating_mul(f as u128)),
+        }),
     }
 }
 
@@ -987,6 +1024,31 @@ mod tests {
         }
         .validate()
         .unwrap();
+    }
+
+    #[test]
+    fn a_kv_cache_beyond_the_address_space_is_refused_up_front() {
+        // Every size within its cap, but the context the file claims (and the caller asks for)
+        // times the per-position KV bytes cannot be addressed.
+        let cfg = ModelConfig {
+            n_layers: MAX_LAYERS,
+            n_heads: 16,
+            n_kv_heads: 16,
+            head_dim: MAX_HEAD_DIM,
+            rope_dim: MAX_HEAD_DIM,
+            context_length: usize::MAX,
+            ..gemma_like()
+        };
+        cfg.validate().unwrap();
+        match Session::new(&cfg, usize::MAX) {
+            Err(EngineError::TooLarge { what, bytes }) => {
+                assert_eq!(what, "the KV cache");
+                assert!(bytes > usize::MAX as u128);
+            }
+            other => panic!("{:?}", other.err()),
+        }
+        // A context the platform can hold opens (wasm32 included: 4 × 64 Ki × 8 bytes).
+        Session::new(&ModelConfig { n_layers: 1, ..cfg }, 4).unwrap();
     }
 
     #[test]

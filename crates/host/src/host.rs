@@ -45,6 +45,31 @@ pub enum HostError {
     PromptTooLong { tokens: usize, context: usize },
     #[error("layer {0} does not exist")]
     NoSuchLayer(usize),
+    #[error("{what} takes {bytes} bytes, more than the {max} this host accepts")]
+    TooLarge { what: String, bytes: u64, max: u64 },
+}
+
+/// The largest tokenizer blob accepted: the biggest real ones (262k-token vocabularies) take
+/// about 6 MiB.
+pub const MAX_TOKENIZER_BYTES: u64 = 1 << 28;
+
+/// Every span the host fetches lands in one buffer, so it must be addressable here (2 GiB on
+/// wasm32); checked at open, before any read is sized by it.
+fn fits_in_memory(
+    what: impl Fn() -> String,
+    range: &Range<u64>,
+    max: u64,
+) -> Result<(), HostError> {
+    let bytes = range.end - range.start;
+    let max = max.min(isize::MAX as u64);
+    if bytes > max {
+        return Err(HostError::TooLarge {
+            what: what(),
+            bytes,
+            max,
+        });
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone)]
@@ -285,9 +310,18 @@ impl Host {
         check_architecture(&knot.meta.architecture)?;
 
         let (tok, res) = (knot.tokenizer_range(), knot.resident_range());
+        fits_in_memory(|| "the tokenizer blob".into(), &tok, MAX_TOKENIZER_BYTES)?;
+        fits_in_memory(|| "the resident tensors".into(), &res, u64::MAX)?;
+        for l in 0..knot.n_layers() {
+            // Spans are tight (the reader checks), so this is the layer's tensors' size.
+            let range = knot.layer_range(l).ok_or(HostError::NoSuchLayer(l))?;
+            fits_in_memory(|| format!("layer {l}"), &range, u64::MAX)?;
+        }
         // Writers put the resident tensors right after the tokenizer blob (plus alignment
         // padding), so one read usually fetches both.
-        let adjacent = res.start >= tok.end && res.start - tok.end < knot::TENSOR_ALIGNMENT;
+        let adjacent = res.start >= tok.end
+            && res.start - tok.end < knot::TENSOR_ALIGNMENT
+            && res.end - tok.start <= isize::MAX as u64;
         let (tok_bytes, resident): (Vec<u8>, Vec<u8>) = if adjacent {
             let mut both = read(tok.start, res.end).await?;
             let resident = both.split_off((res.start - tok.start) as usize);

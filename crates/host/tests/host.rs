@@ -5,6 +5,7 @@ use engine::decode::GenerateOptions;
 mod common;
 
 use common::Instrumented;
+use engine::EngineError;
 use futures::executor::block_on;
 use host::{Host, HostError, HostOptions, SourceError};
 use knot::Knot;
@@ -279,4 +280,130 @@ fn smollm2_through_the_host_matches_the_engine_in_memory() {
     let mut host = open(Instrumented::new(bytes), 3);
     let got = greedy(&mut host, &prompt, 12);
     assert_eq!(got, want[..got.len()]);
+}
+
+/// The tiny fixture rebuilt through the knot writer after `edit` changed its config or tensor
+/// shapes; tensor bytes are zeros (only opening is tested).
+fn rebuilt(edit: impl FnOnce(&mut knot::KnotBuilder)) -> Vec<u8> {
+    let bytes = tiny_bytes();
+    let k = Knot::from_bytes(&bytes).unwrap();
+    let tok = k.tokenizer_range();
+    let tokenizer = Knot::parse_tokenizer(&bytes[tok.start as usize..tok.end as usize]).unwrap();
+    let m = &k.meta;
+    let mut b = knot::KnotBuilder::new(&m.name, &m.architecture, m.config.clone(), tokenizer);
+    b.chat_template = m.chat_template.clone();
+    for t in &m.tensors {
+        let dtype = knot::DType::from_name(&t.dtype).unwrap();
+        b.add_tensor(&t.name, dtype, t.shape.clone());
+    }
+    edit(&mut b);
+    let plan = b.plan().unwrap();
+    let largest = plan.tensors().iter().map(|t| t.size).max().unwrap();
+    let zeros = vec![0u8; largest as usize];
+    plan.to_bytes(|name| {
+        let size = plan.tensors().iter().find(|t| t.name == name)?.size;
+        Some(&zeros[..size as usize])
+    })
+    .unwrap()
+}
+
+fn open_err(bytes: Vec<u8>) -> HostError {
+    block_on(Host::open(Instrumented::new(bytes), HostOptions::default()))
+        .err()
+        .expect("the file opened")
+}
+
+#[test]
+fn configs_that_lie_about_the_layers_fail_at_open() {
+    // The rebuilt file itself opens.
+    block_on(Host::open(
+        Instrumented::new(rebuilt(|_| {})),
+        HostOptions::default(),
+    ))
+    .unwrap();
+
+    // ffn_dim far beyond what the layers hold: above the cap, then within it.
+    let err = open_err(rebuilt(|b| b.config.ffn_dim = 1 << 30));
+    assert!(
+        matches!(&err, HostError::Engine(EngineError::BadConfig(m)) if m.contains("ffn_dim")),
+        "{err}"
+    );
+    let err = open_err(rebuilt(|b| b.config.ffn_dim = engine::model::MAX_FFN_DIM));
+    assert!(
+        matches!(&err, HostError::Engine(EngineError::BadShape { name, .. }) if name == "blk.0.ffn_gate.weight"),
+        "{err}"
+    );
+    // One tensor of the last layer disagrees with the config.
+    let err = open_err(rebuilt(|b| {
+        let last = b.config.n_layers - 1;
+        let t = b
+            .tensors
+            .iter_mut()
+            .find(|t| t.name == format!("blk.{last}.attn_q.weight"))
+            .unwrap();
+        t.shape[0] /= 2;
+    }));
+    assert!(
+        matches!(&err, HostError::Engine(EngineError::BadShape { name, .. }) if name.ends_with("attn_q.weight")),
+        "{err}"
+    );
+    // RoPE over more dims than a head has (the rope tables would be sized by it).
+    let err = open_err(rebuilt(|b| b.config.rope_dim = 1 << 31));
+    assert!(
+        matches!(&err, HostError::Engine(EngineError::BadConfig(m)) if m.contains("rope_dim")),
+        "{err}"
+    );
+    // A float far out of its range (the model would emit zeros).
+    let err = open_err(rebuilt(|b| b.config.norm_eps = 1e30));
+    assert!(
+        matches!(&err, HostError::Engine(EngineError::BadConfig(m)) if m.contains("norm_eps")),
+        "{err}"
+    );
+}
+
+/// A source whose length is unknown (an HTTP server that does not say): the reader can then
+/// check spans only against u64::MAX.
+struct UnknownLength(host::MemorySource);
+
+impl host::ByteSource for UnknownLength {
+    fn len(&self) -> Option<u64> {
+        None
+    }
+    fn read(&self, start: u64, end: u64) -> host::ReadFuture {
+        self.0.read(start, end)
+    }
+}
+
+#[test]
+fn a_huge_tokenizer_blob_is_refused_before_it_is_read() {
+    // The blob moved past the end of the tensors and claimed to be 1 TiB: with no known length
+    // the file validates, and the host used to ask the source for all of it in one read.
+    let bytes = tiny_bytes();
+    let k = Knot::from_bytes(&bytes).unwrap();
+    let mut meta = k.meta.clone();
+    let payload_len = k.file_len - k.payload_offset;
+    meta.tokenizer.blob = knot::Span {
+        offset: payload_len,
+        size: 1 << 40,
+    };
+    let mut json = serde_json::to_vec(&meta).unwrap();
+    // Keep the payload where it was: pad the JSON as the writer does.
+    let codec_at = (knot::FIXED_HEADER_LEN + json.len()).div_ceil(64) * 64;
+    json.resize(codec_at - knot::FIXED_HEADER_LEN, b' ');
+    let header = knot::FixedHeader {
+        version: knot::VERSION,
+        meta_len: json.len() as u32,
+    };
+    let mut file = header.to_bytes().to_vec();
+    file.extend_from_slice(&json);
+    file.push(knot::CODEC_RAW);
+    file.extend_from_slice(&bytes[k.payload_offset as usize..]);
+    let src = Rc::new(UnknownLength(host::MemorySource::new(file)));
+    let err = block_on(Host::open(src, HostOptions::default()))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, HostError::TooLarge { what, bytes, .. } if what == "the tokenizer blob" && *bytes == 1 << 40),
+        "{err}"
+    );
 }
