@@ -25,6 +25,31 @@ def seed(target, name, data):
         f.write(data)
 
 
+def dictionary(target, words):
+    """A libFuzzer dictionary (fuzz/dicts/<target>.dict): tokens mutations splice in."""
+    d = os.path.join(ROOT, "fuzz", "dicts")
+    os.makedirs(d, exist_ok=True)
+
+    def quoted(w):
+        b = w.encode() if isinstance(w, str) else w
+        return '"' + "".join(chr(c) if 32 <= c < 127 and c not in b'"\\' else f"\\x{c:02X}" for c in b) + '"'
+
+    with open(os.path.join(d, f"{target}.dict"), "w") as f:
+        f.writelines(quoted(w) + "\n" for w in sorted(set(words)))
+
+
+def json_keys(v, out):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            out.add(f'"{k}"')
+            if k not in ("vocab", "merges"):
+                json_keys(x, out)
+    elif isinstance(v, list):
+        for x in v[:8]:
+            json_keys(x, out)
+    return out
+
+
 def read(*parts):
     with open(os.path.join(*parts), "rb") as f:
         return f.read()
@@ -115,17 +140,24 @@ def main():
     templates = json.loads(read(FIX, "chat", "chat.json"))["templates"]
 
     # knot prefix reader: header + metadata + codec byte of every tiny and real model.
+    knot_words = {"KNOT", "\x01\x00", "\xff\xff\xff\x00", "18446744073709551615", "-1", "1e300"}
     for name in TINY:
-        seed("knot_prefix", f"{name}.prefix", knot_prefix(os.path.join(FIX, "tiny", f"{name}.knot")))
+        prefix = knot_prefix(os.path.join(FIX, "tiny", f"{name}.knot"))
+        seed("knot_prefix", f"{name}.prefix", prefix)
+        json_keys(json.loads(prefix[10 : 10 + struct.unpack("<I", prefix[6:10])[0]]), knot_words)
+    dictionary("knot_prefix", knot_words)
     for name in REAL_KNOTS:
         path = os.path.join(models, name)
         if os.path.exists(path):
             seed("knot_prefix", f"{name}.prefix", knot_prefix(path))
 
     # GGUF: everything before the tensor data (the target pads the file out to it).
+    gguf_words = {"GGUF", "\xff\xff\xff\xff\xff\xff\xff\x7f", "\x00\x00\x00\x01"}
     for name in TINY:
-        head, _ = Gguf.header(os.path.join(FIX, "tiny", f"{name}.gguf"))
+        head, kv = Gguf.header(os.path.join(FIX, "tiny", f"{name}.gguf"))
         seed("gguf", f"{name}.head", head)
+        gguf_words.update(k for k in kv)
+    dictionary("gguf", gguf_words)
     for name in REAL_GGUFS:
         path = os.path.join(models, name)
         if os.path.exists(path):
@@ -134,6 +166,12 @@ def main():
                 templates[name.split(".")[0].split("-q4")[0]] = kv["tokenizer.chat_template"]
 
     # HF directory: config.json \0 tokenizer.json \0 tokenizer_config.json.
+    hf_words = {"\x00", "null", "true", "-1", "1e300", "4294967296", '"bos_token"', '"eos_token"', '"add_bos_token"', '"chat_template"', '"added_tokens"'}
+    for name in TINY:
+        d = os.path.join(FIX, "tiny", f"{name}-hf")
+        json_keys(json.loads(read(d, "config.json")), hf_words)
+        json_keys(json.loads(read(d, "tokenizer.json")), hf_words)
+    dictionary("hf_convert", hf_words)
     for name in TINY:
         d = os.path.join(FIX, "tiny", f"{name}-hf")
         if not os.path.isdir(d):
@@ -157,6 +195,8 @@ def main():
     conversation = ["system", "Be brief.", "user", "Hi", "assistant", "Hello!", "user", "2+2?"]
     for name, template in templates.items():
         seed("chat_template", name, "\0".join([template] + conversation))
+    jinja = ["{%", "%}", "{{", "}}", "{#", "#}", "{%-", "-%}", "for ", " in ", "endfor", "if ", "elif", "else", "endif", "set ", "macro ", "endmacro", "call", "filter", "namespace(", "loop.index", "loop.last", "messages", "message['role']", "message.content", "add_generation_prompt", "bos_token", "raise_exception(", "range(", "indent(", "tojson", "indent=", "|", "~", "**", "*", "//", "%", "join", "items()", "strip()", "split(", "upper()", "replace(", "startswith(", "format(", "batch(", "slice(", "center(", "wordwrap(", "truncate(", "999999999", "-1", "1e300", "[::-1]", "recursive", "loop(", "cycler(", "dict(", "lipsum(", "none", "true"]
+    dictionary("chat_template", jinja)
 
     # Options: JSON objects, CLI specs, response formats.
     options = {
@@ -174,6 +214,10 @@ def main():
     for name in sorted(os.listdir(os.path.join(FIX, "coltrane", "schemas"))):
         schema = json.loads(read(FIX, "coltrane", "schemas", name))
         seed("options", f"schema_{name}", json.dumps({"coltrane": {"schema": schema}, "maxTokens": 8}))
+    option_words = {'"NaN"', '"Infinity"', '"-Infinity"', "1e308", "-0", "1e-45", "18446744073709551616", "9007199254740993", "lookup:", "n=", "k=", "margin=", "adaptive=", "base=", "spread=", "merge=", "top-k=", "kl=", "sensitivity=", "target=", "min-temperature="}
+    option_words |= {'"' + k + '"' for k in ["temperature", "topK", "topP", "minP", "repeatPenalty", "repeatLastN", "seed", "moa", "coltrane", "maxTokens", "continue", "ignoreEos", "draftMode", "ngram", "maxDraft", "adaptive", "margin", "preset", "schema", "eddy", "maxDepth", "fallbackMass", "prosody", "k", "baseTemperature", "temperatureSpread", "minTemperature", "merge", "useKl", "sensitivity", "target", "repeats", "json", "balanced", "json_schema", "bias", "observe", "vote", "uniform", "deficit", "type", "json_schema", "json_object", "text"]}
+    option_words |= {'"' + k + '"' for k in ["properties", "required", "items", "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "pattern", "enum", "const", "$ref", "$defs", "definitions", "anyOf", "oneOf", "allOf", "additionalProperties", "minimum", "maximum", "format", "string", "integer", "number", "boolean", "object", "array", "null"]}
+    dictionary("options", option_words)
     seed("options", "draft_spec", "lookup:n=3,k=8,adaptive=1,margin=0.5")
     seed("options", "moa_spec", "k=3,base=0.7,spread=0.4,merge=deficit,top-k=40,sensitivity=0.1,kl=true")
 

@@ -2,7 +2,8 @@
 # Runs the fuzz targets (fuzz/, docs/fuzzing.md) for SECONDS_PER_TARGET each (default 60): all of
 # them, or the TARGETs named. Installs the nightly toolchain and cargo-fuzz when missing. Each
 # target starts from a scratch copy of its committed seeds (fuzz/corpus/<target>/) plus its
-# regression inputs (fuzz/regressions/<target>/), so runs leave git clean. Prints executions per
+# regression inputs (fuzz/regressions/<target>/), so runs leave git clean, with its dictionary
+# (fuzz/dicts/<target>.dict) when it has one. Prints executions per
 # target and in total; exits non-zero if any target crashed, timed out or ran out of memory,
 # after naming the reproducer (fuzz/artifacts/<target>/…).
 #
@@ -50,20 +51,26 @@ for t in "${targets[@]}"; do
     if [ -d "corpus/$t" ]; then cp -R "corpus/$t/." "$corpus/"; fi
     dirs=("$corpus")
     if [ -d "regressions/$t" ]; then dirs+=("regressions/$t"); fi
+    extra=()
+    if [ -f "dicts/$t.dict" ]; then extra+=("-dict=dicts/$t.dict"); fi
     log="$work/$t.log"
     status=0
     cargo +nightly fuzz run --target-dir "$target_dir" "$t" "${dirs[@]}" -- \
         -max_total_time="$secs" -timeout="$timeout" -rss_limit_mb="$rss_mb" \
-        -print_final_stats=1 >"$log" 2>&1 || status=$?
+        -print_final_stats=1 "${extra[@]}" >"$log" 2>&1 || status=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
     execs=${execs:-0}
     total=$((total + execs))
     printf '%-16s %12d %10d\n' "$t" "$execs" $((execs / (secs > 0 ? secs : 1)))
     if [ "$status" -ne 0 ]; then
         failed+=("$t")
-        echo "---- $t failed (exit $status); the end of its log:"
-        grep -E '^(==[0-9]+==|thread|SUMMARY|artifact_prefix|Test unit written|Reproduce with|.*panicked at)' "$log" | tail -n 20 || true
-        tail -n 40 "$log"
+        echo "---- $t failed (exit $status):"
+        # The panic or sanitizer report, the first stack frames, and where the input went.
+        grep -E -A1 'panicked at' "$log" | head -n 4 || true
+        grep -E '^==[0-9]+== ?ERROR|^SUMMARY|^ +#[0-9]+ 0x' "$log" | head -n 24 || true
+        artifact=$(sed -n 's/.*Test unit written to //p' "$log" | tail -n 1)
+        echo "reproducer: fuzz/${artifact#"$PWD/"}"
+        echo "replay: (cd fuzz && cargo +nightly fuzz run $t ${artifact#"$PWD/"})"
         echo "----"
     fi
 done

@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         .chunks(2)
         .map(|m| ChatMessage::new(m[0].as_str(), m.get(1).map_or("", String::as_str)))
         .collect();
-    let add_generation_prompt = data.len() % 2 == 0;
+    let add_generation_prompt = data.len().is_multiple_of(2);
     let _ = render_chat(
         &template,
         &messages,
