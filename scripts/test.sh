@@ -22,6 +22,9 @@ step "native tests"
 export KNOT_REQUIRE_MODELS=1
 cargo test --workspace --no-fail-fast
 
+step "fuzzing: every target for 20 s (nightly, cargo-fuzz, address sanitizer; docs/fuzzing.md)"
+scripts/fuzz.sh 20
+
 step "wasm32 build (the crates the wasm package is made of)"
 cargo build --target wasm32-unknown-unknown -p knot -p engine -p moa -p coltrane -p carrier -p host
 

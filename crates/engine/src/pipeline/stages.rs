@@ -44,10 +44,16 @@ impl LogitsStage for RepeatPenalty {
         let mut changed = 0;
         for &id in &self.seen {
             if let Some(l) = logits.get_mut(id as usize) {
-                *l = if *l > 0.0 {
+                let penalized = if *l > 0.0 {
                     *l / self.penalty
                 } else {
                     *l * self.penalty
+                };
+                // An extreme (valid) penalty may overflow: a finite logit stays finite, since
+                // the picker drops +inf and -inf means masked.
+                *l = match l.is_finite() {
+                    true => penalized.clamp(f32::MIN, f32::MAX),
+                    false => penalized,
                 };
                 changed += 1;
             }

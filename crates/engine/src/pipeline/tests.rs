@@ -122,6 +122,27 @@ fn top_p_and_min_p_restrict_to_the_head() {
 }
 
 #[test]
+fn repeat_penalty_keeps_finite_logits_finite() {
+    // A valid but extreme penalty must not turn a repeated token's finite logit into ±inf:
+    // +inf is dropped by the picker and -inf is masked, so a lone candidate would leave none.
+    for (penalty, logit) in [(1e-30f32, 1e36f32), (1e30, -1e36)] {
+        let mut p = sampler(SamplerConfig {
+            temperature: 1.0,
+            repeat_penalty: penalty,
+            ..Default::default()
+        });
+        p.accept_context(0);
+        let mut l = vec![logit];
+        assert_eq!(
+            p.sample(&mut l).map(|s| s.token),
+            Ok(0),
+            "penalty {penalty}"
+        );
+        assert!(l[0].is_finite());
+    }
+}
+
+#[test]
 fn masked_logits_are_never_sampled() {
     let mut l = vec![f32::NEG_INFINITY; 10];
     l[4] = 0.0;
