@@ -30,6 +30,11 @@ const TOKEN_TYPE_CONTROL: i32 = 3;
 const TOKEN_TYPE_USER_DEFINED: i32 = 4;
 const TOKEN_TYPE_BYTE: i32 = 6;
 
+/// Longest text [`Tokenizer::encode`] accepts, in bytes: 8 MiB, about two million tokens of
+/// English, far past any model's context. Encoding keeps a few tens of bytes per character, so
+/// this bounds its memory to a few hundred MB in the worst case.
+pub const MAX_ENCODE_BYTES: usize = 8 << 20;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
     #[error(
