@@ -152,7 +152,7 @@ impl<'a> Lm<'a> {
             &[ChatMessage::new("user", user)],
         )
         .expect("chat template");
-        self.tokenizer.encode(&text)
+        self.tokenizer.encode(&text).unwrap()
     }
 
     /// Generates for `user` with `options` (the JS API's options object).

@@ -69,7 +69,7 @@ fn main() {
             ),
         ];
         for (name, cfg, text) in cases {
-            let ids = tokenizer.encode(text);
+            let ids = tokenizer.encode(text).unwrap();
             let mut times = Vec::new();
             // Three passes over fresh constraints: the first of each pays the cold caches.
             for _ in 0..3 {

@@ -160,7 +160,7 @@ fn main() {
         for prompt in PROMPTS {
             let text = chat_prompt(template, &tokenizer, &[ChatMessage::new("user", prompt)])
                 .expect("chat template");
-            let ids = tokenizer.encode(&text);
+            let ids = tokenizer.encode(&text).unwrap();
             for seed in SEEDS {
                 let mut cfg = decode.clone();
                 cfg.sampling.seed = seed;

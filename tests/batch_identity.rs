@@ -15,7 +15,8 @@ fn batched_rows_are_bit_identical_to_one_position_at_a_time() {
         let model = file.model();
         let ids = file
             .tokenizer()
-            .encode_with_bos("The quick brown fox jumps over the lazy dog, and then it runs away.");
+            .encode_with_bos("The quick brown fox jumps over the lazy dog, and then it runs away.")
+            .unwrap();
         let (head, tail) = ids.split_at(6);
         let vocab = model.config.vocab_size;
         // Step by step: the reference rows.

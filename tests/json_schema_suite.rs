@@ -185,7 +185,7 @@ impl Forcer {
     }
 
     fn tokens(&mut self, text: &str) -> Vec<u32> {
-        let ids = self.tokenizer.encode(text);
+        let ids = self.tokenizer.encode(text).unwrap();
         if self.tokenizer.decode(&ids).ok().as_deref() == Some(text) {
             return ids;
         }

@@ -368,7 +368,7 @@ impl Bench<'_> {
     /// The tokenizer's encoding of `text`, with special tokens respelled (`Encoded`).
     fn encode(&self, name: &'static str, text: &str) -> Result<Encoded, String> {
         let tok = &self.model.tokenizer;
-        let raw = tok.encode(text);
+        let raw = tok.encode(text).map_err(|e| e.to_string())?;
         if spell_bytes(tok, &raw) != text.as_bytes() {
             return Err("the tokens' bytes do not spell the document".into());
         }

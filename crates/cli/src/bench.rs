@@ -137,7 +137,7 @@ pub fn run(
     let mut host = open_host(path)?;
     let mut prompt: Vec<u32> = Vec::new();
     while prompt.len() < prompt_len {
-        prompt.extend(host.tokenizer().encode(BENCH_TEXT));
+        prompt.extend(host.tokenizer().encode(BENCH_TEXT)?);
     }
     prompt.truncate(prompt_len);
     let ctx = prompt_len + n + 1;

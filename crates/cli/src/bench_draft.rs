@@ -109,9 +109,9 @@ pub fn run(
             let prompt = match host.knot().meta.chat_template {
                 Some(_) => {
                     let chat = host.chat_prompt(&[ChatMessage::new("user", text.as_str())])?;
-                    host.tokenizer().encode(&chat)
+                    host.tokenizer().encode(&chat)?
                 }
-                None => host.tokenizer().encode_with_bos(&format!("{text}\n\n")),
+                None => host.tokenizer().encode_with_bos(&format!("{text}\n\n"))?,
             };
             let (mut plain, mut spec_runs) = (Vec::new(), Vec::new());
             for r in 0..runs {

@@ -187,9 +187,9 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
     let prompt_ids = match (&a.tokens, &a.prompt) {
         (Some(ids), _) => ids.clone(),
         (None, Some(text)) if a.chat => {
-            tok.encode(&host.chat_prompt(&[ChatMessage::new("user", text.as_str())])?)
+            tok.encode(&host.chat_prompt(&[ChatMessage::new("user", text.as_str())])?)?
         }
-        (None, Some(text)) => tok.encode_with_bos(text),
+        (None, Some(text)) => tok.encode_with_bos(text)?,
         (None, None) => return Err("give --prompt or --tokens".into()),
     };
     let draft = a

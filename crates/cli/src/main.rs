@@ -140,7 +140,7 @@ fn run(command: Command) -> Result<()> {
             json,
         } => logits(file, tokens, top, json),
         Command::Tokenize { file, text, json } => {
-            let ids = LoadedKnot::open(&file)?.tokenizer()?.encode(&text);
+            let ids = LoadedKnot::open(&file)?.tokenizer()?.encode(&text)?;
             if json {
                 println!("{}", serde_json::json!({ "ids": ids }));
             } else {

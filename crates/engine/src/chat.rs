@@ -7,6 +7,14 @@
 //! Known differences from Jinja2: map literals written in a template (`{'b': 1, 'a': 2}`) iterate
 //! in sorted key order, and lists print as JSON-like `[1, "a"]` rather than Python's `[1, 'a']`.
 //! Messages keep their field order.
+//!
+//! The template comes from the model file, so rendering is bounded (see [`guard`]): a template
+//! that loops without end, prints more than [`MAX_PROMPT_BYTES`] or builds a huge value stops
+//! with a [`ChatError`].
+
+mod guard;
+
+pub use guard::{MAX_ITEMS, MAX_PROMPT_BYTES};
 
 use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{context, Environment, Error, ErrorKind, Value};
@@ -40,6 +48,16 @@ pub enum ChatError {
     Raised(String),
     #[error("the model has no chat template")]
     NoTemplate,
+    /// The template ran more instructions than allowed (a loop that does not end, or nearly).
+    #[error("chat template ran out of fuel after {fuel} instructions (a runaway loop?)")]
+    OutOfFuel { fuel: u64 },
+    /// The rendered prompt grew past [`MAX_PROMPT_BYTES`].
+    #[error("chat template output is over {limit} bytes")]
+    OutputTooLarge { limit: usize },
+    /// A filter, function or method was asked to build a value over the limits (`indent` by a
+    /// huge width, `range` of a huge length, …).
+    #[error("chat template asked for too much: {0}")]
+    TooLarge(String),
 }
 
 /// The prompt for a chat: `messages` rendered with the model's template (`None`: the model has
@@ -78,7 +96,10 @@ pub fn render_chat(
     let mut env = Environment::new();
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    // Guarded builtins and pycompat methods, fuel and an output cap: the template is untrusted.
+    guard::install(&mut env);
+    let fuel = guard::fuel_for(messages.len());
+    env.set_fuel(Some(fuel));
     env.add_function("raise_exception", raise_exception);
     env.add_filter("tojson", tojson);
     env.set_formatter(python_formatter);
@@ -87,17 +108,45 @@ pub fn render_chat(
     let compiled = env
         .get_template("chat_template")
         .map_err(ChatError::Syntax)?;
-    compiled
-        .render(context! {
+    let mut output = guard::CappedOutput::new(MAX_PROMPT_BYTES);
+    let rendered = compiled.render_captured_to(
+        context! {
             messages => messages,
             add_generation_prompt => add_generation_prompt,
             bos_token => bos_token,
             eos_token => eos_token,
-        })
-        .map_err(|error| match raised_message(&error) {
-            Some(message) => ChatError::Raised(message),
-            None => ChatError::Render(error),
-        })
+        },
+        &mut output,
+    );
+    match rendered {
+        // The output is whole `str` writes, so valid UTF-8.
+        Ok(_) => Ok(String::from_utf8(output.bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
+        Err(_) if output.overflowed => Err(ChatError::OutputTooLarge {
+            limit: MAX_PROMPT_BYTES,
+        }),
+        Err(error) => Err(typed(error, fuel)),
+    }
+}
+
+/// A render error as the [`ChatError`] its kind or source says it is.
+fn typed(error: Error, fuel: u64) -> ChatError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    while let Some(current) = source {
+        if let Some(inner) = current.downcast_ref::<Error>() {
+            if inner.kind() == ErrorKind::OutOfFuel {
+                return ChatError::OutOfFuel { fuel };
+            }
+        }
+        if let Some(raised) = current.downcast_ref::<RaisedByTemplate>() {
+            return ChatError::Raised(raised.0.clone());
+        }
+        if let Some(limit) = current.downcast_ref::<guard::TooLarge>() {
+            return ChatError::TooLarge(limit.0.clone());
+        }
+        source = current.source();
+    }
+    ChatError::Render(error)
 }
 
 /// Prints `true`/`false`/`none` the way Jinja2 on Python does: `True`, `False`, `None`.
@@ -109,7 +158,13 @@ fn python_formatter(
     match value.kind() {
         ValueKind::Bool => out.write_str(if value.is_true() { "True" } else { "False" })?,
         ValueKind::None => out.write_str("None")?,
-        _ => minijinja::escape_formatter(out, state, value)?,
+        ValueKind::String => minijinja::escape_formatter(out, state, value)?,
+        _ => {
+            // A sequence or map prints whole before the output cap sees it: measure it first.
+            guard::check_items(value)?;
+            guard::check_size("printing a value", guard::display_len(value))?;
+            minijinja::escape_formatter(out, state, value)?
+        }
     }
     Ok(())
 }
@@ -119,22 +174,22 @@ fn raise_exception(message: String) -> Result<Value, Error> {
         .with_source(RaisedByTemplate(message)))
 }
 
-fn raised_message(error: &Error) -> Option<String> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(current) = source {
-        if let Some(raised) = current.downcast_ref::<RaisedByTemplate>() {
-            return Some(raised.0.clone());
-        }
-        source = current.source();
-    }
-    None
-}
-
 /// `tojson(indent=None)` printed as Python's `json.dumps(value, ensure_ascii=False,
 /// indent=indent)`: `", "` and `": "` separators, keys in insertion order, no HTML escaping.
 fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
-    let indent: Option<usize> = kwargs.get("indent")?;
+    let indent = match kwargs.get::<Option<Value>>("indent")? {
+        None => None,
+        Some(width) => Some(guard::size_arg(&width).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidOperation,
+                "tojson indent must be a non-negative integer",
+            )
+        })?),
+    };
     kwargs.assert_all_used()?;
+    if let Some(width) = indent {
+        guard::check_size("tojson indent", width)?;
+    }
     let mut out = String::new();
     write_json(&mut out, value, indent, 0)?;
     // Marked safe, as Jinja2's tojson output is not escaped again.
@@ -147,11 +202,17 @@ fn write_json(
     indent: Option<usize>,
     depth: usize,
 ) -> Result<(), Error> {
+    // Output past the cap stops here, before a deep indent or a long sequence is written.
+    guard::check_size("tojson", out.len())?;
+    guard::check_items(value)?;
     let newline = |out: &mut String, depth: usize| {
         if let Some(width) = indent {
+            let spaces = width.saturating_mul(depth);
+            guard::check_size("tojson indent", out.len().saturating_add(spaces))?;
             out.push('\n');
-            out.extend(std::iter::repeat_n(' ', width * depth));
+            out.extend(std::iter::repeat_n(' ', spaces));
         }
+        Ok::<(), Error>(())
     };
     let item_separator = if indent.is_some() { "," } else { ", " };
     match value.kind() {
@@ -177,11 +238,11 @@ fn write_json(
                 if i > 0 {
                     out.push_str(item_separator);
                 }
-                newline(out, depth + 1);
+                newline(out, depth + 1)?;
                 write_json(out, item, indent, depth + 1)?;
             }
             if !items.is_empty() {
-                newline(out, depth);
+                newline(out, depth)?;
             }
             out.push(']');
         }
@@ -192,7 +253,7 @@ fn write_json(
                 if i > 0 {
                     out.push_str(item_separator);
                 }
-                newline(out, depth + 1);
+                newline(out, depth + 1)?;
                 let key_text = match key.as_str() {
                     Some(text) => text.to_string(),
                     None => key.to_string(),
@@ -202,7 +263,7 @@ fn write_json(
                 write_json(out, &value.get_item(key)?, indent, depth + 1)?;
             }
             if !keys.is_empty() {
-                newline(out, depth);
+                newline(out, depth)?;
             }
             out.push('}');
         }
@@ -329,5 +390,108 @@ mod tests {
             Err(ChatError::Raised(message)) => assert_eq!(message, "no way"),
             other => panic!("{other:?}"),
         }
+    }
+
+    fn render(template: &str) -> Result<String, ChatError> {
+        render_chat(template, &[ChatMessage::new("user", "Hi")], false, "", "")
+    }
+
+    fn assert_too_large(template: &str) {
+        match render(template) {
+            Err(ChatError::TooLarge(message)) => assert!(!message.is_empty()),
+            other => panic!("{template}: {other:?}"),
+        }
+    }
+
+    /// minijinja's `indent` allocated `width` spaces unchecked: a panic (capacity overflow) or an
+    /// abort (allocation failure).
+    #[test]
+    fn huge_indent_is_refused() {
+        assert_too_large("{{ 'x'|indent(9223372036854775808) }}");
+        assert_too_large("{{ 'a\nb'|indent(100000000000) }}");
+        assert_too_large("{{ 'a\nb'|indent(width=100000000000, first=true) }}");
+        assert_eq!(render("{{ 'a\nb'|indent(2) }}").unwrap(), "a\n  b");
+    }
+
+    /// Our own `tojson` multiplied the indent by the depth and allocated it unchecked.
+    #[test]
+    fn huge_tojson_indent_is_refused() {
+        assert_too_large("{{ [1]|tojson(indent=100000000000) }}");
+        assert_too_large("{{ messages|tojson(indent=9223372036854775807) }}");
+        assert_too_large("{{ ([('x' * 1000000)] * 1000)|tojson }}");
+        assert_eq!(render("{{ [1]|tojson(indent=2) }}").unwrap(), "[\n  1\n]");
+    }
+
+    /// Three nested loops over `range(100000)` ran 10^15 iterations.
+    #[test]
+    fn runaway_loops_run_out_of_fuel() {
+        let template = "{% for i in range(100000) %}{% for j in range(100000) %}\
+                        {% for k in range(100000) %}{% endfor %}{% endfor %}{% endfor %}";
+        assert!(matches!(render(template), Err(ChatError::OutOfFuel { .. })));
+    }
+
+    /// The output grew without bound (here 10 MB; more loops, more bytes).
+    #[test]
+    fn output_past_the_cap_is_refused() {
+        match render("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}") {
+            Err(ChatError::OutputTooLarge { limit }) => assert_eq!(limit, MAX_PROMPT_BYTES),
+            other => panic!("{other:?}"),
+        }
+        assert_too_large("{{ [('x' * 1000000)] * 1000 }}");
+    }
+
+    /// Sizes and counts that made minijinja panic, abort on allocation or spin.
+    #[test]
+    fn huge_ranges_repeats_and_groups_are_refused() {
+        // minijinja's negative-step arithmetic overflowed (a panic).
+        assert_too_large("{{ range(9223372036854775807, -9223372036854775807 - 1, -1)|length }}");
+        assert_eq!(
+            render("{{ range(10, 0, -9223372036854775807 - 1)|list }}").unwrap(),
+            "[10]"
+        );
+        assert_too_large("{{ range(1000000000000)|length }}");
+        assert_eq!(render("{{ range(5, 0, -2)|list }}").unwrap(), "[5, 3, 1]");
+        // A lazy repeat that `list`, `sort` or `string` tried to hold whole.
+        for filter in ["list", "sort", "last", "unique", "sum", "string", "join"] {
+            assert_too_large(&format!("{{{{ ([1] * 4000000000)|{filter} }}}}"));
+        }
+        assert_too_large("{{ ([1] * 4000000000).count(1) }}");
+        // Allocated `count` groups up front.
+        assert_too_large("{{ range(10)|batch(100000000000)|list }}");
+        assert_too_large("{{ range(10)|slice(100000000000)|list }}");
+        // minijinja's own cap on string repetition.
+        assert!(matches!(
+            render("{{ 'x' * 1000000000000 }}"),
+            Err(ChatError::Render(_))
+        ));
+    }
+
+    /// Filters and methods that build a string far larger than their arguments.
+    #[test]
+    fn amplifying_filters_and_methods_are_refused() {
+        assert_too_large("{{ ('x' * 100000)|replace('x', 'x' * 100000) }}");
+        assert_too_large("{{ ('x' * 100000).replace('x', 'x' * 100000) }}");
+        assert_too_large("{{ range(100000)|join('x' * 100000) }}");
+        assert_too_large("{{ ('x' * 100000).join(range(100000)) }}");
+        assert_too_large("{{ '%0999999999d'|format(1) }}");
+        assert_too_large("{{ '{:>9999999999}'.format(1) }}");
+        assert_eq!(
+            render(
+                "{{ 'a-b'|replace('-', '+') }} {{ ', '.join(['a', 'b']) }} {{ '%03d'|format(7) }}"
+            )
+            .unwrap(),
+            "a+b a, b 007"
+        );
+    }
+
+    /// The budget scales with the chat: a long conversation renders.
+    #[test]
+    fn long_chats_render_within_the_fuel() {
+        let fixture: Fixture = serde_json::from_str(&fixture("chat.json")).unwrap();
+        let messages: Vec<ChatMessage> = (0..20_000)
+            .map(|i| ChatMessage::new(["user", "assistant"][i % 2], "hello there"))
+            .collect();
+        let text = render_chat(&fixture.templates["smollm2"], &messages, true, "", "").unwrap();
+        assert_eq!(text.matches("hello there").count(), 20_000);
     }
 }

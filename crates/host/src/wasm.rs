@@ -269,9 +269,8 @@ impl WasmHost {
     /// Text to ids, with the model's BOS when its tokenizer adds one.
     pub fn encode(&self, text: &str) -> Result<Uint32Array, JsValue> {
         with_host(&self.state, |h| {
-            Ok(Uint32Array::from(
-                h.tokenizer().encode_with_bos(text).as_slice(),
-            ))
+            let ids = h.tokenizer().encode_with_bos(text).map_err(error)?;
+            Ok(Uint32Array::from(ids.as_slice()))
         })
     }
 

@@ -116,7 +116,7 @@ fn seeded_sampling_moa_and_constraints_give_the_same_tokens_with_drafts() {
     let (mut host, _) = open(bytes, usize::MAX, 4096);
     let text =
         "Repeat this list exactly: apples, pears, plums, apples, pears, plums, apples, pears";
-    let prompt = host.tokenizer().encode_with_bos(text);
+    let prompt = host.tokenizer().encode_with_bos(text).unwrap();
     let mut drafted = 0;
     for json in [
         r#"{"maxTokens": 40, "temperature": 0.8, "topK": 40, "topP": 0.95, "minP": 0.05, "seed": 42}"#,
@@ -322,7 +322,7 @@ fn end_of_text_inside_a_draft_ends_the_turn_and_the_next_turn_matches() {
     let (mut reference, _) = open(bytes.clone(), usize::MAX, 4096);
     let ask = |h: &Host, text: &str| {
         let chat = h.chat_prompt(&[ChatMessage::new("user", text)]).unwrap();
-        h.tokenizer().encode(&chat)
+        h.tokenizer().encode(&chat).unwrap()
     };
     let prompt = ask(&reference, "Say hello.");
     let plain = options(r#"{"maxTokens": 160}"#);
@@ -419,7 +419,7 @@ fn streaming_verify_passes_read_each_layer_once_for_many_tokens() {
         rocky point at the edge of the bay. Every evening the keeper climbed the spiral stairs, \
         trimmed the wick, and lit the great lamp.";
     let chat = host.chat_prompt(&[ChatMessage::new("user", text)]).unwrap();
-    let prompt = host.tokenizer().encode(&chat);
+    let prompt = host.tokenizer().encode(&chat).unwrap();
     let plain = options(r#"{"maxTokens": 48}"#);
     let (want, _, base) = run(&mut host, &prompt, &plain);
     let (got, _, spec) = run(&mut host, &prompt, &with_draft(&plain, fixed_length()));

@@ -12,6 +12,7 @@ pub(crate) mod bpe;
 mod letters;
 mod pretokenize;
 mod sentencepiece;
+mod specials;
 
 use coltrane::TokenKind;
 use std::collections::HashMap;
@@ -22,6 +23,7 @@ pub use pretokenize::{is_letter, PreTokenizer};
 
 use bpe::{byte_to_char, char_to_byte_table, Merges};
 use sentencepiece::{byte_token_value, is_space_run, SentencePiece, SPACE_MARK};
+use specials::Specials;
 
 /// GGUF token types. Control and user-defined tokens are matched literally in text and decoded
 /// as their own text.
@@ -29,6 +31,11 @@ const TOKEN_TYPE_NORMAL: i32 = 1;
 const TOKEN_TYPE_CONTROL: i32 = 3;
 const TOKEN_TYPE_USER_DEFINED: i32 = 4;
 const TOKEN_TYPE_BYTE: i32 = 6;
+
+/// Longest text [`Tokenizer::encode`] accepts, in bytes: 8 MiB, about two million tokens of
+/// English, far past any model's context. Encoding keeps a few tens of bytes per character, so
+/// this bounds its memory to a few hundred MB in the worst case.
+pub const MAX_ENCODE_BYTES: usize = 8 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
@@ -62,6 +69,8 @@ pub enum TokenizerError {
     },
     #[error("token id {id} is outside the vocabulary of {vocab_size}")]
     IdOutOfRange { id: u32, vocab_size: usize },
+    #[error("the text to encode is {len} bytes, more than the {max} a tokenizer accepts")]
+    InputTooLong { len: usize, max: usize },
 }
 
 /// The encoding algorithm and its tables.
@@ -82,8 +91,8 @@ pub struct Tokenizer {
     /// Id of each byte's single-byte token (byte-level symbol or `<0xNN>`), if the vocabulary
     /// has one.
     byte_ids: [Option<u32>; 256],
-    /// Literal-match tokens grouped by first byte, longest first.
-    specials_by_first_byte: Vec<Vec<(Box<str>, u32)>>,
+    /// Literal-match tokens, found in text before the model's own encoding.
+    specials: Specials,
     bos_id: Option<u32>,
     eos_id: Option<u32>,
     add_bos: bool,
@@ -214,7 +223,7 @@ impl Tokenizer {
             token_bytes,
             token_offsets,
             byte_ids,
-            specials_by_first_byte: literal_tokens(&data.tokens, is_literal),
+            specials: Specials::new(&data.tokens, is_literal),
             bos_id: data.bos_id,
             eos_id: data.eos_id,
             add_bos: data.add_bos,
@@ -286,7 +295,7 @@ impl Tokenizer {
             tokens: data.tokens.clone(),
             token_bytes,
             token_offsets,
-            specials_by_first_byte: literal_tokens(&data.tokens, is_literal),
+            specials: Specials::new(&data.tokens, is_literal),
             bos_id: data.bos_id,
             eos_id: data.eos_id,
             add_bos: data.add_bos,
@@ -327,8 +336,14 @@ impl Tokenizer {
     }
 
     /// Token ids for `text`, without BOS. Control and user-defined tokens written in the text
-    /// (e.g. `<|im_start|>`) become their single ids.
-    pub fn encode(&self, text: &str) -> Vec<u32> {
+    /// (e.g. `<|im_start|>`) become their single ids. Text over [`MAX_ENCODE_BYTES`] is refused.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        if text.len() > MAX_ENCODE_BYTES {
+            return Err(TokenizerError::InputTooLong {
+                len: text.len(),
+                max: MAX_ENCODE_BYTES,
+            });
+        }
         let mut out = Vec::with_capacity(text.len() / 3 + 1);
         let mut scratch = sentencepiece::Scratch::default();
         let mut plain_start = 0;
@@ -346,18 +361,17 @@ impl Tokenizer {
             }
         }
         self.encode_plain(text, plain_start..text.len(), &mut scratch, &mut out);
-        out
+        Ok(out)
     }
 
     /// [`Tokenizer::encode`] with BOS prepended when the model asks for it (GGUF
     /// `tokenizer.ggml.add_bos_token`).
-    pub fn encode_with_bos(&self, text: &str) -> Vec<u32> {
-        let mut out = Vec::new();
+    pub fn encode_with_bos(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        let mut out = self.encode(text)?;
         if let (true, Some(bos)) = (self.add_bos, self.bos_id) {
-            out.push(bos);
+            out.insert(0, bos);
         }
-        out.extend(self.encode(text));
-        out
+        Ok(out)
     }
 
     /// The text of `ids`: control tokens as their text, invalid UTF-8 as U+FFFD. With a
@@ -445,11 +459,7 @@ impl Tokenizer {
 
     /// The longest literal-match token starting at byte `at`, as (byte length, id).
     fn special_at(&self, text: &str, at: usize) -> Option<(usize, u32)> {
-        let rest = &text.as_bytes()[at..];
-        self.specials_by_first_byte[rest[0] as usize]
-            .iter()
-            .find(|(special, _)| rest.starts_with(special.as_bytes()))
-            .map(|(special, id)| (special.len(), *id))
+        self.specials.longest_prefix_of(&text.as_bytes()[at..])
     }
 
     /// Encodes `text[range]`, a stretch without literal-match tokens.
@@ -475,23 +485,6 @@ impl Tokenizer {
             Model::SentencePiece(spm) => spm.encode_segment(text, first, scratch, out),
         }
     }
-}
-
-/// Literal-match tokens grouped by first byte, longest first.
-fn literal_tokens(
-    tokens: &[String],
-    is_literal: impl Fn(usize) -> bool,
-) -> Vec<Vec<(Box<str>, u32)>> {
-    let mut by_first_byte: Vec<Vec<(Box<str>, u32)>> = vec![Vec::new(); 256];
-    for (id, token) in tokens.iter().enumerate() {
-        if is_literal(id) && !token.is_empty() {
-            by_first_byte[token.as_bytes()[0] as usize].push((token.as_str().into(), id as u32));
-        }
-    }
-    for group in &mut by_first_byte {
-        group.sort_by_key(|(text, id)| (std::cmp::Reverse(text.len()), *id));
-    }
-    by_first_byte
 }
 
 /// Incremental decoding for streamed generation: each [`StreamDecoder::push`] returns the text

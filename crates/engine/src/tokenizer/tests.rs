@@ -44,17 +44,18 @@ fn encodes_with_merges_and_literal_tokens() {
     let tok = tiny();
     let hello = id_of(&tok, "hello");
     let world = id_of(&tok, "Ġworld");
-    assert_eq!(tok.encode("hello world"), [hello, world]);
+    assert_eq!(tok.encode("hello world").unwrap(), [hello, world]);
     assert_eq!(
-        tok.encode("<|im_start|>hello<think> world<|im_end|>"),
+        tok.encode("<|im_start|>hello<think> world<|im_end|>")
+            .unwrap(),
         [265, hello, 267, world, 266]
     );
     // A partial special token is ordinary text.
-    let partial = tok.encode("<|im_start");
+    let partial = tok.encode("<|im_start").unwrap();
     assert!(!partial.contains(&265));
     assert_eq!(tok.decode(&partial).unwrap(), "<|im_start");
-    assert_eq!(tok.encode(""), Vec::<u32>::new());
-    assert_eq!(tok.encode_with_bos("hello"), [265, hello]);
+    assert_eq!(tok.encode("").unwrap(), Vec::<u32>::new());
+    assert_eq!(tok.encode_with_bos("hello").unwrap(), [265, hello]);
     assert_eq!(tok.bos_id(), Some(265));
     assert_eq!(tok.eos_id(), Some(266));
 }
@@ -66,13 +67,16 @@ fn without_add_bos_no_bos_is_prepended() {
         ..tiny_data()
     };
     let tok = Tokenizer::from_data(&data).unwrap();
-    assert_eq!(tok.encode_with_bos("he"), tok.encode("he"));
+    assert_eq!(
+        tok.encode_with_bos("he").unwrap(),
+        tok.encode("he").unwrap()
+    );
 }
 
 #[test]
 fn decodes_bytes_and_control_tokens() {
     let tok = tiny();
-    let ids = tok.encode("<|im_start|>héllo 中 😀\n");
+    let ids = tok.encode("<|im_start|>héllo 中 😀\n").unwrap();
     assert_eq!(tok.decode(&ids).unwrap(), "<|im_start|>héllo 中 😀\n");
     assert_eq!(tok.token_bytes(id_of(&tok, "Ġworld")), Some(&b" world"[..]));
     // A lone continuation byte and a truncated sequence become U+FFFD, as in HF.
@@ -199,7 +203,7 @@ fn missing_token_types_mean_no_literal_tokens() {
         ..tiny_data()
     };
     let tok = Tokenizer::from_data(&data).unwrap();
-    assert!(!tok.encode("<think>").contains(&267));
+    assert!(!tok.encode("<think>").unwrap().contains(&267));
 }
 
 #[test]
@@ -208,7 +212,7 @@ fn bytes_without_a_token_are_dropped() {
     // Rename the symbol of byte 0x04 so no token spells it.
     data.tokens[4] = "unused-symbol".into();
     let tok = Tokenizer::from_data(&data).unwrap();
-    assert_eq!(tok.decode(&tok.encode("a\u{4}b")).unwrap(), "ab");
+    assert_eq!(tok.decode(&tok.encode("a\u{4}b").unwrap()).unwrap(), "ab");
 }
 
 // ---- Parity with Hugging Face on SmolLM2 (fixtures from scripts/reference/gen_tokenizer_fixtures.py)
@@ -262,7 +266,7 @@ fn smollm2_matches_hugging_face() {
     assert_eq!(tok.pre_tokenizer(), Some(PreTokenizer::DigitsGpt2));
     let mut failures = Vec::new();
     for case in smollm2_cases() {
-        let ids = tok.encode(&case.text);
+        let ids = tok.encode(&case.text).unwrap();
         if ids != case.ids {
             failures.push(format!("{:?}: got {ids:?}, want {:?}", case.text, case.ids));
         }
@@ -379,33 +383,36 @@ fn sentencepiece_merges_best_pieces_first() {
     let tok = Tokenizer::from_data(&tiny_spm_data()).unwrap();
     assert_eq!(tok.pre_tokenizer(), None);
     assert_eq!(
-        tok.encode("hello world"),
+        tok.encode("hello world").unwrap(),
         ids_of(&tok, &["hello", "▁world"])
     );
     // "ab" outranks "bc", so "abc" is reached through ("ab", "c").
-    assert_eq!(tok.encode("abc"), ids_of(&tok, &["abc"]));
-    assert_eq!(tok.encode("bca"), ids_of(&tok, &["bc", "a"]));
+    assert_eq!(tok.encode("abc").unwrap(), ids_of(&tok, &["abc"]));
+    assert_eq!(tok.encode("bca").unwrap(), ids_of(&tok, &["bc", "a"]));
     // Literal tokens, the space run as an ordinary piece, the marker typed literally.
     assert_eq!(
-        tok.encode("<start_of_turn>a  b\n<b>"),
+        tok.encode("<start_of_turn>a  b\n<b>").unwrap(),
         [4].into_iter()
             .chain(ids_of(&tok, &["a", "  ", "b", "\n", "<b>"]))
             .collect::<Vec<_>>()
     );
-    assert_eq!(tok.encode("▁w"), ids_of(&tok, &["▁w"]));
-    assert_eq!(tok.encode(""), Vec::<u32>::new());
-    assert_eq!(tok.encode_with_bos("a"), [2, id_of(&tok, "a")]);
+    assert_eq!(tok.encode("▁w").unwrap(), ids_of(&tok, &["▁w"]));
+    assert_eq!(tok.encode("").unwrap(), Vec::<u32>::new());
+    assert_eq!(tok.encode_with_bos("a").unwrap(), [2, id_of(&tok, "a")]);
 }
 
 #[test]
 fn sentencepiece_falls_back_to_bytes_and_decodes_them() {
     let tok = Tokenizer::from_data(&tiny_spm_data()).unwrap();
     let zhong = "中".bytes().map(|b| 5 + u32::from(b)).collect::<Vec<_>>();
-    let ids = tok.encode("a中");
+    let ids = tok.encode("a中").unwrap();
     assert_eq!(ids[0], id_of(&tok, "a"));
     assert_eq!(ids[1..], zhong[..]);
     assert_eq!(tok.decode(&ids).unwrap(), "a中");
-    assert_eq!(tok.decode(&tok.encode("he wor  é")).unwrap(), "he wor  é");
+    assert_eq!(
+        tok.decode(&tok.encode("he wor  é").unwrap()).unwrap(),
+        "he wor  é"
+    );
     assert_eq!(tok.decode(&[4, 1]).unwrap(), "<start_of_turn><eos>");
     // The stream holds a run of byte tokens back until a text token ends it.
     let mut stream = StreamDecoder::new(&tok);
@@ -444,7 +451,7 @@ fn sentencepiece_unknown_characters_fuse_into_unk_without_byte_tokens() {
     data.token_types[5 + 0xE4] = 1;
     let tok = Tokenizer::from_data(&data).unwrap();
     assert_eq!(
-        tok.encode("a中中b"),
+        tok.encode("a中中b").unwrap(),
         [id_of(&tok, "a"), 3, id_of(&tok, "b")]
     );
 }
@@ -456,26 +463,29 @@ fn sentencepiece_space_prefix() {
         ..tiny_spm_data()
     };
     let tok = Tokenizer::from_data(&data).unwrap();
-    assert_eq!(tok.encode("world"), ids_of(&tok, &["▁world"]));
+    assert_eq!(tok.encode("world").unwrap(), ids_of(&tok, &["▁world"]));
     // Only at the start of the text, not after a literal token.
     assert_eq!(
-        tok.encode("<eos>world")[1..],
+        tok.encode("<eos>world").unwrap()[1..],
         ids_of(&tok, &["w", "or", "l", "d"])[..]
     );
     // A leading space is the prefix already (HF's Metaspace); decoding drops one leading space.
     // (Checked against transformers' LlamaTokenizer(add_prefix_space=True) on this vocabulary.)
-    assert_eq!(tok.encode(" world"), tok.encode("world"));
-    assert_eq!(tok.decode(&tok.encode(" world")).unwrap(), "world");
+    assert_eq!(tok.encode(" world").unwrap(), tok.encode("world").unwrap());
+    assert_eq!(tok.decode(&tok.encode(" world").unwrap()).unwrap(), "world");
     // (This vocabulary's "  " run outranks "▁w".)
-    assert_eq!(tok.encode("  world")[0], id_of(&tok, "  "));
-    assert_eq!(tok.decode(&tok.encode("  world")).unwrap(), " world");
+    assert_eq!(tok.encode("  world").unwrap()[0], id_of(&tok, "  "));
+    assert_eq!(
+        tok.decode(&tok.encode("  world").unwrap()).unwrap(),
+        " world"
+    );
     let space_byte = 5 + u32::from(b' ');
     assert_eq!(tok.decode(&[space_byte, id_of(&tok, "a")]).unwrap(), "a");
     assert_eq!(
         tok.decode(&[4, id_of(&tok, "▁w")]).unwrap(),
         "<start_of_turn> w"
     );
-    let ids = tok.encode("world hello");
+    let ids = tok.encode("world hello").unwrap();
     assert_eq!(tok.decode(&ids).unwrap(), "world hello");
     let mut stream = StreamDecoder::new(&tok);
     let streamed: String = ids.iter().map(|&id| stream.push(id).unwrap()).collect();
@@ -488,11 +498,11 @@ fn sentencepiece_ranks_by_score_when_scores_are_not_ordered_by_id() {
     let abc = data.tokens.iter().position(|t| t == "abc").unwrap();
     data.tokens[abc] = "unrelated".into();
     let by_id = Tokenizer::from_data(&data).unwrap();
-    assert_eq!(by_id.encode("abc"), ids_of(&by_id, &["ab", "c"]));
+    assert_eq!(by_id.encode("abc").unwrap(), ids_of(&by_id, &["ab", "c"]));
     let bc = data.tokens.iter().position(|t| t == "bc").unwrap();
     data.scores[bc] = 10.0;
     let tok = Tokenizer::from_data(&data).unwrap();
-    assert_eq!(tok.encode("abc"), ids_of(&tok, &["a", "bc"]));
+    assert_eq!(tok.encode("abc").unwrap(), ids_of(&tok, &["a", "bc"]));
 }
 
 #[test]
@@ -575,7 +585,7 @@ fn gemma3_matches_hugging_face() {
     let mut round_trips = 0;
     let cases = gemma3_cases();
     for case in &cases {
-        let ids = tok.encode(&case.text);
+        let ids = tok.encode(&case.text).unwrap();
         if ids != case.ids {
             failures.push(format!("{:?}: got {ids:?}, want {:?}", case.text, case.ids));
         }
@@ -662,7 +672,7 @@ fn gemma3_speed() {
     let rounds = 50;
     let mut n = 0;
     for _ in 0..rounds {
-        n = tok.encode(&text).len();
+        n = tok.encode(&text).unwrap().len();
     }
     let per = start.elapsed() / rounds;
     println!("{} bytes -> {n} tokens in {per:?}", text.len());
@@ -688,8 +698,50 @@ fn encode_speed() {
     let rounds = 50;
     let mut n = 0;
     for _ in 0..rounds {
-        n = tok.encode(&text).len();
+        n = tok.encode(&text).unwrap().len();
     }
     let per = start.elapsed() / rounds;
     println!("{} bytes -> {n} tokens in {per:?}", text.len());
+}
+
+// ---- Limits
+
+/// Encoding keeps tens of bytes per character, so an unbounded input was an unbounded
+/// allocation; over [`MAX_ENCODE_BYTES`] it is refused, byte-level BPE and SentencePiece alike.
+#[test]
+fn encode_refuses_text_over_the_cap() {
+    let too_long = "a".repeat(MAX_ENCODE_BYTES + 1);
+    for tok in [tiny(), Tokenizer::from_data(&tiny_spm_data()).unwrap()] {
+        for result in [tok.encode(&too_long), tok.encode_with_bos(&too_long)] {
+            match result {
+                Err(TokenizerError::InputTooLong { len, max }) => {
+                    assert_eq!((len, max), (MAX_ENCODE_BYTES + 1, MAX_ENCODE_BYTES))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(!tok.encode("hello").unwrap().is_empty());
+    }
+}
+
+/// Thousands of literal tokens sharing a first byte (Gemma-3's `<unused…>`) and text made of that
+/// byte: every position used to be compared with every token. The matches stay exact.
+#[test]
+fn many_specials_sharing_a_prefix_match_exactly() {
+    for mut data in [tiny_data(), tiny_spm_data()] {
+        let first = data.tokens.len() as u32;
+        for i in 0..6000 {
+            data.tokens.push(format!("<unused{i}>"));
+            data.token_types.push(TOKEN_TYPE_CONTROL);
+            if !data.scores.is_empty() {
+                data.scores.push(0.0);
+            }
+        }
+        let tok = Tokenizer::from_data(&data).unwrap();
+        let text = format!("{}<unused4242><unused1>0<unused", "<".repeat(100_000));
+        let ids = tok.encode(&text).unwrap();
+        let specials: Vec<u32> = ids.iter().copied().filter(|&id| id >= first).collect();
+        assert_eq!(specials, [first + 4242, first + 1], "{}", data.model);
+        assert_eq!(tok.decode(&ids).unwrap(), text);
+    }
 }
