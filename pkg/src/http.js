@@ -8,6 +8,15 @@ const MAX_BACKOFF_MS = 5000;
 class TransientError extends Error {}
 
 /**
+ * An Error no further attempt can cure (the server refuses, or misbehaves the same way each time):
+ * `permanent = true` tells the host's read path not to retry it.
+ * @param {string} message
+ */
+function permanentError(message) {
+  return Object.assign(new Error(message), { permanent: true });
+}
+
+/**
  * Parses `bytes a-b/total` (total may be `*`).
  * @param {string | null} header
  * @returns {{ start: number, end: number, total: number | undefined } | null}
@@ -130,7 +139,7 @@ export class HttpKnotSource {
         const got = parseContentRange(res.headers.get('content-range'));
         if (got === null || got.start !== start || got.end !== end) {
           await res.body?.cancel();
-          throw new Error(
+          throw permanentError(
             `HttpKnotSource: asked for ${what}, the server answered Content-Range ${JSON.stringify(res.headers.get('content-range'))}`,
           );
         }
@@ -144,7 +153,7 @@ export class HttpKnotSource {
           res.headers.get('content-encoding') === null ? Number(lengthHeader) : undefined);
         if (start !== 0 || total === undefined || end !== total - 1) {
           await res.body?.cancel();
-          throw new Error(
+          throw permanentError(
             `HttpKnotSource: asked for ${what}, the server answered 200 with the whole file (it does not support Range requests)`,
           );
         }
@@ -155,16 +164,18 @@ export class HttpKnotSource {
       await res.body?.cancel();
       if (TRANSIENT_STATUS.has(res.status)) throw new TransientError(this.#statusText(res, what));
       if (res.status === 416) {
-        throw new Error(`HttpKnotSource: ${what} is not satisfiable (416); the file is shorter than expected`);
+        throw permanentError(`HttpKnotSource: ${what} is not satisfiable (416); the file is shorter than expected`);
       }
-      throw new Error(`HttpKnotSource: ${this.#statusText(res, what)}`);
+      // Other 4xx (not found, forbidden, ...) stay so: retrying is pointless. 5xx may pass.
+      const message = `HttpKnotSource: ${this.#statusText(res, what)}`;
+      throw res.status >= 400 && res.status < 500 ? permanentError(message) : new Error(message);
     });
   }
 
   /** @param {number} total */
   #learnSize(total) {
     if (this.#size !== undefined && this.#size !== total) {
-      throw new Error(`HttpKnotSource: ${this.#url} changed size from ${this.#size} to ${total} bytes`);
+      throw permanentError(`HttpKnotSource: ${this.#url} changed size from ${this.#size} to ${total} bytes`);
     }
     this.#size = total;
   }
@@ -195,21 +206,53 @@ export class HttpKnotSource {
   }
 
   /**
+   * Reads a body of exactly `length` bytes, never more: a Content-Length that says otherwise is
+   * refused before reading, and a body that runs past `length` is cut off there, so a server
+   * sending too much (or without end) costs at most `length` bytes.
    * @param {Response} res
    * @param {number} length
    * @param {string} what
    */
   async #readBody(res, length, what) {
-    let buffer;
-    try {
-      buffer = await res.arrayBuffer();
-    } catch (err) {
-      throw new TransientError(`connection lost while reading ${what}`, { cause: err });
+    const tooLong = () => new Error(`HttpKnotSource: asked for ${what} (${length} bytes), the body had more than ${length} bytes`);
+    const declared = res.headers.get('content-length');
+    if (declared !== null && /^\d+$/.test(declared) && res.headers.get('content-encoding') === null &&
+      Number(declared) !== length) {
+      await res.body?.cancel();
+      throw new Error(`HttpKnotSource: asked for ${what} (${length} bytes), the body had ${declared} bytes (Content-Length)`);
     }
-    if (buffer.byteLength !== length) {
-      throw new Error(`HttpKnotSource: asked for ${what} (${length} bytes), the body had ${buffer.byteLength} bytes`);
+    const out = new Uint8Array(length);
+    let got = 0;
+    // Every range holds at least one byte (end is inclusive).
+    if (res.body === null) return this.#shortBody(what, length, 0);
+    const reader = res.body.getReader();
+    for (;;) {
+      let chunk;
+      try {
+        chunk = await reader.read();
+      } catch (err) {
+        throw new TransientError(`connection lost while reading ${what}`, { cause: err });
+      }
+      if (chunk.done) break;
+      const piece = /** @type {Uint8Array} */ (chunk.value);
+      if (got + piece.byteLength > length) {
+        await reader.cancel().catch(() => {});
+        throw tooLong();
+      }
+      out.set(piece, got);
+      got += piece.byteLength;
     }
-    return new Uint8Array(buffer);
+    return got === length ? out : this.#shortBody(what, length, got);
+  }
+
+  /**
+   * @param {string} what
+   * @param {number} length
+   * @param {number} got
+   * @returns {never}
+   */
+  #shortBody(what, length, got) {
+    throw new Error(`HttpKnotSource: asked for ${what} (${length} bytes), the body had ${got} bytes`);
   }
 
   /**

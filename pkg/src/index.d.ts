@@ -1,11 +1,15 @@
 // Public TypeScript surface of knot-wasm (every entry point exports the same names; FileKnotSource
 // only from the Node/Bun/Deno entry).
 
-/** Anything that can read byte ranges of a .knot file. `end` is INCLUSIVE. */
+/**
+ * Anything that can read byte ranges of a .knot file. `end` is INCLUSIVE. The host bounds every
+ * read (`readTimeoutMs`) and retries failed ones (`readRetries`); to say that retrying cannot
+ * help, throw or reject with an Error whose `permanent` property is `true`.
+ */
 export interface KnotByteSource {
   rangeGet(start: number, end: number): Promise<Uint8Array>;
-  /** File size in bytes, when known. */
-  readonly size?: number | undefined;
+  /** File size in bytes, when known: a non-negative integer, or undefined / null. */
+  readonly size?: number | null | undefined;
 }
 
 export declare class BufferKnotSource implements KnotByteSource {
@@ -79,6 +83,21 @@ export interface HostShimOptions {
    */
   draftMode?: boolean | DraftModeOptions;
   onProgress?: (progress: HostProgress) => void;
+  /**
+   * Longest wait for one range read, in ms, counted from when the host first waits for it; a
+   * read that takes longer is abandoned (what it brings later is dropped) and counts as a
+   * transient failure. 0 waits forever. Default 30000.
+   */
+  readTimeoutMs?: number;
+  /**
+   * Further attempts after a transient failure: a rejection or throw, a timeout, an answer of the
+   * wrong length. An error with `permanent: true` (HttpKnotSource: a 4xx other than 408/429, a
+   * wrong Content-Range) is not retried. The last failure is reported with the attempt count.
+   * Default 2.
+   */
+  readRetries?: number;
+  /** Wait before the first retry, in ms, doubled for each later one (capped at 5 s). Default 100. */
+  readBackoffMs?: number;
 }
 
 export interface DraftModeOptions {
@@ -300,6 +319,10 @@ export interface HostStats {
   tokensPerPass: number;
   /** Layer range reads since the prompt, per generated token (0 with every layer resident). */
   layerReadsPerToken: number;
+  /** Reads issued again after a transient failure (they count in `rangeReads` too). */
+  readRetries: number;
+  /** Read attempts that hit `readTimeoutMs`. */
+  readTimeouts: number;
   decodeLayerReads: number;
   /** Size of the wasm instance's linear memory (it never shrinks: also its peak). */
   wasmMemoryBytes: number | undefined;
@@ -331,17 +354,30 @@ export declare class HostShim implements Disposable {
   decode(ids: Uint32Array | number[]): string;
   /** Renders messages with the model's chat template. */
   applyChatTemplate(messages: ChatMessage[]): string;
-  /** Up to `n` tokens after `tokens`; ends after an end-of-text id (included). */
+  /**
+   * Up to `n` tokens after `tokens`; ends after an end-of-text id (included). One generation runs
+   * at a time: another one while it works is refused.
+   */
   generate(tokens: Uint32Array | number[], n: number, options?: GenerateOptions): Promise<Uint32Array>;
   /** A string prompt is used as is; messages go through the chat template. */
   generateText(prompt: string | ChatMessage[], options?: GenerateTextOptions): Promise<GenerateTextResult>;
+  /**
+   * Text pieces as they are generated. A stream waiting for its consumer gives way to the next
+   * generation (a stream dropped without `return()` blocks nothing); pulling it afterwards throws
+   * a "superseded" Error.
+   */
   stream(prompt: string | ChatMessage[], options?: GenerateTextOptions): AsyncGenerator<string, void, undefined>;
   /** Fetches a layer ahead of need; resolves once it is resident (queued behind earlier calls). */
   prefetchLayer(layer: number): Promise<void>;
+  /** Works during a call too, with the counters from when that call began. */
   stats(): HostStats;
   info(): ModelInfo;
-  /** Idempotent; any later call throws. */
-  dispose(): void;
+  /**
+   * Idempotent; any later call throws. A call in flight is aborted (even one waiting on a read
+   * that never settles) and rejects as used after dispose(); the promise resolves once the wasm
+   * side is freed.
+   */
+  dispose(): Promise<void>;
   [Symbol.dispose](): void;
 }
 

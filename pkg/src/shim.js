@@ -8,7 +8,8 @@
 //   static open(source: KnotByteSource, lruCapacity: number, maxResidentBytes: number | undefined,
 //               onProgress: ((p: object) => void) | undefined,
 //               prefetchDepth: number | undefined,
-//               draftModeJson: string | undefined): Promise<WasmHost>
+//               draftModeJson: string | undefined,
+//               readTimeoutMs, readRetries, readBackoffMs: number | undefined): Promise<WasmHost>
 //                                               draftMode (true/false/object) validated in Rust
 //   readonly vocabSize: number; readonly layerCount: number; readonly eosIds: Uint32Array
 //   encode(text: string): Uint32Array          decode(ids: Uint32Array): string  (lossy UTF-8)
@@ -21,10 +22,14 @@
 //   prefetchLayer(layer: number): Promise<void> resolves once the layer is resident
 //   stats(): object | string (JSON)             camelCase fields of host::Stats
 //   info(): object                               name, architecture, config
+//     (encode, decode, chatPrompt, stats and info also answer while an async call runs)
+//   abort(): void                               the async call in flight rejects (AbortError)
+//                                               within a layer; its reads are abandoned
 //   free(): void
 // and, on the namespace, initSync(): once initialized it returns the instance exports (memory).
 
-const OPEN_OPTIONS = new Set(['lruCapacity', 'maxResidentBytes', 'prefetchDepth', 'draftMode', 'onProgress']);
+const OPEN_OPTIONS = new Set(['lruCapacity', 'maxResidentBytes', 'prefetchDepth', 'draftMode', 'onProgress',
+  'readTimeoutMs', 'readRetries', 'readBackoffMs']);
 
 /** @type {((wasm: object | undefined) => Promise<object>) | undefined} */
 let wasmResolver;
@@ -91,6 +96,8 @@ export function checkOpenOptions(options) {
   const prefetchDepth = options.prefetchDepth === undefined
     ? undefined
     : checkInteger(options.prefetchDepth, 'prefetchDepth', 0);
+  /** @param {string} name */
+  const optionalCount = (name) => (options[name] === undefined ? undefined : checkInteger(options[name], name, 0));
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
     throw new TypeError('onProgress must be a function');
   }
@@ -98,6 +105,9 @@ export function checkOpenOptions(options) {
     lruCapacity,
     maxResidentBytes,
     prefetchDepth,
+    readTimeoutMs: optionalCount('readTimeoutMs'),
+    readRetries: optionalCount('readRetries'),
+    readBackoffMs: optionalCount('readBackoffMs'),
     onProgress: /** @type {((p: object) => void) | undefined} */ (options.onProgress),
     // Its fields are checked in Rust (engine::decode::draft_from_value), as per call.
     draftModeJson: options.draftMode === undefined
@@ -149,6 +159,26 @@ export function toTokenIds(ids, vocabSize) {
   return out;
 }
 
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Text must be well-formed UTF-16: a lone surrogate cannot be encoded as UTF-8, and would
+ * otherwise become U+FFFD silently (encode) or a JSON parse error (messages).
+ * @param {string} text
+ * @param {string} what
+ */
+export function checkText(text, what) {
+  const wellFormed = typeof (/** @type {any} */ (text)).isWellFormed === 'function'
+    ? /** @type {any} */ (text).isWellFormed()
+    : !LONE_SURROGATE.test(text);
+  if (!wellFormed) {
+    const at = text.search(LONE_SURROGATE);
+    const unit = text.charCodeAt(at).toString(16).toUpperCase();
+    throw new TypeError(`${what} has a lone surrogate (\\u${unit}) at index ${at}: it is not valid Unicode text`);
+  }
+  return text;
+}
+
 /** @param {unknown} messages */
 export function checkMessages(messages) {
   if (!Array.isArray(messages) || messages.length === 0) {
@@ -158,8 +188,20 @@ export function checkMessages(messages) {
     if (!isPlainObject(m) || typeof m.role !== 'string' || typeof m.content !== 'string') {
       throw new TypeError(`message ${i} must be { role: string, content: string }`);
     }
-    return { role: m.role, content: m.content };
+    return { role: checkText(m.role, `message ${i} role`), content: checkText(m.content, `message ${i} content`) };
   });
+}
+
+/**
+ * A source's optional `size` must be a byte count when given.
+ * @param {unknown} size
+ */
+export function checkSourceSize(size) {
+  if (size === undefined || size === null) return;
+  if (!Number.isSafeInteger(size) || /** @type {number} */ (size) < 0) {
+    const shown = typeof size === 'number' ? String(size) : `a ${typeof size}`;
+    throw new TypeError(`source.size must be a non-negative integer or undefined, got ${shown}`);
+  }
 }
 
 /**
@@ -177,14 +219,29 @@ function wasmMemory(ns) {
   }
 }
 
+/**
+ * The generation a HostShim is running. `suspended` while it waits for its consumer (a stream
+ * between pulls); `superseded` once a later call took its place.
+ * @typedef {{ suspended: boolean, superseded: boolean, preemptible: boolean, detach: () => void }} Run
+ */
+
+const SUPERSEDED = 'HostShim: this stream was superseded by a later call (a stream not pulled to its end gives way to the next generation)';
+
 export class HostShim {
   /** @type {any} the wasm-bindgen WasmHost */
   #host;
   #disposed = false;
+  /** Resolves once the wasm side is freed. */
+  #freed;
+  /** @type {() => void} */
+  #resolveFreed = () => {};
   /** Serializes calls: WasmHost runs one async call at a time. */
   #queue = Promise.resolve();
   #busy = 0;
-  #generating = false;
+  /** @type {Run | undefined} the generation in progress */
+  #generation;
+  /** @type {Run | undefined} the generation whose wasm call is running now */
+  #calling;
   #vocabSize;
   #layerCount;
   /** @type {Set<number>} */
@@ -196,6 +253,9 @@ export class HostShim {
   constructor(host, memory) {
     this.#host = host;
     this.#memory = memory;
+    this.#freed = new Promise((resolve) => {
+      this.#resolveFreed = () => resolve(undefined);
+    });
     this.#vocabSize = host.vocabSize;
     this.#layerCount = host.layerCount;
     this.#eos = new Set(host.eosIds ?? []);
@@ -225,6 +285,7 @@ export class HostShim {
     if (typeof source !== 'object' || source === null || typeof source.rangeGet !== 'function') {
       throw new TypeError('HostShim.open: source must implement rangeGet(start, end) (end inclusive)');
     }
+    checkSourceSize(/** @type {any} */ (source).size);
     const opts = checkOpenOptions(/** @type {Record<string, unknown>} */ (options));
     if (wasmResolver === undefined) {
       throw new Error('HostShim.open: import HostShim from the package entry (knot-wasm), not from src/shim.js');
@@ -234,7 +295,7 @@ export class HostShim {
       throw new TypeError('HostShim.open: wasm is not the knot-wasm bindings namespace (no WasmHost)');
     }
     const host = await ns.WasmHost.open(source, opts.lruCapacity, opts.maxResidentBytes, opts.onProgress,
-      opts.prefetchDepth, opts.draftModeJson);
+      opts.prefetchDepth, opts.draftModeJson, opts.readTimeoutMs, opts.readRetries, opts.readBackoffMs);
     return new HostShim(host, wasmMemory(ns));
   }
 
@@ -252,7 +313,8 @@ export class HostShim {
   }
 
   /**
-   * Runs `fn` after every earlier call has finished.
+   * Runs `fn` after every earlier call has finished. A call that dispose() cut short rejects
+   * as used after dispose().
    * @template T
    * @param {(host: any) => Promise<T>} fn
    * @returns {Promise<T>}
@@ -262,6 +324,9 @@ export class HostShim {
       this.#busy++;
       try {
         return await fn(this.#live());
+      } catch (err) {
+        this.#live();
+        throw err;
       } finally {
         this.#busy--;
         if (this.#disposed && this.#busy === 0) this.#free();
@@ -275,7 +340,7 @@ export class HostShim {
   /** @param {string} text @returns {Uint32Array} */
   encode(text) {
     if (typeof text !== 'string') throw new TypeError('encode: text must be a string');
-    return this.#live().encode(text);
+    return this.#live().encode(checkText(text, 'encode: text'));
   }
 
   /** @param {Uint32Array | number[]} ids @returns {string} */
@@ -346,7 +411,7 @@ export class HostShim {
    * @returns {AsyncGenerator<string>}
    */
   async *stream(prompt, options = {}) {
-    for await (const e of this.#pieces(prompt, options)) {
+    for await (const e of this.#pieces(prompt, options, true)) {
       if (e.text !== '') yield e.text;
     }
   }
@@ -354,14 +419,17 @@ export class HostShim {
   /**
    * @param {string | { role: string, content: string }[]} prompt
    * @param {Record<string, unknown>} options
+   * @param {boolean} [preemptible] a later call may take over while the consumer is away
    */
-  async *#pieces(prompt, options) {
+  async *#pieces(prompt, options, preemptible = false) {
     const host = this.#live();
     if (!isPlainObject(options)) throw new TypeError('options must be an object');
-    const text = typeof prompt === 'string' ? prompt : host.chatPrompt(JSON.stringify(checkMessages(prompt)));
+    const text = typeof prompt === 'string'
+      ? checkText(prompt, 'prompt')
+      : host.chatPrompt(JSON.stringify(checkMessages(prompt)));
     const { onToken, ...rest } = options;
     checkCallback(onToken, 'onToken');
-    for await (const e of this.#run(host.encode(text), rest)) {
+    for await (const e of this.#run(host.encode(text), rest, preemptible)) {
       if (typeof onToken === 'function') onToken(e.text, e.id);
       yield e;
     }
@@ -370,12 +438,19 @@ export class HostShim {
   /**
    * The decode loop, run in Rust: `start` (options checked there, prompt prefilled), then one
    * `next` per token until the loop says it finished, one call into wasm at a time.
+   *
+   * One generation runs at a time. A second one is refused while the first is working, but a
+   * preemptible one (a stream) that is waiting for its consumer gives way: its iterator then
+   * throws a "superseded" error, so a stream dropped without `return()` blocks nothing. An
+   * AbortSignal aborts the wasm call in flight (its reads are abandoned at once) and the
+   * generation rejects with the signal's reason.
    * @param {Uint32Array | number[]} tokens
    * @param {Record<string, unknown>} options
+   * @param {boolean} [preemptible]
    * @returns {AsyncGenerator<{ id: number, text: string, finishReason: 'stop' | 'length' | null,
    *   step: object, constraint?: object }>}
    */
-  async *#run(tokens, options) {
+  async *#run(tokens, options, preemptible = false) {
     this.#live();
     const { signal, onStep, ...rest } = options;
     const ids = toTokenIds(tokens, this.#vocabSize);
@@ -388,20 +463,61 @@ export class HostShim {
     const json = optionsJson(rest);
 
     abort?.throwIfAborted();
-    if (this.#generating) throw new Error('HostShim: another generation is in progress; await it first');
-    this.#generating = true;
-    try {
-      await this.#exclusive((host) => host.start(ids, json));
-      for (;;) {
+    const previous = this.#generation;
+    if (previous !== undefined) {
+      if (!(previous.preemptible && previous.suspended)) {
+        throw new Error('HostShim: another generation is in progress; await it first');
+      }
+      previous.superseded = true;
+      previous.detach();
+    }
+    const onAbort = () => {
+      if (this.#calling === run) this.#host?.abort?.();
+    };
+    /** @type {Run} */
+    const run = {
+      suspended: false,
+      superseded: false,
+      preemptible,
+      detach: () => abort?.removeEventListener?.('abort', onAbort),
+    };
+    this.#generation = run;
+    abort?.addEventListener?.('abort', onAbort);
+    /**
+     * One wasm call of this generation, queued behind earlier calls.
+     * @template T
+     * @param {(host: any) => Promise<T>} fn
+     * @returns {Promise<T>}
+     */
+    const call = (fn) => this.#exclusive(async (host) => {
+      if (run.superseded) throw new Error(SUPERSEDED);
+      abort?.throwIfAborted();
+      this.#calling = run;
+      try {
+        return await fn(host);
+      } catch (err) {
+        // Whatever the wasm side said, an aborted call rejects with the signal's reason.
         abort?.throwIfAborted();
-        const e = await this.#exclusive((host) => host.next());
+        throw err;
+      } finally {
+        this.#calling = undefined;
+      }
+    });
+    try {
+      await call((host) => host.start(ids, json));
+      for (;;) {
+        const e = await call((host) => host.next());
         if (e === null) return;
         if (typeof onStep === 'function') onStep(e.step);
+        run.suspended = true;
         yield e;
+        run.suspended = false;
+        if (run.superseded) throw new Error(SUPERSEDED);
         if (e.finishReason !== null) return;
       }
     } finally {
-      this.#generating = false;
+      run.detach();
+      if (this.#generation === run) this.#generation = undefined;
     }
   }
 
@@ -420,7 +536,8 @@ export class HostShim {
 
   /**
    * Cache and timing counters (see index.d.ts HostStats), plus the wasm instance's memory size
-   * (it only grows, so it is also the peak).
+   * (it only grows, so it is also the peak). During an async call, the counters are those from
+   * when it began.
    */
   stats() {
     const raw = this.#live().stats();
@@ -434,17 +551,26 @@ export class HostShim {
     return this.#live().info();
   }
 
-  /** Frees the wasm-side model; idempotent. A call in flight finishes first. */
+  /**
+   * Frees the wasm-side model; idempotent. A call in flight is aborted (its reads abandoned, even
+   * one that never settles) and rejects as used after dispose(); the model is freed once it has
+   * unwound, which the returned promise waits for.
+   * @returns {Promise<void>}
+   */
   dispose() {
-    if (this.#disposed) return;
-    this.#disposed = true;
-    if (this.#busy === 0) this.#free();
+    if (!this.#disposed) {
+      this.#disposed = true;
+      if (this.#busy === 0) this.#free();
+      else this.#host?.abort?.();
+    }
+    return this.#freed;
   }
 
   #free() {
     const host = this.#host;
     this.#host = undefined;
     host?.free?.();
+    this.#resolveFreed();
   }
 
   [Symbol.dispose]() {

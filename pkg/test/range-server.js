@@ -2,12 +2,14 @@
 import { createServer } from 'node:http';
 
 /**
- * @typedef {'range' | 'full' | 'wrong-range' | 'transient' | 'short-body'} ServerMode
+ * @typedef {'range' | 'full' | 'wrong-range' | 'transient' | 'short-body' | 'oversized-body'} ServerMode
  *  range:       correct 206 with `Content-Range: bytes a-b/total`; HEAD gives Content-Length.
  *  full:        ignores Range, always 200 with the whole body.
  *  wrong-range: 206 whose Content-Range (and body) start one byte later than asked.
  *  transient:   the first `failFirst` requests get 503, then behaves as `range`.
  *  short-body:  206 with a correct Content-Range but one byte missing from the body.
+ *  oversized-body: 206 with a correct Content-Range, no Content-Length, and 16 MiB of body
+ *               streamed in 64 KiB chunks (a server that sends far more than asked).
  */
 
 /**
@@ -58,6 +60,26 @@ export async function startRangeServer(bytes, options = {}) {
       if (mode === 'wrong-range') {
         start = Math.min(start + 1, total - 1);
         end = Math.min(end + 1, total - 1);
+      }
+      if (mode === 'oversized-body') {
+        res.writeHead(206, { 'Content-Range': `bytes ${start}-${end}/${total}` });
+        const chunk = new Uint8Array(64 << 10);
+        let left = 256;
+        const pump = () => {
+          while (left > 0 && !res.destroyed) {
+            left--;
+            if (!res.write(chunk)) {
+              res.once('drain', pump);
+              return;
+            }
+          }
+          if (!res.destroyed) res.end();
+        };
+        res.on('close', () => {
+          left = 0;
+        });
+        pump();
+        return;
       }
       let body = bytes.subarray(start, end + 1);
       if (mode === 'short-body') body = body.subarray(0, body.byteLength - 1);

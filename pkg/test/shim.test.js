@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from './harness.js';
 import {
-  HostShim, checkOpenOptions, optionsJson, toTokenIds,
+  HostShim, checkOpenOptions, checkSourceSize, checkText, optionsJson, toTokenIds,
 } from '../src/shim.js';
 import { BufferKnotSource } from '../src/sources.js';
 
@@ -57,8 +57,32 @@ function recordingHost(reply = 'ok') {
     },
     async prefetchLayer(l) { calls.push(['prefetch', l]); },
     stats: () => JSON.stringify({ misses: 1 }),
+    abort() { calls.push('abort'); },
     free() { calls.push('free'); },
   };
+}
+
+/**
+ * A recording host whose `next` hangs (a read that never settles) until `abort()`, which makes
+ * it reject as the wasm side does: an AbortError.
+ */
+function hangingHost() {
+  const host = recordingHost('abc');
+  /** @type {((err: Error) => void) | undefined} */
+  let fail;
+  host.next = () => {
+    host.calls.push('next');
+    return new Promise((_resolve, reject) => {
+      fail = reject;
+    });
+  };
+  host.abort = () => {
+    host.calls.push('abort');
+    const err = new Error('the call was aborted');
+    err.name = 'AbortError';
+    fail?.(err);
+  };
+  return host;
 }
 
 const source = new BufferKnotSource(new Uint8Array(8));
@@ -74,6 +98,25 @@ describe('HostShim.open validation', () => {
       assert.throws(() => checkOpenOptions({ draftMode: bad }), /draftMode must be true, false or \{ ngram, maxDraft, adaptive, margin \}/);
     }
     assert.deepEqual(checkOpenOptions({ draftMode: false, lruCapacity: 6 }).lruCapacity, 6);
+  });
+
+  test('readTimeoutMs, readRetries, readBackoffMs: integers >= 0, passed on', async () => {
+    const o = checkOpenOptions({ readTimeoutMs: 50, readRetries: 0, readBackoffMs: 2 });
+    assert.deepEqual([o.readTimeoutMs, o.readRetries, o.readBackoffMs], [50, 0, 2]);
+    assert.equal(checkOpenOptions({}).readTimeoutMs, undefined);
+    for (const name of ['readTimeoutMs', 'readRetries', 'readBackoffMs']) {
+      for (const bad of [-1, 0.5, '3', NaN, Infinity, null]) {
+        await assert.rejects(HostShim.open(source, { [name]: bad }), new RegExp(`${name} must be an integer >= 0, got`));
+      }
+    }
+  });
+
+  test('a source size must be a byte count or absent', async () => {
+    for (const ok of [undefined, null, 0, 2 ** 40]) checkSourceSize(ok);
+    for (const [bad, shown] of [['10', 'a string'], [10n, 'a bigint'], [-1, '-1'], [NaN, 'NaN'], [2 ** 60, String(2 ** 60)]]) {
+      assert.throws(() => checkSourceSize(bad), new RegExp(`source\\.size must be a non-negative integer or undefined, got ${shown}`));
+    }
+    await assert.rejects(HostShim.open({ size: '10', rangeGet: async () => new Uint8Array(0) }), /source\.size must be/);
   });
 
   test('lruCapacity must be an integer >= 1', async () => {
@@ -92,6 +135,16 @@ describe('HostShim.open validation', () => {
 });
 
 describe('argument checks', () => {
+  test('text with a lone surrogate is refused, naming where', () => {
+    assert.equal(checkText('a\uD83D\uDE00b', 'x'), 'a\uD83D\uDE00b');
+    assert.throws(() => checkText('ab\uD800', 'prompt'), /prompt has a lone surrogate \(\\uD800\) at index 2: it is not valid Unicode text/);
+    assert.throws(() => checkText('\uDE00a', 'x'), /lone surrogate \(\\uDE00\) at index 0/);
+    const shim = new HostShim(recordingHost());
+    assert.throws(() => shim.applyChatTemplate([{ role: 'user', content: 'ok' }, { role: 'u\uDC01', content: 'x' }]),
+      /message 1 role has a lone surrogate/);
+    assert.throws(() => shim.encode('\uD800'), /encode: text has a lone surrogate/);
+  });
+
   test('token ids: Uint32Array or array of integers below the vocabulary', () => {
     assert.deepEqual(toTokenIds([1, 2, 3], 10), new Uint32Array([1, 2, 3]));
     const ids = new Uint32Array([4]);
@@ -223,6 +276,51 @@ describe('HostShim over WasmHost', () => {
     assert.throws(() => shim.encode('a'), /used after dispose\(\)/);
     assert.throws(() => shim.stats(), /used after dispose\(\)/);
     await assert.rejects(shim.generate([1], 1), /used after dispose\(\)/);
+  });
+
+  test('an abort while a wasm call is in flight aborts that call, and rejects with the reason', async () => {
+    const host = hangingHost();
+    const shim = new HostShim(host);
+    const controller = new AbortController();
+    const running = shim.generate([1], 3, { signal: controller.signal });
+    while (!host.calls.includes('next')) await new Promise((resolve) => setTimeout(resolve, 0));
+    controller.abort(new Error('user cancelled'));
+    await assert.rejects(running, /user cancelled/);
+    assert.deepEqual(host.calls.slice(-2), ['next', 'abort']);
+    // An abort after the generation ended touches nothing.
+    const later = new AbortController();
+    host.next = async () => null;
+    await shim.generate([1], 1, { signal: later.signal });
+    later.abort();
+    assert.equal(host.calls.filter((c) => c === 'abort').length, 1);
+  });
+
+  test('dispose during a call that never settles aborts it, then frees; the promise waits', async () => {
+    const host = hangingHost();
+    const shim = new HostShim(host);
+    const running = shim.generate([1], 3);
+    while (!host.calls.includes('next')) await new Promise((resolve) => setTimeout(resolve, 0));
+    const disposed = shim.dispose();
+    assert.equal(host.calls.at(-1), 'abort');
+    await disposed;
+    assert.equal(host.calls.at(-1), 'free');
+    await assert.rejects(running, /used after dispose\(\)/);
+    await shim.dispose();
+  });
+
+  test('a stream waiting for its consumer gives way to a new call and then says superseded', async () => {
+    const host = recordingHost('abcdef');
+    const shim = new HostShim(host);
+    const first = shim.stream('x', { maxTokens: 6 })[Symbol.asyncIterator]();
+    assert.deepEqual(await first.next(), { value: 'a', done: false });
+    // Not pulled any more (as if dropped without return()): the next generation runs.
+    assert.equal((await shim.generateText('y', { maxTokens: 2 })).text, 'ab');
+    await assert.rejects(first.next(), /superseded by a later call/);
+    assert.deepEqual(await first.next(), { value: undefined, done: true });
+    // A running generate() is not pre-empted: it is working, not waiting for a consumer.
+    const running = shim.generate([1], 3);
+    await assert.rejects(shim.generate([1], 3), /another generation is in progress/);
+    await running;
   });
 
   test('dispose during a call frees after the call finishes', async () => {

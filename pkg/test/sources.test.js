@@ -214,6 +214,43 @@ describe('HttpKnotSource', () => {
     assert.equal(notFoundCalls, 1);
   });
 
+  test('a body longer than asked is cut off at the asked length, not read to its end', async () => {
+    const server = await startRangeServer(DATA, { mode: 'oversized-body' });
+    try {
+      const source = new HttpKnotSource(server.url, { size: DATA.length, retries: 0 });
+      await assert.rejects(source.rangeGet(10, 19), /asked for bytes 10-19 .* \(10 bytes\), the body had more than 10 bytes/);
+      // A Content-Length that disagrees is refused before the body is read.
+      const announced = async () => new Response(new Uint8Array(1000), {
+        status: 206, headers: { 'Content-Range': `bytes 0-9/${DATA.length}`, 'Content-Length': '1000' },
+      });
+      const liar = new HttpKnotSource('http://example.invalid/m.knot', { fetch: announced, retries: 0 });
+      await assert.rejects(liar.rangeGet(0, 9), /\(10 bytes\), the body had 1000 bytes \(Content-Length\)/);
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('refusals are marked permanent for the host; transient failures are not', async () => {
+    const status = (code) => async () => new Response('x', { status: code });
+    const permanent = async (code) => {
+      const source = new HttpKnotSource('http://example.invalid/m.knot', { fetch: status(code), retries: 1, retryDelayMs: 0 });
+      return source.rangeGet(0, 3).then(() => undefined, (err) => err.permanent === true);
+    };
+    assert.equal(await permanent(404), true);
+    assert.equal(await permanent(403), true);
+    assert.equal(await permanent(416), true);
+    assert.equal(await permanent(503), false);
+    assert.equal(await permanent(429), false);
+    assert.equal(await permanent(408), false);
+    const server = await startRangeServer(DATA, { mode: 'wrong-range' });
+    try {
+      const source = new HttpKnotSource(server.url, { retryDelayMs: 0 });
+      await assert.rejects(source.rangeGet(10, 19), (err) => err.permanent === true);
+    } finally {
+      await server.close();
+    }
+  });
+
   test('headers are sent and a changing size is caught', async () => {
     let seen;
     let total = 100;

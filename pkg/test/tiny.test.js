@@ -189,44 +189,55 @@ describe('tiny model through the wasm package', () => {
 });
 
 describe('errors from the source reach JS as clear Errors, and the shim recovers', () => {
-  /** @type {[string, RegExp][]} */
+  /** @type {[string, RegExp, boolean][]} fault, message, whether a retry may cure it */
   const FAULTS = [
-    ['reject', /rangeGet rejected: injected rejection/],
-    ['throw', /rangeGet threw: injected synchronous failure/],
-    ['short', /the source returned \d+ bytes, expected \d+/],
-    ['long', /the source returned \d+ bytes, expected \d+/],
-    ['arraybuffer', /rangeGet must resolve to a Uint8Array/],
-    ['array', /rangeGet must resolve to a Uint8Array/],
-    ['string', /rangeGet must resolve to a Uint8Array/],
+    ['reject', /rangeGet rejected: injected rejection/, true],
+    ['throw', /rangeGet threw: injected synchronous failure/, true],
+    ['short', /the source returned \d+ bytes, expected \d+/, true],
+    ['long', /the source returned \d+ bytes, expected \d+/, true],
+    ['arraybuffer', /rangeGet must resolve to a Uint8Array/, false],
+    ['array', /rangeGet must resolve to a Uint8Array/, false],
+    ['string', /rangeGet must resolve to a Uint8Array/, false],
   ];
+  const NO_RETRY = { lruCapacity: 1, readRetries: 0 };
 
-  for (const [fault, message] of FAULTS) {
+  for (const [fault, message, transient] of FAULTS) {
     test(`${fault}: at open, and at a layer read mid-generation`, async () => {
-      // At open: the first read fails.
-      const atOpen = countingSource(new BufferKnotSource(layout.bytes), { fault: (r) => (r.index === 0 ? fault : undefined) });
-      await assert.rejects(HostShim.open(atOpen, { lruCapacity: 1 }), message);
-      // At the metadata read.
-      const atMeta = countingSource(new BufferKnotSource(layout.bytes), { fault: (r) => (r.index === 1 ? fault : undefined) });
-      await assert.rejects(HostShim.open(atMeta, { lruCapacity: 1 }), message);
+      // At open, without retries: the first read fails, or the metadata read.
+      for (const index of [0, 1]) {
+        const source = countingSource(new BufferKnotSource(layout.bytes), { fault: (r) => (r.index === index ? fault : undefined) });
+        await assert.rejects(HostShim.open(source, NO_RETRY), message);
+      }
+      // With the default retries, one transient failure costs a read and nothing else.
+      const once = countingSource(new BufferKnotSource(layout.bytes), { fault: (r) => (r.index === 1 ? fault : undefined) });
+      if (transient) {
+        const shim = await HostShim.open(once, { lruCapacity: 1, readBackoffMs: 1 });
+        assert.equal(shim.stats().readRetries, 1);
+        shim.dispose();
+      } else {
+        await assert.rejects(HostShim.open(once, { lruCapacity: 1 }), message);
+        assert.equal(once.reads.length, 2, 'a permanent failure is not retried');
+      }
 
-      // Mid-generation: the second layer read after open fails once, then the source is healthy.
-      let failed = false;
+      // Mid-generation: layer 1 fails twice (its prefetch, then the read the step makes itself),
+      // then the source is healthy.
       const source = countingSource(new BufferKnotSource(layout.bytes));
-      const shim = await HostShim.open(source, { lruCapacity: 1 });
+      const shim = await HostShim.open(source, NO_RETRY);
       try {
-        const target = source.reads.length + LAYERS + 1;
+        const [start, end] = layout.layers[1];
+        const failed = [];
         source.fault = (r) => {
-          if (r.index !== target) return undefined;
-          failed = true;
+          if (r.start !== start || r.end !== end || failed.length === 2) return undefined;
+          failed.push(r);
           return fault;
         };
         await assert.rejects(shim.generate(PROMPT, 6), message);
-        assert.ok(failed);
+        assert.equal(failed.length, 2);
         // The same shim (and wasm instance: no panic) goes on and matches a fresh one.
         assert.deepEqual(Array.from(await shim.generate(PROMPT, 6)), await freshTokens(PROMPT, 6));
         // The host counts only reads that came back right; the wrapper tallies every span asked.
-        const failedRead = source.reads[target];
-        assert.equal(shim.stats().bytesFetched, source.bytes - (failedRead.end - failedRead.start));
+        const lost = failed.reduce((sum, r) => sum + r.end - r.start, 0);
+        assert.equal(shim.stats().bytesFetched, source.bytes - lost);
       } finally {
         shim.dispose();
       }
@@ -235,11 +246,12 @@ describe('errors from the source reach JS as clear Errors, and the shim recovers
 
   test('a continued session survives a failed step and resumes where it was', async () => {
     const source = countingSource(new BufferKnotSource(layout.bytes));
-    const shim = await HostShim.open(source, { lruCapacity: 1 });
+    const shim = await HostShim.open(source, NO_RETRY);
     try {
       const first = Array.from(await shim.generate(PROMPT, 3));
-      const target = source.reads.length + 1;
-      source.fault = (r) => (r.index === target ? 'reject' : undefined);
+      const [start] = layout.layers[1];
+      let failures = 0;
+      source.fault = (r) => (r.start === start && failures++ < 2 ? 'reject' : undefined);
       await assert.rejects(shim.generate([], 3, { continue: true }), /injected rejection/);
       const rest = Array.from(await shim.generate([], 3, { continue: true }));
       assert.deepEqual([...first, ...rest], await freshTokens(PROMPT, 6));
@@ -250,9 +262,11 @@ describe('errors from the source reach JS as clear Errors, and the shim recovers
 
   test('a source whose reads fail for good: every call rejects, dispose still works', async () => {
     const source = countingSource(new BufferKnotSource(layout.bytes));
-    const shim = await HostShim.open(source, { lruCapacity: 1 });
+    const shim = await HostShim.open(source, { lruCapacity: 1, readRetries: 2, readBackoffMs: 1 });
     source.fault = () => 'reject';
-    for (let i = 0; i < 3; i++) await assert.rejects(shim.generate(PROMPT, 2), /rangeGet rejected/);
+    for (let i = 0; i < 3; i++) {
+      await assert.rejects(shim.generate(PROMPT, 2), /rangeGet rejected: injected rejection at read \d+ \(gave up after 3 attempts\)/);
+    }
     await assert.rejects(shim.prefetchLayer(0), /rangeGet rejected/);
     shim.dispose();
     shim.dispose();

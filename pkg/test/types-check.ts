@@ -13,6 +13,20 @@ export async function seedCallShape(source: KnotByteSource): Promise<Uint32Array
   return tokens;
 }
 
+export async function readApi(source: KnotByteSource): Promise<number> {
+  const shim = await HostShim.open(source, { lruCapacity: 2, readTimeoutMs: 5000, readRetries: 3, readBackoffMs: 50 });
+  const s = shim.stats();
+  await shim.dispose();
+  const flaky: KnotByteSource = {
+    size: null,
+    rangeGet: async () => {
+      throw Object.assign(new Error('gone'), { permanent: true });
+    },
+  };
+  void flaky;
+  return s.readRetries + s.readTimeouts;
+}
+
 export async function draftApi(source: KnotByteSource): Promise<number> {
   const shim = await HostShim.open(source, { lruCapacity: 2, draftMode: { ngram: 3, maxDraft: 8, adaptive: true } });
   await shim.generate([1, 2, 3], 16, { draftMode: false });

@@ -3,6 +3,7 @@
 
 use crate::cache::{CacheStats, LayerBytes, LayerCache, LayerFetch, Lookup};
 use crate::clock::now_ms;
+use crate::reader::{Abort, ReadPolicy, Reader};
 use crate::source::{ByteSource, SourceError};
 use engine::chat::{ChatError, ChatMessage};
 use engine::decode::{Emitted, FinishReason, GenerateError, GenerateOptions, Generation};
@@ -12,7 +13,6 @@ use engine::tokenizer::{Tokenizer, TokenizerError};
 use engine::{EngineError, LayerLayout, PipelineError, ResidentLayout, Session, StepInfo};
 use futures::FutureExt;
 use knot::{FixedHeader, Knot, KnotError, ModelConfig, ReadOptions, FIXED_HEADER_LEN};
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::rc::Rc;
@@ -47,6 +47,8 @@ pub enum HostError {
     NoSuchLayer(usize),
     #[error("{what} takes {bytes} bytes, more than the {max} this host accepts")]
     TooLarge { what: String, bytes: u64, max: u64 },
+    #[error("the call was aborted")]
+    Aborted,
 }
 
 /// The largest tokenizer blob accepted: the biggest real ones (262k-token vocabularies) take
@@ -87,6 +89,10 @@ pub struct HostOptions {
     /// Positions the KV cache may hold (capped by the model's context length).
     pub max_context: usize,
     pub read: ReadOptions,
+    /// Timeout, retries and backoff of every range read (default: 30 s, 2 retries, 100 ms
+    /// doubling). A transient failure (a failed or timed-out transfer, a wrong length) is
+    /// retried; a permanent one ([`SourceError::Permanent`]) surfaces at once.
+    pub read_policy: ReadPolicy,
     /// Speculative decoding for every generation that does not say otherwise (`draftMode`).
     pub draft: Option<DraftConfig>,
 }
@@ -100,6 +106,7 @@ impl Default for HostOptions {
             prefetch_depth: None,
             max_context: 4096,
             read: ReadOptions::default(),
+            read_policy: ReadPolicy::default(),
             draft: None,
         }
     }
@@ -112,7 +119,11 @@ pub struct Stats {
     #[serde(flatten)]
     pub cache: CacheStats,
     pub bytes_fetched: u64,
+    /// Range reads issued, retries included.
     pub range_reads: u64,
+    /// Reads issued again after a transient failure, and attempts that timed out.
+    pub read_retries: u64,
+    pub read_timeouts: u64,
     /// Resident tensors (embedding, final norm, LM head) held for the whole session.
     pub resident_bytes: u64,
     /// Resident tensors plus the most layer bytes ever cached at once.
@@ -149,79 +160,48 @@ pub struct DecodeStats {
     pub decode_layer_reads: u64,
 }
 
-#[derive(Default)]
-struct IoCounters {
-    bytes: Cell<u64>,
-    reads: Cell<u64>,
-}
-
-/// Reads `[start, end)` and checks that exactly that many bytes came back.
-fn checked_read(
-    source: &dyn ByteSource,
-    io: &Rc<IoCounters>,
-    start: u64,
-    end: u64,
-) -> futures::future::LocalBoxFuture<'static, Result<Vec<u8>, SourceError>> {
-    io.reads.set(io.reads.get() + 1);
-    let io = io.clone();
-    source
-        .read(start, end)
-        .map(move |r| {
-            let bytes = r?;
-            let (got, expected) = (bytes.len() as u64, end - start);
-            if got != expected {
-                return Err(SourceError::Length {
-                    start,
-                    end,
-                    got,
-                    expected,
-                });
-            }
-            io.bytes.set(io.bytes.get() + got);
-            Ok(bytes)
-        })
-        .boxed_local()
-}
-
 /// The layers: where each lives in the file, and the cache in front of the source.
 struct LayerStore {
-    source: Rc<dyn ByteSource>,
-    io: Rc<IoCounters>,
+    reader: Reader,
     ranges: Vec<Range<u64>>,
     /// Where each layer's tensors sit in its span, located and checked once at open.
     layouts: Vec<LayerLayout>,
     cache: LayerCache,
 }
 
-enum Fetch {
-    Ready(LayerBytes),
-    Wait(LayerFetch),
-}
-
 impl LayerStore {
-    /// Starts fetching `layer` unless it is cached or in flight. `demand` counts hits/misses.
-    fn request(&mut self, layer: usize, demand: bool) -> Fetch {
-        match self.cache.lookup(layer, demand) {
-            Lookup::Ready(b) => Fetch::Ready(b),
-            Lookup::Fetching(f) => Fetch::Wait(f),
-            Lookup::Missing => {
-                let r = &self.ranges[layer];
-                let fut =
-                    checked_read(&*self.source, &self.io, r.start, r.end).map(|r| r.map(Rc::new));
-                Fetch::Wait(self.cache.start_fetch(layer, fut.boxed_local()))
-            }
+    /// Starts fetching `layer` in the background unless it is cached or in flight.
+    fn prefetch(&mut self, layer: usize) {
+        if let Lookup::Missing = self.cache.lookup(layer, false) {
+            // The cache keeps the shared fetch; whoever needs the layer awaits it there.
+            drop(self.start_fetch(layer));
         }
     }
 
+    fn start_fetch(&mut self, layer: usize) -> LayerFetch {
+        let r = &self.ranges[layer];
+        let fut = self.reader.read(r.start, r.end).map(|r| r.map(Rc::new));
+        self.cache.start_fetch(layer, fut.boxed_local())
+    }
+
     async fn get(&mut self, layer: usize, demand: bool) -> Result<LayerBytes, SourceError> {
-        match self.request(layer, demand) {
-            Fetch::Ready(b) => Ok(b),
-            Fetch::Wait(f) => {
+        let fetch = match self.cache.lookup(layer, demand) {
+            Lookup::Ready(b) => return Ok(b),
+            Lookup::Missing => self.start_fetch(layer),
+            Lookup::Fetching(f) => {
                 let result = f.await;
                 self.cache.finish_fetch(layer, &result);
-                result
+                match result {
+                    // A read started earlier (a prefetch, perhaps under an abort since passed)
+                    // failed: this caller gets a read of its own rather than that old failure.
+                    Err(_) if !self.reader.abort_handle().is_aborted() => self.start_fetch(layer),
+                    done => return done,
+                }
             }
-        }
+        };
+        let result = fetch.await;
+        self.cache.finish_fetch(layer, &result);
+        result
     }
 }
 
@@ -299,14 +279,15 @@ impl Host {
             ));
         }
         let t0 = now_ms();
-        let io = Rc::new(IoCounters::default());
-        let read = |s: u64, e: u64| checked_read(&*source, &io, s, e);
+        let reader = Reader::new(source, opts.read_policy);
+        let read = |s: u64, e: u64| reader.read(s, e);
 
         let mut prefix = read(0, FIXED_HEADER_LEN as u64).await?;
         let prefix_len = FixedHeader::parse(&prefix, &opts.read)?.prefix_len();
         prefix.extend(read(FIXED_HEADER_LEN as u64, prefix_len).await?);
         // Without a known length, reads past the end surface as short reads instead.
-        let knot = Knot::parse_prefix(&prefix, source.len().unwrap_or(u64::MAX), &opts.read)?;
+        let knot =
+            Knot::parse_prefix(&prefix, reader.source_len().unwrap_or(u64::MAX), &opts.read)?;
         check_architecture(&knot.meta.architecture)?;
 
         let (tok, res) = (knot.tokenizer_range(), knot.resident_range());
@@ -371,8 +352,7 @@ impl Host {
         };
         Ok(Host {
             layers: LayerStore {
-                source,
-                io,
+                reader,
                 ranges,
                 layouts,
                 cache,
@@ -414,6 +394,18 @@ impl Host {
         &self.tokenizer
     }
 
+    /// Aborts the call in flight (`start`, `next`, `load_layer`): its reads are abandoned at
+    /// once and its layer loop stops before the next layer, leaving the conversation as before
+    /// the call. A call begun afterwards runs normally.
+    pub fn abort_handle(&self) -> Abort {
+        self.layers.reader.abort_handle().clone()
+    }
+
+    /// A new call: an abort meant for an earlier one does not apply.
+    fn begin_call(&self) {
+        self.layers.reader.abort_handle().clear();
+    }
+
     /// Positions in the conversation: those in the KV cache plus a picked token not yet run
     /// (tokens a verify pass made but [`Host::next`] has not handed out do not count).
     pub fn position(&self) -> usize {
@@ -425,13 +417,15 @@ impl Host {
         let d = &self.stats.decode;
         let reads = match d.decode_tokens {
             0 => 0,
-            _ => self.layers.io.reads.get() - self.reads_at_decode,
+            _ => self.layers.reader.io.reads.get() - self.reads_at_decode,
         };
         let kv_per_pos =
             2 * self.config.n_layers * self.config.n_kv_heads * self.config.head_dim * 4;
         Stats {
-            bytes_fetched: self.layers.io.bytes.get(),
-            range_reads: self.layers.io.reads.get(),
+            bytes_fetched: self.layers.reader.io.bytes.get(),
+            range_reads: self.layers.reader.io.reads.get(),
+            read_retries: self.layers.reader.io.retries.get(),
+            read_timeouts: self.layers.reader.io.timeouts.get(),
             peak_resident_bytes: self.stats.resident_bytes + cache.peak_layer_bytes,
             kv_cache_bytes: (self.session.position() * kv_per_pos) as u64,
             cache,
@@ -504,12 +498,13 @@ impl Host {
         if layer >= self.config.n_layers {
             return Err(HostError::NoSuchLayer(layer));
         }
-        self.layers.request(layer, false);
+        self.layers.prefetch(layer);
         Ok(())
     }
 
     /// Fetches layer `layer` now and waits until it is resident.
     pub async fn load_layer(&mut self, layer: usize) -> Result<(), HostError> {
+        self.begin_call();
         if layer >= self.config.n_layers {
             return Err(HostError::NoSuchLayer(layer));
         }
@@ -549,6 +544,9 @@ impl Host {
     async fn run_layers(&mut self, more_follows: bool) -> Result<(), HostError> {
         let n = self.config.n_layers;
         for l in 0..n {
+            if self.layers.reader.abort_handle().is_aborted() {
+                return Err(HostError::Aborted);
+            }
             let bytes = self.layers.get(l, true).await?;
             self.layers.cache.pin(l);
             // Start the next layers' reads now, so they travel while this layer computes; past
@@ -557,7 +555,7 @@ impl Host {
                 if l + ahead >= n && !more_follows {
                     break;
                 }
-                self.layers.request((l + ahead) % n, false);
+                self.layers.prefetch((l + ahead) % n);
             }
             let result = self.layers.layouts[l]
                 .view(&bytes)
@@ -588,6 +586,7 @@ impl Host {
     /// and readies the pipeline. Tokens then come from [`Host::next`]. An empty prompt
     /// continues from the last picked token.
     pub async fn start(&mut self, prompt: &[u32], opts: &GenerateOptions) -> Result<(), HostError> {
+        self.begin_call();
         self.settle()?;
         let vocab = self.config.vocab_size;
         if let Some(&id) = prompt.iter().find(|&&id| id as usize >= vocab) {
@@ -632,7 +631,7 @@ impl Host {
         }
         self.stats.token_ms.clear();
         self.stats.decode = DecodeStats::default();
-        self.reads_at_decode = self.layers.io.reads.get();
+        self.reads_at_decode = self.layers.reader.io.reads.get();
         generation.accept_context(&self.tokens);
         generation.set_clock(now_ms);
         self.generation = Some(generation);
@@ -656,6 +655,7 @@ impl Host {
     /// anyway is kept: the tokens beyond the first are handed out by the next calls, no forward
     /// pass needed.
     pub async fn next(&mut self) -> Result<Option<Emitted>, HostError> {
+        self.begin_call();
         let t0 = now_ms();
         if let Some(e) = self.ahead.pop_front() {
             self.deliver(&e, t0);

@@ -6,9 +6,11 @@ pub mod cache;
 mod clock;
 pub mod helpers;
 pub mod host;
+pub mod reader;
 pub mod source;
 
 pub use host::{DecodeStats, Generated, Host, HostError, HostOptions, Stats};
+pub use reader::{Abort, ReadPolicy};
 pub use source::{ByteSource, FileSource, MemorySource, ReadFuture, SourceError};
 
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]

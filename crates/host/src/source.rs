@@ -3,16 +3,26 @@
 use futures::future::LocalBoxFuture;
 use std::rc::Rc;
 
+/// Why a read failed. [`SourceError::is_transient`] says which failures another attempt may
+/// cure: the host's read path retries those (`HostOptions::read_retries`).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SourceError {
-    /// The source itself failed (I/O error, rejected promise, HTTP error, ...).
+    /// The source itself failed (I/O error, rejected promise, HTTP error, ...); worth retrying.
     #[error("reading bytes {start}..{end} failed: {message}")]
     Read {
         start: u64,
         end: u64,
         message: String,
     },
-    /// The source answered with the wrong number of bytes.
+    /// The source failed in a way another attempt cannot cure: a range outside the file, an
+    /// HTTP 4xx, a JS error marked `permanent = true`, a value that is not bytes.
+    #[error("reading bytes {start}..{end} failed for good: {message}")]
+    Permanent {
+        start: u64,
+        end: u64,
+        message: String,
+    },
+    /// The source answered with the wrong number of bytes (a truncated or padded transfer).
     #[error("reading bytes {start}..{end}: the source returned {got} bytes, expected {expected}")]
     Length {
         start: u64,
@@ -20,6 +30,30 @@ pub enum SourceError {
         got: u64,
         expected: u64,
     },
+    /// The read did not settle within `HostOptions::read_timeout_ms`; whatever it brings later
+    /// is dropped.
+    #[error("reading bytes {start}..{end} timed out after {ms} ms")]
+    Timeout { start: u64, end: u64, ms: u64 },
+    /// The caller aborted the call the read belonged to.
+    #[error("reading bytes {start}..{end} was aborted")]
+    Aborted { start: u64, end: u64 },
+    /// Every attempt failed; `cause` is the last failure.
+    #[error("{cause} (gave up after {attempts} attempts)")]
+    Exhausted {
+        attempts: u32,
+        cause: Box<SourceError>,
+    },
+}
+
+impl SourceError {
+    /// Whether another attempt may succeed: a failed or timed-out transfer or one of the wrong
+    /// length may; a permanent failure, an abort, or a read that already gave up may not.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            SourceError::Read { .. } | SourceError::Length { .. } | SourceError::Timeout { .. }
+        )
+    }
 }
 
 /// The bytes of one read; the future resolves once they have all arrived.
@@ -62,7 +96,7 @@ impl ByteSource for MemorySource {
             .zip(usize::try_from(end).ok())
             .and_then(|(s, e)| self.bytes.get(s..e))
             .map(<[u8]>::to_vec)
-            .ok_or_else(|| SourceError::Read {
+            .ok_or_else(|| SourceError::Permanent {
                 start,
                 end,
                 message: format!("out of range for {} bytes", self.bytes.len()),
@@ -119,21 +153,32 @@ impl ByteSource for FileSource {
     }
 
     fn read(&self, start: u64, end: u64) -> ReadFuture {
+        let permanent = |message: String| SourceError::Permanent {
+            start,
+            end,
+            message,
+        };
         let result = (|| {
             let len = end
                 .checked_sub(start)
                 .filter(|_| end <= self.len)
-                .ok_or_else(|| format!("range out of bounds for a file of {} bytes", self.len))?;
-            let len = usize::try_from(len).map_err(|_| "range too large".to_string())?;
+                .ok_or_else(|| {
+                    permanent(format!(
+                        "range out of bounds for a file of {} bytes",
+                        self.len
+                    ))
+                })?;
+            let len = usize::try_from(len).map_err(|_| permanent("range too large".into()))?;
             let mut buf = vec![0u8; len];
-            self.read_at(&mut buf, start).map_err(|e| e.to_string())?;
+            // An I/O error may pass (a network file system, a file being replaced): retried.
+            self.read_at(&mut buf, start)
+                .map_err(|e| SourceError::Read {
+                    start,
+                    end,
+                    message: e.to_string(),
+                })?;
             Ok(buf)
-        })()
-        .map_err(|message| SourceError::Read {
-            start,
-            end,
-            message,
-        });
+        })();
         Box::pin(futures::future::ready(result))
     }
 }

@@ -2,11 +2,13 @@
 //! turns a JS `KnotByteSource` into a [`ByteSource`]. Every failure becomes a rejected promise
 //! with a clear `Error`; nothing here may panic, since a panic aborts the whole wasm instance.
 
-use crate::host::{Host, HostError, HostOptions};
+use crate::host::{Host, HostError, HostOptions, Stats};
+use crate::reader::{Abort, ReadPolicy};
 use crate::source::{ByteSource, ReadFuture, SourceError};
 use engine::chat::ChatMessage;
 use engine::decode::GenerateOptions;
-use js_sys::{Function, Promise, Reflect, Uint32Array, Uint8Array};
+use engine::tokenizer::Tokenizer;
+use js_sys::{Array, Function, Promise, Reflect, Uint32Array, Uint8Array};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
@@ -22,6 +24,57 @@ fn js_message(v: &JsValue) -> String {
 
 fn error(msg: impl std::fmt::Display) -> JsValue {
     js_sys::Error::new(&msg.to_string()).into()
+}
+
+/// Whether a thrown or rejected JS value says retrying cannot help (`error.permanent === true`).
+fn is_permanent(v: &JsValue) -> bool {
+    v.is_object() && Reflect::get(v, &"permanent".into()).is_ok_and(|p| p.as_bool() == Some(true))
+}
+
+/// A non-negative integer option from JS: at most 2^53 (what a JS number holds exactly).
+fn check_count(v: f64, what: &str) -> Result<u64, JsValue> {
+    const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= MAX_SAFE {
+        Ok(v as u64)
+    } else {
+        Err(error(format!(
+            "{what} must be an integer in [0, 2^53), got {v}"
+        )))
+    }
+}
+
+/// A count that bounds something smaller anyway (layers, attempts): larger ones mean "all".
+fn saturating_usize(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// Settles a JS promise the host may stop waiting for: the returned promise is the original
+/// raced against a gate that [`Abandon`] rejects when dropped. A read abandoned by a timeout or
+/// an abort then still settles, so the callbacks `JsFuture` hung on it run and free themselves
+/// (on a promise that never settles they would leak), and what the read brings later is
+/// dropped.
+fn abandonable(promise: &Promise) -> (Promise, Abandon) {
+    let mut gate_reject = None;
+    let gate = Promise::new(&mut |_resolve, reject| gate_reject = Some(reject));
+    let raced = Promise::race(&Array::of2(promise, &gate));
+    (raced, Abandon(gate_reject))
+}
+
+struct Abandon(Option<Function>);
+
+impl Abandon {
+    /// The race has settled on its own.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        if let Some(reject) = self.0.take() {
+            let _ = reject.call1(&JsValue::NULL, &"abandoned".into());
+        }
+    }
 }
 
 /// A JS object with `rangeGet(start, endInclusive): Promise<Uint8Array>` and optionally `size`.
@@ -45,15 +98,22 @@ impl JsSource {
             .map_err(|_| {
                 error("source.rangeGet must be a function (start, end) => Promise<Uint8Array>")
             })?;
-        let size = Reflect::get(&object, &"size".into())?.as_f64();
-        let size = match size {
+        let size = Reflect::get(&object, &"size".into())?;
+        let size = match size.as_f64() {
+            _ if size.is_undefined() || size.is_null() => None,
             Some(s) if s.is_finite() && s >= 0.0 && s.fract() == 0.0 => Some(s as u64),
             Some(s) => {
                 return Err(error(format!(
-                    "source.size must be a non-negative integer, got {s}"
+                    "source.size must be a non-negative integer or undefined, got {s}"
                 )))
             }
-            None => None,
+            // A string or BigInt size would otherwise be ignored without a word.
+            None => {
+                return Err(error(format!(
+                    "source.size must be a non-negative integer or undefined, got a {}",
+                    size.js_typeof().as_string().unwrap_or_default()
+                )))
+            }
         };
         Ok(JsSource {
             object,
@@ -71,10 +131,17 @@ impl ByteSource for JsSource {
     }
 
     fn read(&self, start: u64, end: u64) -> ReadFuture {
-        let fail = move |message: String| SourceError::Read {
-            start,
-            end,
-            message,
+        let fail = move |message: String, permanent: bool| match permanent {
+            true => SourceError::Permanent {
+                start,
+                end,
+                message,
+            },
+            false => SourceError::Read {
+                start,
+                end,
+                message,
+            },
         };
         if end <= start {
             return Box::pin(futures::future::ready(Ok(Vec::new())));
@@ -89,18 +156,40 @@ impl ByteSource for JsSource {
             Ok(v) => Promise::resolve(&v),
             Err(e) => {
                 let msg = format!("rangeGet threw: {}", js_message(&e));
-                return Box::pin(futures::future::ready(Err(fail(msg))));
+                return Box::pin(futures::future::ready(Err(fail(msg, is_permanent(&e)))));
             }
         };
-        let future = JsFuture::from(promise);
+        let (raced, mut abandon) = abandonable(&promise);
+        let future = JsFuture::from(raced);
         let (progress, on_progress) = (self.progress.clone(), self.on_progress.clone());
         Box::pin(async move {
-            let value = future
-                .await
-                .map_err(|e| fail(format!("rangeGet rejected: {}", js_message(&e))))?;
+            let settled = future.await;
+            abandon.disarm();
+            let value = settled.map_err(|e| {
+                fail(
+                    format!("rangeGet rejected: {}", js_message(&e)),
+                    is_permanent(&e),
+                )
+            })?;
             let bytes = value
                 .dyn_into::<Uint8Array>()
-                .map_err(|_| fail("rangeGet must resolve to a Uint8Array".into()))?;
+                .map_err(|_| fail("rangeGet must resolve to a Uint8Array".into(), true))?;
+            // The length is checked before anything is copied into wasm memory: a source
+            // answering with a huge array must not make the instance allocate it. Read as a
+            // number, since `length()` would wrap past 2^32.
+            let got = Reflect::get(&bytes, &"length".into())
+                .ok()
+                .and_then(|v| v.as_f64())
+                .unwrap_or(0.0);
+            let expected = end - start;
+            if got != expected as f64 {
+                return Err(SourceError::Length {
+                    start,
+                    end,
+                    got: got as u64,
+                    expected,
+                });
+            }
             let bytes = bytes.to_vec();
             let (loaded, reads) = progress.get();
             progress.set((loaded + bytes.len() as u64, reads + 1));
@@ -117,15 +206,37 @@ impl ByteSource for JsSource {
     }
 }
 
+/// A host error as a JS Error; an aborted call's is named `AbortError`, as the DOM's are.
 fn host_error(e: HostError) -> JsValue {
-    error(e)
+    let aborted = matches!(
+        e,
+        HostError::Aborted | HostError::Source(SourceError::Aborted { .. })
+    );
+    let err = js_sys::Error::new(&e.to_string());
+    if aborted {
+        err.set_name("AbortError");
+    }
+    err.into()
 }
 
-/// Where the host is: idle in the cell, lent out to an async call, or freed.
+/// Where the host is: idle in the cell, lent out to an async call (with its stats as the call
+/// began, which `stats()` answers meanwhile), or freed.
 enum State {
     Idle(Box<Host>),
-    Busy { dispose_after: bool },
+    Busy {
+        dispose_after: bool,
+        stats: Box<Stats>,
+    },
     Disposed,
+}
+
+/// What the synchronous queries need, kept outside the host so that they answer while an
+/// async call has it.
+struct Lexicon {
+    tokenizer: Rc<Tokenizer>,
+    chat_template: Option<String>,
+    /// `info()`'s object, as JSON.
+    info: String,
 }
 
 /// The Rust side of the package's `HostShim` (pkg/src/shim.js), which validates arguments and
@@ -133,10 +244,14 @@ enum State {
 #[wasm_bindgen]
 pub struct WasmHost {
     state: Rc<RefCell<State>>,
+    abort: Abort,
+    lexicon: Lexicon,
     vocab_size: u32,
     layer_count: u32,
     eos_ids: Vec<u32>,
 }
+
+const DISPOSED: &str = "HostShim has been disposed";
 
 /// Runs a synchronous call on the idle host.
 fn with_host<T>(
@@ -145,8 +260,24 @@ fn with_host<T>(
 ) -> Result<T, JsValue> {
     match &mut *state.borrow_mut() {
         State::Idle(host) => f(host),
+        State::Busy {
+            dispose_after: true,
+            ..
+        }
+        | State::Disposed => Err(error(DISPOSED)),
         State::Busy { .. } => Err(error("HostShim is busy: await the previous call first")),
-        State::Disposed => Err(error("HostShim has been disposed")),
+    }
+}
+
+/// Fails once the host is disposed (or will be when its call ends).
+fn check_live(state: &RefCell<State>) -> Result<(), JsValue> {
+    match &*state.borrow() {
+        State::Busy {
+            dispose_after: true,
+            ..
+        }
+        | State::Disposed => Err(error(DISPOSED)),
+        _ => Ok(()),
     }
 }
 
@@ -156,28 +287,33 @@ async fn with_host_async<T, F>(state: Rc<RefCell<State>>, f: F) -> Result<T, JsV
 where
     F: AsyncFnOnce(&mut Host) -> Result<T, JsValue>,
 {
-    let taken = std::mem::replace(
-        &mut *state.borrow_mut(),
-        State::Busy {
-            dispose_after: false,
-        },
-    );
-    let mut host = match taken {
-        State::Idle(host) => host,
-        other => {
-            let msg = match other {
-                State::Disposed => "HostShim has been disposed",
-                _ => "HostShim is busy: await the previous call first",
-            };
-            *state.borrow_mut() = other;
-            return Err(error(msg));
-        }
+    let mut host = {
+        let mut s = state.borrow_mut();
+        let host = match &*s {
+            State::Idle(host) => host,
+            State::Disposed => return Err(error(DISPOSED)),
+            State::Busy { .. } => {
+                return Err(error("HostShim is busy: await the previous call first"))
+            }
+        };
+        let stats = Box::new(host.stats());
+        let State::Idle(host) = std::mem::replace(
+            &mut *s,
+            State::Busy {
+                dispose_after: false,
+                stats,
+            },
+        ) else {
+            unreachable!("matched Idle above")
+        };
+        host
     };
     let result = f(&mut host).await;
     let mut s = state.borrow_mut();
     *s = match *s {
         State::Busy {
             dispose_after: true,
+            ..
         } => State::Disposed,
         _ => State::Idle(host),
     };
@@ -185,13 +321,7 @@ where
 }
 
 fn check_index(v: f64, what: &str) -> Result<usize, JsValue> {
-    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= u32::MAX as f64 {
-        Ok(v as usize)
-    } else {
-        Err(error(format!(
-            "{what} must be a non-negative integer, got {v}"
-        )))
-    }
+    check_count(v, what).map(saturating_usize)
 }
 
 #[wasm_bindgen]
@@ -199,7 +329,9 @@ impl WasmHost {
     /// Opens a knot file through `source`. `onProgress({ bytesLoaded, rangeReads })` is called
     /// after every completed read. `prefetchDepth` (layers read ahead; 0 disables prefetch)
     /// defaults to what the cache has room for. `draftModeJson` is the default `draftMode`
-    /// (true, false or its settings object) as JSON.
+    /// (true, false or its settings object) as JSON. `readTimeoutMs` (0: none), `readRetries`
+    /// and `readBackoffMs` bound every read (defaults in [`ReadPolicy`]).
+    #[allow(clippy::too_many_arguments)] // JS passes them positionally; the shim names them
     pub fn open(
         source: JsValue,
         lru_capacity: Option<f64>,
@@ -207,6 +339,9 @@ impl WasmHost {
         on_progress: Option<Function>,
         prefetch_depth: Option<f64>,
         draft_mode_json: Option<String>,
+        read_timeout_ms: Option<f64>,
+        read_retries: Option<f64>,
+        read_backoff_ms: Option<f64>,
     ) -> Promise {
         future_to_promise(async move {
             let draft = match draft_mode_json {
@@ -220,15 +355,31 @@ impl WasmHost {
             let mut source = JsSource::new(source)?;
             source.on_progress = on_progress;
             let d = HostOptions::default();
+            let p = d.read_policy;
+            let read_policy = ReadPolicy {
+                timeout_ms: match read_timeout_ms {
+                    Some(t) => check_count(t, "readTimeoutMs")?,
+                    None => p.timeout_ms,
+                },
+                retries: match read_retries {
+                    Some(r) => u32::try_from(check_count(r, "readRetries")?).unwrap_or(u32::MAX),
+                    None => p.retries,
+                },
+                backoff_ms: match read_backoff_ms {
+                    Some(b) => check_count(b, "readBackoffMs")?,
+                    None => p.backoff_ms,
+                },
+            };
             let opts = HostOptions {
                 lru_capacity: match lru_capacity {
                     Some(c) => check_index(c, "lruCapacity")?.max(1),
                     None => d.lru_capacity,
                 },
                 max_resident_bytes: match max_resident_bytes {
-                    Some(b) => Some(check_index(b, "maxResidentBytes")? as u64),
+                    Some(b) => Some(check_count(b, "maxResidentBytes")?),
                     None => None,
                 },
+                read_policy,
                 prefetch: prefetch_depth != Some(0.0),
                 prefetch_depth: match prefetch_depth {
                     Some(d) => Some(check_index(d, "prefetchDepth")?),
@@ -241,10 +392,18 @@ impl WasmHost {
                 .await
                 .map_err(host_error)?;
             let cfg = host.config();
+            let m = &host.knot().meta;
+            let info = serde_json::json!({ "name": m.name, "architecture": m.architecture, "config": m.config });
             Ok(WasmHost {
                 vocab_size: cfg.vocab_size as u32,
                 layer_count: cfg.n_layers as u32,
                 eos_ids: cfg.eos_ids.clone(),
+                abort: host.abort_handle(),
+                lexicon: Lexicon {
+                    tokenizer: host.tokenizer().clone(),
+                    chat_template: m.chat_template.clone(),
+                    info: info.to_string(),
+                },
                 state: Rc::new(RefCell::new(State::Idle(Box::new(host)))),
             }
             .into())
@@ -266,19 +425,22 @@ impl WasmHost {
         Uint32Array::from(self.eos_ids.as_slice())
     }
 
-    /// Text to ids, with the model's BOS when its tokenizer adds one.
+    /// Text to ids, with the model's BOS when its tokenizer adds one. Works during an async
+    /// call too, as do `decode`, `chatPrompt`, `stats` and `info`.
     pub fn encode(&self, text: &str) -> Result<Uint32Array, JsValue> {
-        with_host(&self.state, |h| {
-            let ids = h.tokenizer().encode_with_bos(text).map_err(error)?;
-            Ok(Uint32Array::from(ids.as_slice()))
-        })
+        check_live(&self.state)?;
+        let ids = self
+            .lexicon
+            .tokenizer
+            .encode_with_bos(text)
+            .map_err(error)?;
+        Ok(Uint32Array::from(ids.as_slice()))
     }
 
     /// Ids to text (invalid UTF-8 becomes U+FFFD).
     pub fn decode(&self, ids: Uint32Array) -> Result<String, JsValue> {
-        with_host(&self.state, |h| {
-            h.tokenizer().decode(&ids.to_vec()).map_err(error)
-        })
+        check_live(&self.state)?;
+        self.lexicon.tokenizer.decode(&ids.to_vec()).map_err(error)
     }
 
     /// Renders `[{ role, content }]` (as JSON) with the model's chat template.
@@ -298,7 +460,10 @@ impl WasmHost {
                 content: m.content,
             })
             .collect();
-        with_host(&self.state, |h| h.chat_prompt(&list).map_err(host_error))
+        check_live(&self.state)?;
+        let template = self.lexicon.chat_template.as_deref();
+        engine::chat::chat_prompt(template, &self.lexicon.tokenizer, &list)
+            .map_err(|e| host_error(HostError::from(e)))
     }
 
     /// Forgets the conversation; cached layers stay.
@@ -355,32 +520,44 @@ impl WasmHost {
         })
     }
 
-    /// Cache and I/O counters, memory and timings, as a plain object.
+    /// Cache and I/O counters, memory and timings, as a plain object; during an async call,
+    /// as they were when it began.
     pub fn stats(&self) -> Result<JsValue, JsValue> {
-        with_host(&self.state, |h| {
-            let json = serde_json::to_string(&h.stats()).map_err(error)?;
-            js_sys::JSON::parse(&json)
-        })
+        check_live(&self.state)?;
+        let json = match &*self.state.borrow() {
+            State::Idle(h) => serde_json::to_string(&h.stats()),
+            State::Busy { stats, .. } => serde_json::to_string(stats),
+            State::Disposed => return Err(error(DISPOSED)),
+        }
+        .map_err(error)?;
+        js_sys::JSON::parse(&json)
     }
 
     /// The model's name and hyperparameters, as a plain object.
     pub fn info(&self) -> Result<JsValue, JsValue> {
-        with_host(&self.state, |h| {
-            let m = &h.knot().meta;
-            let v = serde_json::json!({ "name": m.name, "architecture": m.architecture, "config": m.config });
-            js_sys::JSON::parse(&v.to_string())
-        })
+        check_live(&self.state)?;
+        js_sys::JSON::parse(&self.lexicon.info)
     }
 
-    /// Frees the model now, or when the call in flight finishes. Idempotent.
+    /// Aborts the async call in flight: its reads are abandoned at once and it rejects with an
+    /// `AbortError` within a layer's compute; the conversation stays as before the call. No-op
+    /// when idle; the next call runs normally.
+    pub fn abort(&self) {
+        self.abort.abort();
+    }
+
+    /// Frees the model now, or (aborting it) once the call in flight has unwound. Idempotent.
     pub fn dispose(&self) {
         let mut s = self.state.borrow_mut();
-        *s = match *s {
-            State::Busy { .. } => State::Busy {
+        let old = std::mem::replace(&mut *s, State::Disposed);
+        if let State::Busy { stats, .. } = old {
+            *s = State::Busy {
                 dispose_after: true,
-            },
-            _ => State::Disposed,
-        };
+                stats,
+            };
+            drop(s);
+            self.abort.abort();
+        }
     }
 }
 

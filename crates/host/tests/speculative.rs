@@ -367,6 +367,8 @@ fn a_failed_read_during_a_verify_pass_changes_nothing_and_the_host_recovers() {
     let mut got = drain(&mut host, 1).0;
     let (tokens, position) = (host.tokens().to_vec(), host.position());
     let layer1 = knot.layer_range(1).unwrap().start;
+    // Twice: the prefetch of layer 1 and the read the pass then makes itself.
+    src.fail_times.set(2);
     src.fail_at.set(Some(layer1));
     let err = block_on(host.next()).unwrap_err();
     assert!(matches!(err, HostError::Source(_)), "{err}");

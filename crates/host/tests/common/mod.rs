@@ -4,12 +4,16 @@ use host::{ByteSource, MemorySource, ReadFuture, SourceError};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-/// Wraps a source: logs every read; can fail or shorten reads on demand.
+/// Wraps a source: logs every read; can fail or shorten reads on demand. An injected failure is
+/// permanent, so the host's retries do not hide it.
 pub struct Instrumented {
     pub inner: MemorySource,
     pub len: u64,
     pub log: RefCell<Vec<(u64, u64)>>,
     pub fail_at: Cell<Option<u64>>,
+    /// How many reads at `fail_at` fail (default 1): 2 fails a prefetch and the read again that
+    /// the host then makes itself.
+    pub fail_times: Cell<u32>,
     pub short: Cell<bool>,
 }
 
@@ -20,6 +24,7 @@ impl Instrumented {
             inner: MemorySource::new(bytes),
             log: RefCell::new(Vec::new()),
             fail_at: Cell::new(None),
+            fail_times: Cell::new(1),
             short: Cell::new(false),
         })
     }
@@ -36,8 +41,12 @@ impl ByteSource for Instrumented {
     fn read(&self, start: u64, end: u64) -> ReadFuture {
         self.log.borrow_mut().push((start, end));
         if self.fail_at.get() == Some(start) {
-            self.fail_at.set(None);
-            return Box::pin(futures::future::ready(Err(SourceError::Read {
+            let left = self.fail_times.get().saturating_sub(1);
+            self.fail_times.set(left.max(1));
+            if left == 0 {
+                self.fail_at.set(None);
+            }
+            return Box::pin(futures::future::ready(Err(SourceError::Permanent {
                 start,
                 end,
                 message: "injected failure".into(),

@@ -1,0 +1,269 @@
+//! The host's one read path, whatever the source: every read is length-checked, bounded by a
+//! timeout, retried with exponential backoff while its failures are transient, and abandoned at
+//! once when the caller aborts.
+
+use crate::clock::sleep;
+use crate::source::{ByteSource, SourceError};
+use futures::future::{FutureExt, LocalBoxFuture};
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+/// How reads are bounded and retried (`HostOptions` fields of the same names).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReadPolicy {
+    /// Longest wait for one attempt, counted from when the host first waits for it; 0 waits
+    /// forever.
+    pub timeout_ms: u64,
+    /// Further attempts after a transient failure.
+    pub retries: u32,
+    /// Wait before the first retry, doubled for each later one (capped at [`MAX_BACKOFF_MS`]).
+    pub backoff_ms: u64,
+}
+
+/// The longest wait between two attempts.
+pub const MAX_BACKOFF_MS: u64 = 5_000;
+
+impl Default for ReadPolicy {
+    fn default() -> Self {
+        ReadPolicy {
+            timeout_ms: 30_000,
+            retries: 2,
+            backoff_ms: 100,
+        }
+    }
+}
+
+impl ReadPolicy {
+    fn backoff(&self, retry: u32) -> u64 {
+        self.backoff_ms
+            .saturating_mul(1u64 << retry.min(20))
+            .min(MAX_BACKOFF_MS)
+    }
+}
+
+/// A cancellation flag shared by a call and its reads: [`Abort::abort`] makes every read in
+/// flight fail with [`SourceError::Aborted`] at once and stops the layer loop before the next
+/// layer. Each host call clears it when it begins.
+#[derive(Clone, Default)]
+pub struct Abort(Rc<AbortState>);
+
+#[derive(Default)]
+struct AbortState {
+    aborted: Cell<bool>,
+    /// The tasks waiting on reads; cleared with the flag, so it holds the current call's only.
+    wakers: RefCell<Vec<Waker>>,
+}
+
+impl Abort {
+    pub fn abort(&self) {
+        self.0.aborted.set(true);
+        for w in self.0.wakers.take() {
+            w.wake();
+        }
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.0.aborted.get()
+    }
+
+    pub(crate) fn clear(&self) {
+        self.0.aborted.set(false);
+        self.0.wakers.borrow_mut().clear();
+    }
+
+    fn poll(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.is_aborted() {
+            return Poll::Ready(());
+        }
+        let mut wakers = self.0.wakers.borrow_mut();
+        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+/// Reads issued and bytes delivered, for `stats()`.
+#[derive(Default)]
+pub struct IoCounters {
+    /// Attempts, retries included.
+    pub reads: Cell<u64>,
+    pub bytes: Cell<u64>,
+    pub retries: Cell<u64>,
+    pub timeouts: Cell<u64>,
+}
+
+pub struct Reader {
+    source: Rc<dyn ByteSource>,
+    policy: ReadPolicy,
+    abort: Abort,
+    pub io: Rc<IoCounters>,
+}
+
+impl Reader {
+    pub fn new(source: Rc<dyn ByteSource>, policy: ReadPolicy) -> Self {
+        Reader {
+            source,
+            policy,
+            abort: Abort::default(),
+            io: Rc::default(),
+        }
+    }
+
+    pub fn abort_handle(&self) -> &Abort {
+        &self.abort
+    }
+
+    /// The source's size, when it knows it.
+    pub fn source_len(&self) -> Option<u64> {
+        self.source.len()
+    }
+
+    /// Reads `[start, end)`. The first attempt starts now (the source begins its transfer when
+    /// asked, which is what lets prefetch overlap compute); its timeout and any retry run once
+    /// the future is polled.
+    pub fn read(
+        &self,
+        start: u64,
+        end: u64,
+    ) -> LocalBoxFuture<'static, Result<Vec<u8>, SourceError>> {
+        let (source, policy, abort, io) = (
+            self.source.clone(),
+            self.policy,
+            self.abort.clone(),
+            self.io.clone(),
+        );
+        let mut pending = attempt(&*source, &io, start, end);
+        async move {
+            let mut attempts = 1u32;
+            loop {
+                let result = bounded(pending, policy.timeout_ms, &abort, start, end).await;
+                let error = match result {
+                    Ok(bytes) => match length_error(start, end, bytes.len() as u64) {
+                        None => {
+                            io.bytes.set(io.bytes.get() + bytes.len() as u64);
+                            return Ok(bytes);
+                        }
+                        Some(e) => e,
+                    },
+                    Err(e) => e,
+                };
+                if matches!(error, SourceError::Timeout { .. }) {
+                    io.timeouts.set(io.timeouts.get() + 1);
+                }
+                if !error.is_transient() || attempts > policy.retries {
+                    return Err(match attempts {
+                        1 => error,
+                        _ => SourceError::Exhausted {
+                            attempts,
+                            cause: Box::new(error),
+                        },
+                    });
+                }
+                let waited = Abortable {
+                    inner: sleep(policy.backoff(attempts - 1)),
+                    abort: &abort,
+                }
+                .await;
+                if waited.is_none() {
+                    return Err(SourceError::Aborted { start, end });
+                }
+                attempts += 1;
+                io.retries.set(io.retries.get() + 1);
+                pending = attempt(&*source, &io, start, end);
+            }
+        }
+        .boxed_local()
+    }
+}
+
+fn attempt(
+    source: &dyn ByteSource,
+    io: &IoCounters,
+    start: u64,
+    end: u64,
+) -> crate::source::ReadFuture {
+    io.reads.set(io.reads.get() + 1);
+    source.read(start, end)
+}
+
+fn length_error(start: u64, end: u64, got: u64) -> Option<SourceError> {
+    let expected = end - start;
+    (got != expected).then_some(SourceError::Length {
+        start,
+        end,
+        got,
+        expected,
+    })
+}
+
+/// One attempt, raced against its timeout and the abort flag. A read that loses the race is
+/// dropped: whatever it delivers later goes nowhere.
+async fn bounded(
+    read: crate::source::ReadFuture,
+    timeout_ms: u64,
+    abort: &Abort,
+    start: u64,
+    end: u64,
+) -> Result<Vec<u8>, SourceError> {
+    let mut read = read;
+    // Armed only if the read is not ready at once (in-memory and file reads always are).
+    let mut timer = (timeout_ms > 0).then(|| sleep(timeout_ms));
+    futures::future::poll_fn(move |cx| {
+        if let Poll::Ready(r) = read.poll_unpin(cx) {
+            return Poll::Ready(r);
+        }
+        if abort.poll(cx).is_ready() {
+            return Poll::Ready(Err(SourceError::Aborted { start, end }));
+        }
+        if let Some(t) = &mut timer {
+            if t.poll_unpin(cx).is_ready() {
+                return Poll::Ready(Err(SourceError::Timeout {
+                    start,
+                    end,
+                    ms: timeout_ms,
+                }));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// A future that gives up (None) when the abort flag is raised.
+struct Abortable<'a, F> {
+    inner: F,
+    abort: &'a Abort,
+}
+
+impl<F: Future + Unpin> Future for Abortable<'_, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Poll::Ready(v) = self.inner.poll_unpin(cx) {
+            return Poll::Ready(Some(v));
+        }
+        match self.abort.poll(cx) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let p = ReadPolicy {
+            backoff_ms: 100,
+            ..ReadPolicy::default()
+        };
+        assert_eq!([p.backoff(0), p.backoff(1), p.backoff(2)], [100, 200, 400]);
+        assert_eq!(p.backoff(10), MAX_BACKOFF_MS);
+        assert_eq!(p.backoff(u32::MAX), MAX_BACKOFF_MS);
+    }
+}
