@@ -517,6 +517,12 @@ export class HostShim {
       }
     } finally {
       run.detach();
+      // Reads still in flight (layers prefetched for a token that never came) finish within
+      // this generation: in workerd a read begun by one request can never complete inside the
+      // next, so none may outlive the request that started it. What they bring stays cached.
+      if (!run.superseded && !this.#disposed) {
+        await this.#exclusive((host) => host.drainReads()).catch(() => {});
+      }
       if (this.#generation === run) this.#generation = undefined;
     }
   }

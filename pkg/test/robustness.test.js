@@ -325,3 +325,24 @@ describe('soak through a fault-injecting source', () => {
     }
   });
 });
+
+describe('no read outlives the generation that began it', () => {
+  // In workerd a read begun by one request can never complete inside the next: a layer
+  // prefetched for a token that never came (a consumer that stopped, an end-of-text token) would
+  // hang the next request. Each generation ends only once its reads have finished.
+  test('a stream left early with break leaves no read in flight, and the next call is right', async () => {
+    const source = countingSource(new BufferKnotSource(layout.bytes), { latencyMs: 5 });
+    const shim = await HostShim.open(source, { lruCapacity: 1, prefetchDepth: 1 });
+    try {
+      let pieces = 0;
+      for await (const _ of shim.stream('abc', { maxTokens: 20, ignoreEos: true })) {
+        if (++pieces === 2) break;
+      }
+      assert.equal(source.inFlight, 0, 'reads still in flight after the generation ended');
+      const ids = await shim.generate(PROMPT, 3);
+      assert.deepEqual(Array.from(ids), await reference(PROMPT, 3));
+    } finally {
+      await shim.dispose();
+    }
+  });
+});

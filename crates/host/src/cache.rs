@@ -160,6 +160,23 @@ impl LayerCache {
         }
     }
 
+    /// Evicts down to the bounds (fetches that finished with nobody computing may leave the
+    /// cache over them).
+    pub fn trim(&mut self) {
+        self.evict();
+    }
+
+    /// The fetches still in flight, with their layers.
+    pub fn in_flight(&self) -> Vec<(usize, LayerFetch)> {
+        self.slots
+            .iter()
+            .filter_map(|(&l, slot)| match slot {
+                Slot::Fetching(f) => Some((l, f.clone())),
+                Slot::Ready(_) => None,
+            })
+            .collect()
+    }
+
     /// Drops every layer (keeps counters).
     pub fn clear(&mut self) {
         self.slots.clear();
@@ -180,6 +197,31 @@ mod tests {
         let f = c.start_fetch(layer, ready(10));
         let r = futures::executor::block_on(f);
         c.finish_fetch(layer, &r);
+    }
+
+    #[test]
+    fn in_flight_lists_only_fetches_and_trim_restores_the_bounds() {
+        let mut c = LayerCache::new(vec![10; 4], 1, None);
+        fill(&mut c, 0);
+        let pending = c.start_fetch(1, Box::pin(futures::future::pending()));
+        drop(pending);
+        let f2 = c.start_fetch(2, ready(10));
+        let layers: Vec<usize> = c.in_flight().into_iter().map(|(l, _)| l).collect();
+        assert_eq!(layers.len(), 2);
+        assert!(layers.contains(&1) && layers.contains(&2), "{layers:?}");
+        let r = futures::executor::block_on(f2);
+        c.finish_fetch(2, &r);
+        assert_eq!(
+            c.in_flight()
+                .into_iter()
+                .map(|(l, _)| l)
+                .collect::<Vec<_>>(),
+            vec![1]
+        );
+        // Layer 2 finished with nobody computing: the cache is over its one-layer bound until
+        // trimmed, and a fetch in flight (still pinned) is never the victim.
+        c.trim();
+        assert!(c.contains(1) && !c.contains(0));
     }
 
     #[test]

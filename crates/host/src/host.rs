@@ -502,6 +502,18 @@ impl Host {
         Ok(())
     }
 
+    /// Waits for every read still in flight (prefetches for a token that never came, e.g. after
+    /// an end-of-text token) and keeps what they bring; a failed one is forgotten. A runtime whose
+    /// I/O belongs to the request that started it (workerd) needs this at the end of each
+    /// request: a read begun in one request can never complete inside the next.
+    pub async fn drain_reads(&mut self) {
+        for (layer, fetch) in self.layers.cache.in_flight() {
+            let result = fetch.await;
+            self.layers.cache.finish_fetch(layer, &result);
+        }
+        self.layers.cache.trim();
+    }
+
     /// Fetches layer `layer` now and waits until it is resident.
     pub async fn load_layer(&mut self, layer: usize) -> Result<(), HostError> {
         self.begin_call();

@@ -520,6 +520,21 @@ impl WasmHost {
         })
     }
 
+    /// Resolves once every read in flight has finished (see `Host::drain_reads`); the shim calls
+    /// it when a generation ends, so no read outlives the request that began it.
+    #[wasm_bindgen(js_name = drainReads)]
+    pub fn drain_reads(&self) -> Promise {
+        let state = self.state.clone();
+        future_to_promise(async move {
+            with_host_async(state, async |h: &mut Host| {
+                h.drain_reads().await;
+                Ok(())
+            })
+            .await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
     /// Cache and I/O counters, memory and timings, as a plain object; during an async call,
     /// as they were when it began.
     pub fn stats(&self) -> Result<JsValue, JsValue> {
