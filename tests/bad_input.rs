@@ -139,7 +139,7 @@ fn engine_rejects_bad_requests_with_typed_errors() {
     model.forward(&mut s, &[1, 2, 3, 4], false).unwrap();
     assert!(matches!(
         s.rewind(5),
-        Err(EngineError::Rewind { to: 5, held: 4 })
+        Err(EngineError::Rewind { to: 5, held: 4, .. })
     ));
     s.rewind(2).unwrap();
     assert_eq!(s.position(), 2);

@@ -3,12 +3,12 @@
 //! both builds agree with the reference.
 
 use engine::sampler::greedy;
-use engine::{Model, Session};
+use engine::{KvType, Model, Session};
 use knot_suite::{fixture, load_reference, require_model, KnotFile, Reference};
 
 /// Logits at every position of `ids`, computed as one batch (the prefill path).
-fn teacher_forced(model: &Model, ids: &[u32]) -> Vec<Vec<f32>> {
-    let mut s = Session::new(&model.config, ids.len()).unwrap();
+fn teacher_forced(model: &Model, ids: &[u32], kv: KvType) -> Vec<Vec<f32>> {
+    let mut s = Session::with_kv(&model.config, ids.len(), kv).unwrap();
     let all = model.forward(&mut s, ids, true).unwrap();
     all.chunks_exact(model.config.vocab_size)
         .map(<[f32]>::to_vec)
@@ -16,8 +16,8 @@ fn teacher_forced(model: &Model, ids: &[u32]) -> Vec<Vec<f32>> {
 }
 
 /// Greedy continuation, one token per step after the prompt (the decode path with the KV cache).
-fn greedy_continuation(model: &Model, prompt: &[u32], n: usize) -> Vec<u32> {
-    let mut s = Session::new(&model.config, prompt.len() + n).unwrap();
+fn greedy_continuation(model: &Model, prompt: &[u32], n: usize, kv: KvType) -> Vec<u32> {
+    let mut s = Session::with_kv(&model.config, prompt.len() + n, kv).unwrap();
     let mut next = greedy(model.forward(&mut s, prompt, false).unwrap()).unwrap();
     let mut out = vec![next];
     while out.len() < n {
@@ -34,7 +34,7 @@ fn check_tiny(knot_rel: &str, reference: &Reference, tol: f32) {
     let model = file.model();
     let mut worst = 0.0f32;
     for case in &reference.cases {
-        let tf = teacher_forced(&model, &case.teacher_forced.ids);
+        let tf = teacher_forced(&model, &case.teacher_forced.ids, KvType::F32);
         assert_eq!(
             tf.len(),
             case.teacher_forced.positions.len(),
@@ -61,7 +61,7 @@ fn check_tiny(knot_rel: &str, reference: &Reference, tol: f32) {
                 );
             }
         }
-        let g = greedy_continuation(&model, &case.prompt_ids, case.greedy_ids.len());
+        let g = greedy_continuation(&model, &case.prompt_ids, case.greedy_ids.len(), KvType::F32);
         assert_eq!(g, case.greedy_ids, "{knot_rel} {} greedy", case.name);
     }
     eprintln!("{knot_rel}: max |logit diff| {worst:.2e}");
@@ -107,12 +107,26 @@ fn tiny_llama_f16_safetensors_matches_reference() {
 /// activations to 8-bit blocks, so logits differ slightly; near-ties may flip the argmax.
 #[test]
 fn smollm2_matches_reference() {
-    check_real_model("SmolLM2-135M-Instruct.Q4_1.knot", "smollm2.json");
+    check_real_model(
+        "SmolLM2-135M-Instruct.Q4_1.knot",
+        "smollm2.json",
+        KvType::F32,
+    );
+}
+
+/// The f16 KV cache (half the memory) is held to the same thresholds.
+#[test]
+fn smollm2_with_an_f16_kv_cache_matches_reference() {
+    check_real_model(
+        "SmolLM2-135M-Instruct.Q4_1.knot",
+        "smollm2.json",
+        KvType::F16,
+    );
 }
 
 /// A quantized real model against HF's f32 computation on the dequantized weights:
 /// teacher-forced argmax agreement >= 99% and greedy identical for the first 16 tokens.
-fn check_real_model(model_rel: &str, reference_rel: &str) {
+fn check_real_model(model_rel: &str, reference_rel: &str, kv: KvType) {
     let Some(path) = require_model(model_rel) else {
         return;
     };
@@ -123,7 +137,7 @@ fn check_real_model(model_rel: &str, reference_rel: &str) {
     let mut max_diff = 0.0f32;
     let mut diverged = Vec::new();
     for case in &reference.cases {
-        let tf = teacher_forced(&model, &case.teacher_forced.ids);
+        let tf = teacher_forced(&model, &case.teacher_forced.ids, kv);
         for (ours, theirs) in tf.iter().zip(&case.teacher_forced.positions) {
             total += 1;
             agree += (greedy(ours).unwrap() == theirs.ids[0]) as usize;
@@ -131,7 +145,7 @@ fn check_real_model(model_rel: &str, reference_rel: &str) {
                 max_diff = max_diff.max((ours[id as usize] - want).abs());
             }
         }
-        let g = greedy_continuation(&model, &case.prompt_ids, case.greedy_ids.len());
+        let g = greedy_continuation(&model, &case.prompt_ids, case.greedy_ids.len(), kv);
         let same = g
             .iter()
             .zip(&case.greedy_ids)
@@ -146,7 +160,7 @@ fn check_real_model(model_rel: &str, reference_rel: &str) {
         }
     }
     let rate = agree as f64 / total as f64;
-    eprintln!("{model_rel}: teacher-forced argmax agreement {agree}/{total} ({:.2}%), max |logit diff| at reference top-8 {max_diff:.3}", rate * 100.0);
+    eprintln!("{model_rel} ({} KV cache): teacher-forced argmax agreement {agree}/{total} ({:.2}%), max |logit diff| at reference top-8 {max_diff:.3}", kv.name(), rate * 100.0);
     assert!(rate >= 0.99, "argmax agreement {rate}");
     assert!(
         diverged.is_empty(),
@@ -236,5 +250,10 @@ fn tiny_gemma3_safetensors_matches_reference() {
 /// `knot convert models/gemma-3-270m-q4_k_m.gguf models/gemma-3-270m.knot`.
 #[test]
 fn gemma3_270m_matches_reference() {
-    check_real_model("gemma-3-270m.knot", "gemma3-270m.json");
+    check_real_model("gemma-3-270m.knot", "gemma3-270m.json", KvType::F32);
+}
+
+#[test]
+fn gemma3_270m_with_an_f16_kv_cache_matches_reference() {
+    check_real_model("gemma-3-270m.knot", "gemma3-270m.json", KvType::F16);
 }

@@ -5,6 +5,7 @@
 pub mod chat;
 pub mod decode;
 pub mod draft;
+pub mod kv;
 pub mod model;
 pub mod ops;
 pub mod pipeline;
@@ -12,9 +13,10 @@ pub mod quant;
 pub mod sampler;
 pub mod tokenizer;
 
+pub use kv::{KvCache, KvType};
 pub use model::{
     EngineError, LayerLayout, LayerWeights, Model, ResidentLayout, ResidentWeights, Session,
-    TensorRef, TensorSlot, TensorSource,
+    SessionMemory, TensorRef, TensorSlot, TensorSource,
 };
 pub use pipeline::{DecodeConfig, Pipeline, PipelineError, StepInfo};
 pub use sampler::{SamplerConfig, SamplerError};

@@ -12,7 +12,8 @@
 //! positions at once: matrix-matrix in prefill, matrix-vector in decode), and
 //! [`Session::finish`] applies the final norm and the LM head.
 
-use crate::ops::{axpy, dot, gelu_tanh_gated, rmsnorm, rmsnorm_in_place, softmax, swiglu, Rope};
+use crate::kv::{Attention, AttentionBuffers, KvCache, KvShape, KvType};
+use crate::ops::{gelu_tanh_gated, rmsnorm, rmsnorm_in_place, swiglu, Rope};
 use crate::quant::{matmul, MatmulScratch, QMatrix, QuantError};
 use knot::{DType, FfnActivation, ModelConfig, TensorInfo};
 use std::ops::Range;
@@ -39,8 +40,14 @@ pub enum EngineError {
     UnsupportedArchitecture(String),
     #[error("invalid config: {0}")]
     BadConfig(String),
-    #[error("cannot rewind to position {to}: the session holds {held} (rewinds go back, between batches)")]
-    Rewind { to: usize, held: usize },
+    #[error("cannot rewind to position {to}: the session holds {held} and can go back to {earliest} (rewinds go back, between batches)")]
+    Rewind {
+        to: usize,
+        held: usize,
+        earliest: usize,
+    },
+    #[error("a batch is in progress")]
+    Busy,
     #[error("{what} needs {bytes} bytes, more than this platform can address")]
     TooLarge { what: &'static str, bytes: u128 },
     #[error("a span of {got} bytes is too short: its tensors need {needed}")]
@@ -450,13 +457,6 @@ impl ConfigExt for ModelConfig {
     }
 }
 
-/// One layer's KV cache: `[position][kv_head][head_dim]`, grown as positions arrive.
-#[derive(Default)]
-struct LayerCache {
-    k: Vec<f32>,
-    v: Vec<f32>,
-}
-
 /// The run state of one sequence: activations for the current batch and the KV cache.
 pub struct Session {
     cfg: ModelConfig,
@@ -464,12 +464,10 @@ pub struct Session {
     /// RoPE of sliding-window layers (their base can differ from the global layers').
     rope_local: Rope,
     max_ctx: usize,
-    /// Positions already in the KV cache.
-    pos: usize,
     /// Tokens in the current batch, and the next layer it must go through.
     n: usize,
     next_layer: usize,
-    kv: Vec<LayerCache>,
+    kv: KvCache,
     // Batch activations, row-major [n, width].
     x: Vec<f32>,
     xb: Vec<f32>,
@@ -479,27 +477,65 @@ pub struct Session {
     att: Vec<f32>,
     hb: Vec<f32>,
     hb2: Vec<f32>,
-    scores: Vec<f32>,
+    attn: AttentionBuffers,
     norm_w: Vec<f32>,
     logits: Vec<f32>,
     scratch: MatmulScratch,
 }
 
+/// Each layer's sliding window (`None`: a global layer).
+fn layer_windows(cfg: &ModelConfig) -> Vec<Option<usize>> {
+    (0..cfg.n_layers)
+        .map(|l| cfg.sliding_window.filter(|_| cfg.is_local_layer(l)))
+        .collect()
+}
+
+/// Resizes a buffer to `len`, growing its allocation to exactly that (not the doubling a `Vec`
+/// does), so a session's memory is what its largest batch needs and no more.
+pub(crate) fn fit<T: Copy + Default>(buf: &mut Vec<T>, len: usize) {
+    if len > buf.capacity() {
+        buf.reserve_exact(len - buf.len());
+    }
+    buf.resize(len, T::default());
+}
+
+/// What a session's buffers take at most, in bytes (see [`Session::memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMemory {
+    /// The KV cache once it holds the whole context.
+    pub kv_cache: u64,
+    /// Activations and scratch of the largest batch.
+    pub activations: u64,
+    /// Logits of the most rows one pass keeps.
+    pub logits: u64,
+}
+
+impl SessionMemory {
+    pub fn total(&self) -> u64 {
+        self.kv_cache + self.activations + self.logits
+    }
+}
+
 impl Session {
-    /// A session holding at most `max_ctx` positions (capped by the model's context length).
+    /// A session holding at most `max_ctx` positions (capped by the model's context length),
+    /// with an f32 KV cache.
     pub fn new(cfg: &ModelConfig, max_ctx: usize) -> Result<Self, EngineError> {
+        Self::with_kv(cfg, max_ctx, KvType::F32)
+    }
+
+    /// A session whose KV cache stores `kv_type`.
+    pub fn with_kv(
+        cfg: &ModelConfig,
+        max_ctx: usize,
+        kv_type: KvType,
+    ) -> Result<Self, EngineError> {
         cfg.validate()?;
         let max_ctx = max_ctx.min(cfg.context_length.max(1));
-        // The KV cache grows with positions up to `max_ctx`: K and V, f32, every layer.
+        // The KV cache grows with positions up to `max_ctx`: K and V, every layer.
         addressable(
             "the KV cache",
-            &[
-                max_ctx,
-                cfg.n_layers,
-                cfg.kv_dim(),
-                2,
-                std::mem::size_of::<f32>(),
-            ],
+            &[max_ctx, cfg.n_layers, cfg.kv_dim(), 2, kv_type.bytes()],
         )?;
         Ok(Session {
             rope: Rope::new(cfg.rope_style, cfg.rope_dim, cfg.rope_theta),
@@ -508,12 +544,11 @@ impl Session {
                 cfg.rope_dim,
                 cfg.rope_theta_local.unwrap_or(cfg.rope_theta),
             ),
+            kv: KvCache::new(Self::kv_shape(cfg, max_ctx, kv_type), &layer_windows(cfg)),
             cfg: cfg.clone(),
             max_ctx,
-            pos: 0,
             n: 0,
             next_layer: 0,
-            kv: (0..cfg.n_layers).map(|_| LayerCache::default()).collect(),
             x: Vec::new(),
             xb: Vec::new(),
             q: Vec::new(),
@@ -522,11 +557,56 @@ impl Session {
             att: Vec::new(),
             hb: Vec::new(),
             hb2: Vec::new(),
-            scores: Vec::new(),
+            attn: AttentionBuffers::default(),
             norm_w: Vec::new(),
             logits: Vec::new(),
             scratch: MatmulScratch::default(),
         })
+    }
+
+    fn kv_shape(cfg: &ModelConfig, max_ctx: usize, kv_type: KvType) -> KvShape {
+        KvShape {
+            n_layers: cfg.n_layers,
+            kv_dim: cfg.kv_dim(),
+            max_positions: max_ctx,
+            kv_type,
+        }
+    }
+
+    /// The most memory a session takes: its KV cache holding `max_ctx` positions (capped by the
+    /// model's context length; sliding-window layers keep only their window), batches of up to
+    /// `max_batch` positions, and passes keeping `logits_rows` rows of logits. `None` when it
+    /// cannot be addressed.
+    pub fn memory(
+        cfg: &ModelConfig,
+        max_ctx: usize,
+        kv_type: KvType,
+        max_batch: usize,
+        logits_rows: usize,
+    ) -> SessionMemory {
+        let max_ctx = max_ctx.min(cfg.context_length.max(1));
+        let kv = Self::kv_shape(cfg, max_ctx, kv_type).bytes_at(max_ctx, &layer_windows(cfg));
+        let (dim, q_dim, kv_dim, ffn) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim);
+        let widest = dim.max(q_dim).max(ffn) as u128;
+        let n = max_batch.clamp(1, max_ctx) as u128;
+        let f32s = |k: u128| k.saturating_mul(4);
+        // x, xb; q, att; k, v; hb, hb2 — then the quantized activations (i16 + two f32 per 32)
+        // of the widest input, the norm weights, and attention's scores over the context.
+        let rows = 2 * (dim + q_dim + kv_dim + ffn) as u128;
+        let group = (cfg.n_heads / cfg.n_kv_heads.max(1)) as u128;
+        let activations = f32s(n.saturating_mul(rows))
+            .saturating_add(n.saturating_mul(widest).saturating_mul(9) / 4)
+            .saturating_add(f32s(widest))
+            .saturating_add(f32s(
+                group.saturating_mul(max_ctx as u128) + cfg.head_dim as u128,
+            ));
+        let logits = f32s((logits_rows.max(1) as u128).saturating_mul(cfg.vocab_size as u128));
+        let clamp = |b: u128| u64::try_from(b).unwrap_or(u64::MAX);
+        SessionMemory {
+            kv_cache: clamp(kv),
+            activations: clamp(activations),
+            logits: clamp(logits),
+        }
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -535,52 +615,85 @@ impl Session {
 
     /// Positions already processed (the KV cache length).
     pub fn position(&self) -> usize {
-        self.pos
+        self.kv.len()
     }
 
     pub fn max_context(&self) -> usize {
         self.max_ctx
     }
 
+    pub fn kv_type(&self) -> KvType {
+        self.kv.kv_type()
+    }
+
+    /// Bytes the KV cache has allocated.
+    pub fn kv_bytes(&self) -> usize {
+        self.kv.bytes()
+    }
+
+    /// Allocates the KV cache for the whole context now.
+    pub fn reserve_kv(&mut self) {
+        self.kv.reserve(self.max_ctx);
+    }
+
+    /// An empty KV cache of this session's shape, for [`Session::swap_kv`].
+    pub fn new_kv(&self) -> KvCache {
+        KvCache::new(
+            Self::kv_shape(&self.cfg, self.max_ctx, self.kv.kv_type()),
+            &layer_windows(&self.cfg),
+        )
+    }
+
+    /// Exchanges the session's KV cache (its conversation) with `other`, between batches; the
+    /// caches must come from [`Session::new_kv`] of a session like this one.
+    pub fn swap_kv(&mut self, other: &mut KvCache) -> Result<(), EngineError> {
+        if self.n != 0 {
+            return Err(EngineError::Busy);
+        }
+        if other.kv_type() != self.kv.kv_type() || other.max_positions() != self.max_ctx {
+            return Err(EngineError::BadConfig(
+                "a KV cache of another shape cannot be swapped in".into(),
+            ));
+        }
+        std::mem::swap(&mut self.kv, other);
+        Ok(())
+    }
+
     /// Forgets the sequence; buffers are kept for reuse.
     pub fn reset(&mut self) {
-        self.pos = 0;
+        self.kv.clear();
         self.n = 0;
         self.next_layer = 0;
-        for c in &mut self.kv {
-            c.k.clear();
-            c.v.clear();
-        }
+    }
+
+    /// The earliest position [`Session::rewind`] can go back to (sliding-window layers keep
+    /// only their window and a little more).
+    pub fn earliest_rewind(&self) -> usize {
+        self.kv.earliest_rewind()
     }
 
     /// Forgets every position from `pos` on, keeping the first `pos` (a verifier drops the
-    /// positions of rejected draft tokens). Only between batches, and only backwards.
+    /// positions of rejected draft tokens). Only between batches, only backwards, and no
+    /// further back than [`Session::earliest_rewind`].
     pub fn rewind(&mut self, pos: usize) -> Result<(), EngineError> {
-        if pos > self.pos || self.n != 0 {
+        if self.n != 0 || !self.kv.truncate(pos) {
             return Err(EngineError::Rewind {
                 to: pos,
-                held: self.pos,
+                held: self.kv.len(),
+                earliest: self.kv.earliest_rewind(),
             });
         }
-        let kv_dim = self.cfg.kv_dim();
-        for c in &mut self.kv {
-            c.k.truncate(pos * kv_dim);
-            c.v.truncate(pos * kv_dim);
-        }
-        self.pos = pos;
         Ok(())
     }
 
     /// Abandons the current batch (e.g. a layer could not be fetched): the KV cache goes back to
-    /// where it was before `begin`, so the session can carry on.
-    pub fn abort_batch(&mut self) {
-        let kv_dim = self.cfg.kv_dim();
-        for c in &mut self.kv {
-            c.k.truncate(self.pos * kv_dim);
-            c.v.truncate(self.pos * kv_dim);
-        }
+    /// where it was before `begin`, so the session can carry on. Returns false when that is
+    /// impossible (a long batch overwrote a sliding window's ring): the conversation is then
+    /// forgotten.
+    pub fn abort_batch(&mut self) -> bool {
         self.n = 0;
         self.next_layer = 0;
+        self.kv.abandon()
     }
 
     /// Starts a batch: checks the ids and embeds them into the residual stream.
@@ -592,7 +705,7 @@ impl Session {
         if let Some(&id) = tokens.iter().find(|&&id| id as usize >= vocab) {
             return Err(EngineError::TokenOutOfRange { id, vocab });
         }
-        let needed = self.pos + tokens.len();
+        let needed = self.position() + tokens.len();
         if needed > self.max_ctx {
             return Err(EngineError::ContextFull {
                 needed,
@@ -617,7 +730,7 @@ impl Session {
             (&mut self.hb, ffn),
             (&mut self.hb2, ffn),
         ] {
-            buf.resize(n * width, 0.0);
+            fit(buf, n * width);
         }
         // HF computes Gemma's scale as a Python float cast to the weights' dtype.
         let embed_scale = (dim as f64).sqrt() as f32;
@@ -643,7 +756,7 @@ impl Session {
                 got: layer,
             });
         }
-        let (n, pos, eps) = (self.n, self.pos, self.cfg.norm_eps);
+        let (n, pos, eps) = (self.n, self.position(), self.cfg.norm_eps);
         let (hd, q_dim, kv_dim) = (self.cfg.head_dim, self.cfg.q_dim(), self.cfg.kv_dim());
 
         // Attention: x += [post_norm] Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
@@ -674,10 +787,23 @@ impl Session {
             rope.apply(&mut self.q[t * q_dim..(t + 1) * q_dim], hd, pos + t);
             rope.apply(&mut self.k[t * kv_dim..(t + 1) * kv_dim], hd, pos + t);
         }
-        let cache = &mut self.kv[layer];
-        cache.k.extend_from_slice(&self.k);
-        cache.v.extend_from_slice(&self.v);
-        self.attention(layer);
+        // The batch sees its own keys and values as the cache will store them.
+        self.kv.round(&mut self.k);
+        self.kv.round(&mut self.v);
+        let c = &self.cfg;
+        let attention = Attention {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            out: &mut self.att,
+            n,
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            head_dim: hd,
+            scale: 1.0 / c.query_pre_attn_scalar.unwrap_or(hd as f32).sqrt(),
+        };
+        self.kv.attend(layer, attention, &mut self.attn);
+        self.kv.append(layer, &self.k, &self.v);
         matmul(
             &w.attn_output,
             &self.att,
@@ -712,38 +838,6 @@ impl Session {
         Ok(())
     }
 
-    /// Causal grouped-query attention of the batch's queries over the layer's cache.
-    fn attention(&mut self, layer: usize) {
-        let c = &self.cfg;
-        let (hd, n_heads, kv_dim) = (c.head_dim, c.n_heads, c.kv_dim());
-        let group = n_heads / c.n_kv_heads;
-        let scale = 1.0 / c.query_pre_attn_scalar.unwrap_or(hd as f32).sqrt();
-        // Local layers see the last `window` positions, the current one included.
-        let window = match c.is_local_layer(layer) {
-            true => c.sliding_window,
-            false => None,
-        };
-        let cache = &self.kv[layer];
-        for t in 0..self.n {
-            let len = self.pos + t + 1; // causal: this token sees itself and everything before
-            let first = window.map_or(0, |w| len.saturating_sub(w));
-            self.scores.resize(len - first, 0.0);
-            for h in 0..n_heads {
-                let q = &self.q[(t * n_heads + h) * hd..][..hd];
-                let kv_off = (h / group) * hd;
-                for (s, score) in (first..len).zip(self.scores.iter_mut()) {
-                    *score = dot(q, &cache.k[s * kv_dim + kv_off..][..hd]) * scale;
-                }
-                softmax(&mut self.scores);
-                let out = &mut self.att[(t * n_heads + h) * hd..][..hd];
-                out.fill(0.0);
-                for (s, &p) in (first..len).zip(self.scores.iter()) {
-                    axpy(out, p, &cache.v[s * kv_dim + kv_off..][..hd]);
-                }
-            }
-        }
-    }
-
     /// Ends the batch: final norm and LM head. Returns the logits of the last position, or of
     /// every position (`[n, vocab]`) when `all_positions`.
     pub fn finish(
@@ -771,7 +865,7 @@ impl Session {
             &self.norm_w,
             self.cfg.norm_eps,
         );
-        self.logits.resize(m * vocab, 0.0);
+        fit(&mut self.logits, m * vocab);
         matmul(
             &w.output,
             &self.xb[..m * dim],
@@ -779,7 +873,7 @@ impl Session {
             &mut self.logits,
             &mut self.scratch,
         );
-        self.pos += n;
+        self.kv.commit(n);
         self.n = 0;
         Ok(&self.logits)
     }

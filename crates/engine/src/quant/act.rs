@@ -32,9 +32,9 @@ impl BlockActs {
     pub(crate) fn quantize(&mut self, x: &[f32]) {
         debug_assert_eq!(x.len() % ACT_BLOCK, 0);
         let blocks = x.len() / ACT_BLOCK;
-        self.qs.resize(x.len(), 0);
-        self.d.resize(blocks, 0.0);
-        self.s.resize(blocks, 0.0);
+        crate::model::fit(&mut self.qs, x.len());
+        crate::model::fit(&mut self.d, blocks);
+        crate::model::fit(&mut self.s, blocks);
         for (b, xb) in x.chunks_exact(ACT_BLOCK).enumerate() {
             let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
             let d = amax / ACT_MAX;

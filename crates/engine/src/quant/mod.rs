@@ -15,7 +15,7 @@
 mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
-mod float;
+pub(crate) mod float;
 mod kquant;
 mod q4;
 mod q5;
