@@ -19,8 +19,16 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 #[derive(Args)]
 pub struct GenerateArgs {
     file: PathBuf,
-    #[arg(long, conflicts_with = "tokens", required_unless_present = "tokens")]
+    #[arg(
+        long,
+        conflicts_with_all = ["tokens", "messages"],
+        required_unless_present_any = ["tokens", "messages"]
+    )]
     prompt: Option<String>,
+    /// A JSON file holding chat messages `[{ "role": …, "content": … }, …]`, rendered with the
+    /// model's chat template (a whole conversation, where --chat takes one user message).
+    #[arg(long, value_name = "FILE.json", conflicts_with = "tokens")]
+    messages: Option<PathBuf>,
     #[arg(long, value_delimiter = ',')]
     tokens: Option<Vec<u32>>,
     /// Tokens to generate.
@@ -55,6 +63,12 @@ pub struct DecodeArgs {
     min_p: f32,
     #[arg(long, default_value_t = 1.0)]
     repeat_penalty: f32,
+    /// OpenAI's presence penalty in [-2, 2]: subtracted once from every token generated so far.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    presence_penalty: f32,
+    /// OpenAI's frequency penalty in [-2, 2]: subtracted once per time a token was generated.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    frequency_penalty: f32,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// MOA ensemble sampling (docs/moa.md), with its defaults or a spec such as
@@ -151,6 +165,8 @@ impl DecodeArgs {
                 top_p: self.top_p,
                 min_p: self.min_p,
                 repeat_penalty: self.repeat_penalty,
+                presence_penalty: self.presence_penalty,
+                frequency_penalty: self.frequency_penalty,
                 seed: self.seed,
                 ..SamplerConfig::default()
             },
@@ -186,11 +202,23 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
     let tok = host.tokenizer().clone();
     let prompt_ids = match (&a.tokens, &a.prompt) {
         (Some(ids), _) => ids.clone(),
+        (None, None) if a.messages.is_some() => {
+            let path = a.messages.as_deref().unwrap_or(Path::new(""));
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let messages: Vec<ChatMessage> = serde_json::from_str(&text).map_err(|e| {
+                format!(
+                    "{}: messages must be [{{ \"role\", \"content\" }}]: {e}",
+                    path.display()
+                )
+            })?;
+            tok.encode(&host.chat_prompt(&messages)?)?
+        }
         (None, Some(text)) if a.chat => {
             tok.encode(&host.chat_prompt(&[ChatMessage::new("user", text.as_str())])?)?
         }
         (None, Some(text)) => tok.encode_with_bos(text)?,
-        (None, None) => return Err("give --prompt or --tokens".into()),
+        (None, None) => return Err("give --prompt, --messages or --tokens".into()),
     };
     let draft = a
         .draft

@@ -619,3 +619,60 @@ fn constrained_generation_parses_and_reports_metrics() {
     assert!(v["constrained_decode_tok_s"].as_f64().unwrap() > 0.0);
     assert!(v["mask_us_p50"].as_f64().is_some());
 }
+
+#[test]
+fn a_messages_file_is_a_whole_conversation_through_the_template() {
+    let dir = std::env::temp_dir().join(format!("knot-cli-messages-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let one = dir.join("one.json");
+    std::fs::write(&one, r#"[{"role": "user", "content": "hello there"}]"#).unwrap();
+    // The tiny fixtures have no chat template: the default model has one.
+    let model = root().join("models/SmolLM2-135M-Instruct.Q4_1.knot");
+    if !model.exists() {
+        assert!(
+            std::env::var_os("KNOT_REQUIRE_MODELS").is_none(),
+            "{} is missing: run scripts/prepare-model.sh",
+            model.display()
+        );
+        eprintln!("skipping: {} not present", model.display());
+        return;
+    }
+    let f = model.display().to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["generate", &f, "-n", "6", "--temperature", "0", "--json"];
+        args.extend_from_slice(extra);
+        json(&args)
+    };
+    let chat = run(&["--prompt", "hello there", "--chat"]);
+    let file = run(&["--messages", one.to_str().unwrap()]);
+    assert_eq!(ids(&chat["prompt_ids"]), ids(&file["prompt_ids"]));
+    assert_eq!(ids(&chat["ids"]), ids(&file["ids"]));
+    // A longer conversation renders to a longer prompt that starts the same way.
+    let two = dir.join("two.json");
+    std::fs::write(
+        &two,
+        r#"[{"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi"},
+            {"role": "user", "content": "again"}]"#,
+    )
+    .unwrap();
+    let longer = run(&["--messages", two.to_str().unwrap()]);
+    assert!(ids(&longer["prompt_ids"]).len() > ids(&file["prompt_ids"]).len());
+    // The OpenAI penalties are accepted, and out of range they are errors.
+    run(&[
+        "--messages",
+        one.to_str().unwrap(),
+        "--frequency-penalty",
+        "-1.5",
+    ]);
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"[{"role": "user"}]"#).unwrap();
+    fails_with(
+        &["generate", &f, "--messages", bad.to_str().unwrap()],
+        "messages must be",
+    );
+    fails_with(
+        &["generate", &f, "--prompt", "x", "--presence-penalty", "3"],
+        "presence_penalty must be a number in [-2, 2], got 3",
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -18,9 +18,9 @@ pub use guard::{MAX_ITEMS, MAX_PROMPT_BYTES};
 
 use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{context, Environment, Error, ErrorKind, Value};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
     pub role: String,
     pub content: String,

@@ -101,6 +101,8 @@ const OPTIONS: &[&str] = &[
     "minP",
     "repeatPenalty",
     "repeatLastN",
+    "presencePenalty",
+    "frequencyPenalty",
     "seed",
     "moa",
     "coltrane",
@@ -227,7 +229,8 @@ fn to_usize(n: u64) -> usize {
 
 impl GenerateOptions {
     /// Parses the options object every surface sends (camelCase keys, as in the JS API):
-    /// `temperature`, `topK`, `topP`, `minP`, `repeatPenalty`, `repeatLastN`, `seed`,
+    /// `temperature`, `topK`, `topP`, `minP`, `repeatPenalty`, `repeatLastN`,
+    /// `presencePenalty`, `frequencyPenalty`, `seed`,
     /// `moa` (true, or an object of `k`, `baseTemperature`, `temperatureSpread`,
     /// `minTemperature`, `topK`, `merge`, `useKl`, `sensitivity`, `target`), `maxTokens`,
     /// `continue`, `ignoreEos`. Absent or null keys keep their defaults (greedy, 256 tokens).
@@ -266,6 +269,16 @@ impl GenerateOptions {
             repeat_last_n: f
                 .integer("repeatLastN", "an integer >= 0", 0, false)?
                 .map_or(s.repeat_last_n, to_usize),
+            presence_penalty: f
+                .number("presencePenalty", "a number in [-2, 2]", |x| {
+                    (-2.0..=2.0).contains(&x)
+                })?
+                .map_or(s.presence_penalty, |x| x as f32),
+            frequency_penalty: f
+                .number("frequencyPenalty", "a number in [-2, 2]", |x| {
+                    (-2.0..=2.0).contains(&x)
+                })?
+                .map_or(s.frequency_penalty, |x| x as f32),
             seed: f
                 .integer("seed", "an integer in [0, 2^64)", 0, true)?
                 .unwrap_or(s.seed),

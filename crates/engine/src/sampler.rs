@@ -1,4 +1,5 @@
-//! Sampling settings (greedy, temperature, top-k, top-p, min-p, repetition penalty) and the
+//! Sampling settings (greedy, temperature, top-k, top-p, min-p, repetition, presence and
+//! frequency penalties) and the
 //! pieces every pick is built from: the seeded PCG32 generator and our own `exp`, so the same
 //! seed and logits give the same tokens on native and wasm. The stages and pickers that use
 //! them are in [`crate::pipeline`].
@@ -13,6 +14,8 @@ pub enum SamplerError {
     MinP(f32),
     #[error("repeat_penalty must be a finite number > 0, got {0}")]
     RepeatPenalty(f32),
+    #[error("{name} must be a number in [-2, 2], got {value}")]
+    CountPenalty { name: &'static str, value: f32 },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +32,10 @@ pub struct SamplerConfig {
     pub repeat_penalty: f32,
     /// How many of the most recent tokens the penalty looks at.
     pub repeat_last_n: usize,
+    /// OpenAI's penalties on generated tokens: subtracted once from the logit of every token
+    /// generated so far (presence), and once per time it was generated (frequency). 0 disables.
+    pub presence_penalty: f32,
+    pub frequency_penalty: f32,
     pub seed: u64,
 }
 
@@ -41,6 +48,8 @@ impl Default for SamplerConfig {
             min_p: 0.0,
             repeat_penalty: 1.0,
             repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
             seed: 0,
         }
     }
@@ -59,6 +68,14 @@ impl SamplerConfig {
         }
         if !(self.repeat_penalty.is_finite() && self.repeat_penalty > 0.0) {
             return Err(SamplerError::RepeatPenalty(self.repeat_penalty));
+        }
+        for (name, value) in [
+            ("presence_penalty", self.presence_penalty),
+            ("frequency_penalty", self.frequency_penalty),
+        ] {
+            if !(-2.0..=2.0).contains(&value) {
+                return Err(SamplerError::CountPenalty { name, value });
+            }
         }
         Ok(())
     }

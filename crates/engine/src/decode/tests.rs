@@ -147,10 +147,11 @@ fn options_defaults_and_every_field() {
     let o = GenerateOptions::from_json(
         r#"{"temperature": 0.8, "topK": 40, "topP": 0.95, "minP": 0.05, "repeatPenalty": 1.1,
             "repeatLastN": 32, "seed": "18446744073709551615", "maxTokens": 7, "continue": true,
-            "ignoreEos": true}"#,
+            "ignoreEos": true, "presencePenalty": -0.5, "frequencyPenalty": 2}"#,
     )
     .unwrap();
     let s = &o.decode.sampling;
+    assert_eq!((s.presence_penalty, s.frequency_penalty), (-0.5, 2.0));
     assert_eq!(
         (s.temperature, s.top_k, s.top_p, s.min_p),
         (0.8, 40, 0.95, 0.05)
@@ -241,6 +242,14 @@ fn bad_options_are_named() {
             "repeatPenalty must be a finite number > 0 (1 disables it), got 0",
         ),
         (r#"{"repeatPenalty": "Infinity"}"#, "got Infinity"),
+        (
+            r#"{"presencePenalty": 2.5}"#,
+            "presencePenalty must be a number in [-2, 2], got 2.5",
+        ),
+        (
+            r#"{"frequencyPenalty": "NaN"}"#,
+            "frequencyPenalty must be a number in [-2, 2], got NaN",
+        ),
         (
             r#"{"seed": -1}"#,
             "seed must be an integer in [0, 2^64), got -1",

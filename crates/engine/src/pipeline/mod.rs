@@ -13,7 +13,7 @@ mod pickers;
 mod stages;
 
 pub use pickers::{Greedy, MoaPicker, Sample};
-pub use stages::{ColtraneStage, RepeatPenalty};
+pub use stages::{ColtraneStage, CountPenalty, RepeatPenalty};
 
 use crate::sampler::{Pcg32, SamplerConfig, SamplerError};
 use coltrane::{ColtraneConfig, ColtraneError, VocabError};
@@ -241,6 +241,7 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// The pipeline a config describes: a repetition penalty stage when the penalty is not 1,
+    /// a presence/frequency penalty stage when either is not 0,
     /// then MOA, sampling or greedy as the picker.
     pub fn new(cfg: &DecodeConfig) -> Result<Pipeline, PipelineError> {
         cfg.validate()?;
@@ -250,6 +251,12 @@ impl Pipeline {
             stages.push(Box::new(RepeatPenalty::new(
                 s.repeat_penalty,
                 s.repeat_last_n,
+            )));
+        }
+        if s.presence_penalty != 0.0 || s.frequency_penalty != 0.0 {
+            stages.push(Box::new(CountPenalty::new(
+                s.presence_penalty,
+                s.frequency_penalty,
             )));
         }
         let picker: Box<dyn Picker> = match (&cfg.moa, s.temperature) {

@@ -86,6 +86,75 @@ impl LogitsStage for RepeatPenalty {
     }
 }
 
+/// OpenAI's presence and frequency penalties: `logit -= presence·[count > 0] + frequency·count`,
+/// where `count` is how often the token was generated so far in this generation (the prompt and
+/// earlier turns do not count, as in OpenAI's and vLLM's definition).
+pub struct CountPenalty {
+    presence: f32,
+    frequency: f32,
+    /// Generated tokens in order (for rollback) and how often each came.
+    history: Vec<u32>,
+    counts: std::collections::HashMap<u32, u32>,
+}
+
+impl CountPenalty {
+    pub fn new(presence: f32, frequency: f32) -> Self {
+        CountPenalty {
+            presence,
+            frequency,
+            history: Vec::new(),
+            counts: std::collections::HashMap::new(),
+        }
+    }
+}
+
+impl LogitsStage for CountPenalty {
+    fn name(&self) -> &'static str {
+        "count_penalty"
+    }
+
+    fn apply(
+        &mut self,
+        logits: &mut [f32],
+        _ctx: &StepContext,
+    ) -> Result<StageReport, PipelineError> {
+        let mut changed = 0;
+        for (&id, &count) in &self.counts {
+            if let Some(l) = logits.get_mut(id as usize).filter(|l| l.is_finite()) {
+                let penalty = self.presence + self.frequency * count as f32;
+                // Finite stays finite: -inf means masked, and the picker drops +inf.
+                *l = (*l - penalty).clamp(f32::MIN, f32::MAX);
+                changed += 1;
+            }
+        }
+        Ok(StageReport::changed(self.name(), changed))
+    }
+
+    fn accept(&mut self, token: u32) {
+        self.history.push(token);
+        *self.counts.entry(token).or_insert(0) += 1;
+    }
+
+    fn accept_context(&mut self, _token: u32) {}
+
+    fn rollback(&mut self, n: usize) {
+        for _ in 0..n {
+            let Some(id) = self.history.pop() else { return };
+            if let Some(c) = self.counts.get_mut(&id) {
+                *c -= 1;
+                if *c == 0 {
+                    self.counts.remove(&id);
+                }
+            }
+        }
+    }
+
+    fn reset(&mut self) {
+        self.history.clear();
+        self.counts.clear();
+    }
+}
+
 /// COLTRANE's token mask as the last logits stage: it masks only the generated text, so
 /// context tokens are recorded but not matched.
 pub struct ColtraneStage {

@@ -66,6 +66,7 @@ fn golden_sequence_with_every_setting() {
         repeat_penalty: 1.3,
         repeat_last_n: 8,
         seed: 42,
+        ..SamplerConfig::default()
     });
     let got: Vec<u32> = (0..16).map(|_| sample(&mut p, &mut logits())).collect();
     assert_eq!(got, GOLDEN_ALL_SETTINGS);
@@ -399,4 +400,64 @@ fn infinite_logits_take_all_the_mass_as_under_greedy() {
         seen[sample(&mut p, &mut l.clone()) as usize] = true;
     }
     assert_eq!(seen, [false, true, false, false, true, false]);
+}
+
+#[test]
+fn presence_and_frequency_penalties_follow_openais_formula() {
+    let mut stage = CountPenalty::new(0.5, 0.25);
+    let ctx = StepContext::default();
+    // The prompt does not count; generated tokens do, once each time.
+    stage.accept_context(3);
+    for t in [1, 2, 2, 2] {
+        stage.accept(t);
+    }
+    let mut l = vec![1.0f32, 1.0, 1.0, 1.0, f32::NEG_INFINITY];
+    let report = stage.apply(&mut l, &ctx).unwrap();
+    assert_eq!(l[..4], [1.0, 1.0 - 0.5 - 0.25, 1.0 - 0.5 - 0.75, 1.0]);
+    assert_eq!(report.changed, 2);
+    // A masked token stays masked; rolling back two accepts takes two counts of token 2 off.
+    stage.accept(4);
+    stage.rollback(3);
+    let mut l = vec![0.0f32, 0.0, 0.0, 0.0, f32::NEG_INFINITY];
+    stage.apply(&mut l, &ctx).unwrap();
+    assert_eq!(l, [0.0, -0.75, -0.75, 0.0, f32::NEG_INFINITY]);
+    // Negative penalties favour repeats; an extreme logit stays finite.
+    let mut favour = CountPenalty::new(-2.0, -2.0);
+    favour.accept(0);
+    let mut l = vec![f32::MAX, 0.0];
+    favour.apply(&mut l, &ctx).unwrap();
+    assert_eq!(l[0], f32::MAX);
+    stage.reset();
+    let mut l = vec![1.0f32; 4];
+    stage.apply(&mut l, &ctx).unwrap();
+    assert_eq!(l, [1.0; 4]);
+}
+
+#[test]
+fn the_pipeline_adds_the_count_penalty_only_when_asked() {
+    let mut p = sampler(SamplerConfig {
+        frequency_penalty: 2.0,
+        ..Default::default()
+    });
+    // Greedy would pick 27 every time; the penalty pushes it off after a few.
+    let picks: Vec<u32> = (0..4).map(|_| sample(&mut p, &mut logits())).collect();
+    assert_eq!(picks[0], 27);
+    assert!(picks.iter().any(|&t| t != 27), "{picks:?}");
+    let step = sampler(SamplerConfig::default())
+        .sample(&mut logits())
+        .unwrap();
+    assert!(step.stages.is_empty());
+    for bad in [2.5f32, -2.01, f32::NAN] {
+        let cfg = DecodeConfig {
+            sampling: SamplerConfig {
+                presence_penalty: bad,
+                ..Default::default()
+            },
+            ..DecodeConfig::default()
+        };
+        assert!(matches!(
+            Pipeline::new(&cfg),
+            Err(PipelineError::Sampler(SamplerError::CountPenalty { .. }))
+        ));
+    }
 }
