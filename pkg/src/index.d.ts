@@ -98,6 +98,27 @@ export interface HostShimOptions {
   readRetries?: number;
   /** Wait before the first retry, in ms, doubled for each later one (capped at 5 s). Default 100. */
   readBackoffMs?: number;
+  /** How the KV cache stores keys and values: 'f16' takes half the memory. Default 'f32'. */
+  kvCache?: 'f32' | 'f16';
+  /** Positions the context may hold (capped by the model's). Default 4096. */
+  maxContext?: number;
+  /**
+   * Most positions one forward pass runs: a longer prompt is prefilled in chunks of it, which
+   * bounds the activations (each chunk reads every layer not cached). Default: the whole prompt
+   * at once, or 256 with `memoryBudget`.
+   */
+  maxBatch?: number;
+  /**
+   * Bytes of wasm memory the model may take (resident tensors, layer cache, KV caches of every
+   * prefix window, activations). `open` checks the plan before reading the tensors and rejects
+   * a model that does not fit, naming the numbers; the context becomes the largest up to
+   * `maxContext` that fits (see `contextLength`), and the KV cache is allocated up front.
+   */
+  memoryBudget?: number;
+  /** Conversations whose KV caches are kept for `reusePrefix` (1..16). Default 1. */
+  prefixWindows?: number;
+  /** A prefix window unused for this long (ms) is forgotten instead of reused. Default: never. */
+  prefixTtlMs?: number;
 }
 
 export interface DraftModeOptions {
@@ -128,6 +149,10 @@ export interface SamplingOptions {
   repeatPenalty?: number;
   /** How many recent tokens the penalty looks at. Default 64. */
   repeatLastN?: number;
+  /** OpenAI's presence penalty, -2..2: subtracted once from every token generated so far. */
+  presencePenalty?: number;
+  /** OpenAI's frequency penalty, -2..2: subtracted once per time a token was generated. */
+  frequencyPenalty?: number;
   seed?: number | bigint;
   /**
    * MOA ensemble sampling (docs/moa.md): `true` for the defaults, or its settings. MOA picks the
@@ -254,6 +279,11 @@ export interface GenerateOptions extends SamplingOptions {
   signal?: AbortSignal;
   /** Appends to the current conversation instead of starting afresh. */
   continue?: boolean;
+  /**
+   * The prompt is the whole conversation: the KV cache of the prefix window that shares the most
+   * with it is kept, and only the rest is prefilled (see `stats().prefix`). Not with `continue`.
+   */
+  reusePrefix?: boolean;
   /** Keep generating past end-of-text tokens (benchmarks). */
   ignoreEos?: boolean;
   onToken?: (id: number) => void;
@@ -265,6 +295,7 @@ export interface GenerateTextOptions extends SamplingOptions {
   maxTokens?: number;
   signal?: AbortSignal;
   continue?: boolean;
+  reusePrefix?: boolean;
   ignoreEos?: boolean;
   /** Called with each text piece ('' while a character is incomplete) and its token id. */
   onToken?: (piece: string, id: number) => void;
@@ -302,7 +333,14 @@ export interface HostStats {
   rangeReads: number;
   residentBytes: number;
   peakResidentBytes: number;
+  /** Bytes the KV caches of every prefix window have allocated. */
   kvCacheBytes: number;
+  /** Positions the context holds. */
+  contextLength: number;
+  /** How the last prompt used the prefix windows (with `reusePrefix`), else null. */
+  prefix: PrefixReport | null;
+  /** The plan `open` checked against `memoryBudget` (null without one). */
+  memoryPlan: MemoryPlan | null;
   openMs: number;
   prefillMs: number;
   prefillTokens: number;
@@ -329,10 +367,41 @@ export interface HostStats {
   [key: string]: unknown;
 }
 
+/** How a prompt's prefill used the prefix windows. */
+export interface PrefixReport {
+  /**
+   * 'hit': a window held a prefix of the prompt; 'mismatch': the best window's conversation went
+   * another way (the tokens they share were still kept); 'miss': no window held anything;
+   * 'expired': the window that would have served it had outlived `prefixTtlMs`.
+   */
+  status: 'hit' | 'miss' | 'mismatch' | 'expired';
+  /** Prompt tokens whose KV came from the window. */
+  reused: number;
+  /** Prompt tokens prefilled. */
+  prefilled: number;
+  window: number;
+}
+
+/** What `open` planned under `memoryBudget`, in bytes. */
+export interface MemoryPlan {
+  resident: number;
+  tokenizer: number;
+  layers: number;
+  kvCache: number;
+  activations: number;
+  logits: number;
+  overhead: number;
+  total: number;
+  context: number;
+  maxBatch: number;
+  logitsRows: number;
+}
+
 export interface ModelInfo {
   name: string;
   architecture: string;
   config: Record<string, unknown>;
+  contextLength: number;
 }
 
 /** The wasm-bindgen namespace (`import * as wasm from 'knot-wasm/wasm'`). */
@@ -350,6 +419,8 @@ export declare class HostShim implements Disposable {
   static open(source: KnotByteSource, options?: HostShimOptions): Promise<HostShim>;
   readonly vocabSize: number;
   readonly layerCount: number;
+  /** Positions the context holds (under `memoryBudget`, as many as fit). */
+  readonly contextLength: number;
   encode(text: string): Uint32Array;
   decode(ids: Uint32Array | number[]): string;
   /** Renders messages with the model's chat template. */
@@ -360,13 +431,32 @@ export declare class HostShim implements Disposable {
    */
   generate(tokens: Uint32Array | number[], n: number, options?: GenerateOptions): Promise<Uint32Array>;
   /** A string prompt is used as is; messages go through the chat template. */
-  generateText(prompt: string | ChatMessage[], options?: GenerateTextOptions): Promise<GenerateTextResult>;
+  generateText(prompt: string | ChatMessage[] | Uint32Array, options?: GenerateTextOptions): Promise<GenerateTextResult>;
   /**
    * Text pieces as they are generated. A stream waiting for its consumer gives way to the next
    * generation (a stream dropped without `return()` blocks nothing); pulling it afterwards throws
    * a "superseded" Error.
    */
-  stream(prompt: string | ChatMessage[], options?: GenerateTextOptions): AsyncGenerator<string, void, undefined>;
+  stream(prompt: string | ChatMessage[] | Uint32Array, options?: GenerateTextOptions): AsyncGenerator<string, void, undefined>;
+  /**
+   * Every token as it is generated, with its text (an end-of-text token comes last, with no text
+   * and `finishReason: 'stop'`); a Uint32Array prompt is token ids. Leaving the loop early ends
+   * the generation cleanly. Gives way to the next generation as `stream` does.
+   */
+  streamTokens(prompt: string | ChatMessage[] | Uint32Array, options?: GenerateTextOptions):
+    AsyncGenerator<{ id: number; text: string; finishReason: 'stop' | 'length' | null }, void, undefined>;
+  /**
+   * Aborts the call in flight, whoever began it (it rejects with an AbortError, or its signal's
+   * reason). No-op when idle.
+   */
+  abort(): void;
+  /**
+   * Takes the shim back from a call whose caller will never resume it — in Workers, a request
+   * canceled when its client went away, unless its work was handed to `ctx.waitUntil`. Aborts the
+   * call, waits up to `graceMs` (default 200) for it to unwind, else releases its place and
+   * forgets its reads in flight. Resolves true when it had to take the shim back.
+   */
+  reclaim(options?: { graceMs?: number }): Promise<boolean>;
   /** Fetches a layer ahead of need; resolves once it is resident (queued behind earlier calls). */
   prefetchLayer(layer: number): Promise<void>;
   /** Works during a call too, with the counters from when that call began. */

@@ -5,13 +5,14 @@
 // (AbortSignal, callbacks).
 //
 // The WasmHost contract this wrapper calls (exported by crates/host's binding module):
-//   static open(source: KnotByteSource, lruCapacity: number, maxResidentBytes: number | undefined,
-//               onProgress: ((p: object) => void) | undefined,
-//               prefetchDepth: number | undefined,
-//               draftModeJson: string | undefined,
-//               readTimeoutMs, readRetries, readBackoffMs: number | undefined): Promise<WasmHost>
-//                                               draftMode (true/false/object) validated in Rust
+//   static open(source: KnotByteSource, optionsJson: string,
+//               onProgress: ((p: object) => void) | undefined): Promise<WasmHost>
+//                                               the options (lruCapacity, kvCache, memoryBudget,
+//                                               draftMode, …) validated in Rust
 //   readonly vocabSize: number; readonly layerCount: number; readonly eosIds: Uint32Array
+//   readonly contextLength: number              positions the context holds
+//   readonly busy: boolean                      whether an async call has the host
+//   dropReads(): number                         forgets reads in flight (after a reclaim)
 //   encode(text: string): Uint32Array          decode(ids: Uint32Array): string  (lossy UTF-8)
 //   chatPrompt(messagesJson: string): string   rendered with the model's template
 //   start(ids: Uint32Array, optionsJson: string): Promise<void>
@@ -29,7 +30,8 @@
 // and, on the namespace, initSync(): once initialized it returns the instance exports (memory).
 
 const OPEN_OPTIONS = new Set(['lruCapacity', 'maxResidentBytes', 'prefetchDepth', 'draftMode', 'onProgress',
-  'readTimeoutMs', 'readRetries', 'readBackoffMs']);
+  'readTimeoutMs', 'readRetries', 'readBackoffMs', 'kvCache', 'maxContext', 'maxBatch', 'memoryBudget',
+  'prefixWindows', 'prefixTtlMs']);
 
 /** @type {((wasm: object | undefined) => Promise<object>) | undefined} */
 let wasmResolver;
@@ -87,32 +89,35 @@ export function checkOpenOptions(options) {
     !isPlainObject(options.draftMode)) {
     throw new TypeError(`draftMode must be true, false or { ngram, maxDraft, adaptive, margin }, got ${String(options.draftMode)}`);
   }
-  const lruCapacity = options.lruCapacity === undefined
-    ? undefined
-    : checkInteger(options.lruCapacity, 'lruCapacity', 1);
-  const maxResidentBytes = options.maxResidentBytes === undefined
-    ? undefined
-    : checkInteger(options.maxResidentBytes, 'maxResidentBytes', 1);
-  const prefetchDepth = options.prefetchDepth === undefined
-    ? undefined
-    : checkInteger(options.prefetchDepth, 'prefetchDepth', 0);
-  /** @param {string} name */
-  const optionalCount = (name) => (options[name] === undefined ? undefined : checkInteger(options[name], name, 0));
+  /** @param {string} name @param {number} min */
+  const optional = (name, min) => {
+    if (options[name] !== undefined) checkInteger(options[name], name, min);
+  };
+  optional('lruCapacity', 1);
+  optional('maxResidentBytes', 1);
+  optional('prefetchDepth', 0);
+  optional('readTimeoutMs', 0);
+  optional('readRetries', 0);
+  optional('readBackoffMs', 0);
+  optional('maxContext', 1);
+  optional('maxBatch', 1);
+  optional('memoryBudget', 1);
+  optional('prefixWindows', 1);
+  if (options.kvCache !== undefined && options.kvCache !== 'f32' && options.kvCache !== 'f16') {
+    throw new TypeError(`kvCache must be 'f32' or 'f16', got ${String(options.kvCache)}`);
+  }
+  if (options.prefixTtlMs !== undefined &&
+    !(typeof options.prefixTtlMs === 'number' && Number.isFinite(options.prefixTtlMs) && options.prefixTtlMs >= 0)) {
+    throw new RangeError(`prefixTtlMs must be a number >= 0, got ${String(options.prefixTtlMs)}`);
+  }
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
     throw new TypeError('onProgress must be a function');
   }
+  const { onProgress, ...rest } = options;
   return {
-    lruCapacity,
-    maxResidentBytes,
-    prefetchDepth,
-    readTimeoutMs: optionalCount('readTimeoutMs'),
-    readRetries: optionalCount('readRetries'),
-    readBackoffMs: optionalCount('readBackoffMs'),
-    onProgress: /** @type {((p: object) => void) | undefined} */ (options.onProgress),
-    // Its fields are checked in Rust (engine::decode::draft_from_value), as per call.
-    draftModeJson: options.draftMode === undefined
-      ? undefined
-      : optionsJson(/** @type {Record<string, unknown>} */ (/** @type {unknown} */ (options.draftMode))),
+    onProgress: /** @type {((p: object) => void) | undefined} */ (onProgress),
+    // The values are checked again in Rust (host::options::open_options), which names them.
+    json: optionsJson(rest),
   };
 }
 
@@ -222,7 +227,8 @@ function wasmMemory(ns) {
 /**
  * The generation a HostShim is running. `suspended` while it waits for its consumer (a stream
  * between pulls); `superseded` once a later call took its place.
- * @typedef {{ suspended: boolean, superseded: boolean, preemptible: boolean, detach: () => void }} Run
+ * @typedef {{ suspended: boolean, superseded: boolean, epoch: number, preemptible: boolean,
+ *   detach: () => void }} Run
  */
 
 const SUPERSEDED = 'HostShim: this stream was superseded by a later call (a stream not pulled to its end gives way to the next generation)';
@@ -244,6 +250,12 @@ export class HostShim {
   #calling;
   #vocabSize;
   #layerCount;
+  #contextLength;
+  /**
+   * Bumped by reclaim(): bookkeeping from a call begun before it (whose continuations may run
+   * late, or never) no longer counts.
+   */
+  #epoch = 0;
   /** @type {Set<number>} */
   #eos;
   /** @type {WebAssembly.Memory | undefined} */
@@ -258,6 +270,7 @@ export class HostShim {
     });
     this.#vocabSize = host.vocabSize;
     this.#layerCount = host.layerCount;
+    this.#contextLength = host.contextLength;
     this.#eos = new Set(host.eosIds ?? []);
   }
 
@@ -294,8 +307,7 @@ export class HostShim {
     if (typeof ns?.WasmHost?.open !== 'function') {
       throw new TypeError('HostShim.open: wasm is not the knot-wasm bindings namespace (no WasmHost)');
     }
-    const host = await ns.WasmHost.open(source, opts.lruCapacity, opts.maxResidentBytes, opts.onProgress,
-      opts.prefetchDepth, opts.draftModeJson, opts.readTimeoutMs, opts.readRetries, opts.readBackoffMs);
+    const host = await ns.WasmHost.open(source, opts.json, opts.onProgress);
     return new HostShim(host, wasmMemory(ns));
   }
 
@@ -305,6 +317,11 @@ export class HostShim {
 
   get layerCount() {
     return this.#layerCount;
+  }
+
+  /** Positions the context holds (under `memoryBudget`, as many as fit). */
+  get contextLength() {
+    return this.#contextLength;
   }
 
   #live() {
@@ -321,6 +338,7 @@ export class HostShim {
    */
   #exclusive(fn) {
     const run = async () => {
+      const epoch = this.#epoch;
       this.#busy++;
       try {
         return await fn(this.#live());
@@ -328,8 +346,10 @@ export class HostShim {
         this.#live();
         throw err;
       } finally {
-        this.#busy--;
-        if (this.#disposed && this.#busy === 0) this.#free();
+        if (epoch === this.#epoch) {
+          this.#busy--;
+          if (this.#disposed && this.#busy === 0) this.#free();
+        }
       }
     };
     const result = this.#queue.then(run, run);
@@ -417,19 +437,36 @@ export class HostShim {
   }
 
   /**
-   * @param {string | { role: string, content: string }[]} prompt
+   * Streams every token as it is generated: `{ id, text, finishReason }` (an end-of-text token
+   * comes last, with no text and `finishReason: 'stop'`). Leaving the loop early ends the
+   * generation cleanly.
+   * @param {string | { role: string, content: string }[] | Uint32Array} prompt text, chat
+   *   messages, or token ids
+   * @param {Record<string, unknown>} [options]
+   * @returns {AsyncGenerator<{ id: number, text: string, finishReason: 'stop' | 'length' | null }>}
+   */
+  async *streamTokens(prompt, options = {}) {
+    for await (const e of this.#pieces(prompt, options, true)) {
+      yield { id: e.id, text: e.text, finishReason: e.finishReason };
+    }
+  }
+
+  /**
+   * @param {string | { role: string, content: string }[] | Uint32Array} prompt
    * @param {Record<string, unknown>} options
    * @param {boolean} [preemptible] a later call may take over while the consumer is away
    */
   async *#pieces(prompt, options, preemptible = false) {
     const host = this.#live();
     if (!isPlainObject(options)) throw new TypeError('options must be an object');
-    const text = typeof prompt === 'string'
-      ? checkText(prompt, 'prompt')
-      : host.chatPrompt(JSON.stringify(checkMessages(prompt)));
+    const ids = ArrayBuffer.isView(prompt)
+      ? prompt
+      : host.encode(typeof prompt === 'string'
+        ? checkText(prompt, 'prompt')
+        : host.chatPrompt(JSON.stringify(checkMessages(prompt))));
     const { onToken, ...rest } = options;
     checkCallback(onToken, 'onToken');
-    for await (const e of this.#run(host.encode(text), rest, preemptible)) {
+    for await (const e of this.#run(ids, rest, preemptible)) {
       if (typeof onToken === 'function') onToken(e.text, e.id);
       yield e;
     }
@@ -478,6 +515,7 @@ export class HostShim {
     const run = {
       suspended: false,
       superseded: false,
+      epoch: this.#epoch,
       preemptible,
       detach: () => abort?.removeEventListener?.('abort', onAbort),
     };
@@ -520,7 +558,7 @@ export class HostShim {
       // Reads still in flight (layers prefetched for a token that never came) finish within
       // this generation: in workerd a read begun by one request can never complete inside the
       // next, so none may outlive the request that started it. What they bring stays cached.
-      if (!run.superseded && !this.#disposed) {
+      if (!run.superseded && !this.#disposed && run.epoch === this.#epoch) {
         await this.#exclusive((host) => host.drainReads()).catch(() => {});
       }
       if (this.#generation === run) this.#generation = undefined;
@@ -538,6 +576,66 @@ export class HostShim {
       throw new RangeError(`prefetchLayer: layer must be an integer in [0, ${this.#layerCount}), got ${String(layer)}`);
     }
     await this.#exclusive((host) => host.prefetchLayer(layer));
+  }
+
+  /**
+   * Aborts the call in flight, whoever began it: its reads are abandoned at once and it
+   * rejects with an AbortError (a generation with its signal's reason, if it has one). No-op
+   * when idle.
+   */
+  abort() {
+    this.#live().abort();
+  }
+
+  /**
+   * Takes the shim back from a call whose caller will never resume it. In Cloudflare Workers a
+   * request's pending work is canceled when its client goes away (unless it was handed to
+   * `ctx.waitUntil`): a generation it was running then never ends, and the shim would stay busy
+   * forever. `reclaim()` aborts the call in flight, waits (up to `graceMs`) for it to unwind on
+   * its own, and otherwise releases its place itself and forgets its reads in flight, so the
+   * next call runs normally. Resolves true when it had to take the shim back, false when there
+   * was nothing to take or the call unwound by itself.
+   * @param {{ graceMs?: number }} [options]
+   * @returns {Promise<boolean>}
+   */
+  async reclaim(options = {}) {
+    const host = this.#live();
+    const graceMs = options.graceMs ?? 200;
+    checkInteger(graceMs, 'graceMs', 0);
+    if (this.#busy === 0 && this.#generation === undefined) return false;
+    host.abort();
+    const deadline = Date.now() + graceMs;
+    // Timers of this caller's own, so the wait is this request's I/O in workerd.
+    const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
+    do {
+      if (this.#busy === 0 && (this.#generation === undefined || this.#generation.suspended)) {
+        // It unwound (or is a stream waiting for its consumer): the next call may take over.
+        if (this.#generation !== undefined) {
+          this.#generation.superseded = true;
+          this.#generation.detach();
+          this.#generation = undefined;
+        }
+        return false;
+      }
+      await tick();
+    } while (Date.now() < deadline);
+    if (host.busy) {
+      // The wasm side still has the call: it is awaiting something the abort did not reach.
+      throw new Error('HostShim.reclaim: the call in flight did not unwind after abort()');
+    }
+    // The wasm side has unwound, but the JS continuations of the call never ran: release its
+    // place here, and forget the reads it began (they can never complete).
+    this.#epoch++;
+    this.#busy = 0;
+    this.#queue = Promise.resolve();
+    this.#calling = undefined;
+    if (this.#generation !== undefined) {
+      this.#generation.superseded = true;
+      this.#generation.detach();
+      this.#generation = undefined;
+    }
+    host.dropReads();
+    return true;
   }
 
   /**

@@ -89,25 +89,43 @@ const source = new BufferKnotSource(new Uint8Array(8));
 
 describe('HostShim.open validation', () => {
   test('draftMode: true, false or an object, sent to Rust as JSON (which checks its fields)', () => {
-    assert.equal(checkOpenOptions({ draftMode: true }).draftModeJson, 'true');
-    assert.equal(checkOpenOptions({ draftMode: false }).draftModeJson, 'false');
-    assert.equal(checkOpenOptions({}).draftModeJson, undefined);
-    assert.equal(checkOpenOptions({ draftMode: { maxDraft: 4, margin: NaN } }).draftModeJson,
-      '{"maxDraft":4,"margin":"NaN"}');
+    const json = (/** @type {Record<string, unknown>} */ o) => JSON.parse(checkOpenOptions(o).json);
+    assert.equal(json({ draftMode: true }).draftMode, true);
+    assert.equal(json({ draftMode: false }).draftMode, false);
+    assert.equal(json({}).draftMode, undefined);
+    assert.equal(checkOpenOptions({ draftMode: { maxDraft: 4, margin: NaN } }).json,
+      '{"draftMode":{"maxDraft":4,"margin":"NaN"}}');
     for (const bad of ['yes', 1, null, [true]]) {
       assert.throws(() => checkOpenOptions({ draftMode: bad }), /draftMode must be true, false or \{ ngram, maxDraft, adaptive, margin \}/);
     }
-    assert.deepEqual(checkOpenOptions({ draftMode: false, lruCapacity: 6 }).lruCapacity, 6);
+    assert.deepEqual(json({ draftMode: false, lruCapacity: 6 }).lruCapacity, 6);
   });
 
   test('readTimeoutMs, readRetries, readBackoffMs: integers >= 0, passed on', async () => {
-    const o = checkOpenOptions({ readTimeoutMs: 50, readRetries: 0, readBackoffMs: 2 });
+    const o = JSON.parse(checkOpenOptions({ readTimeoutMs: 50, readRetries: 0, readBackoffMs: 2 }).json);
     assert.deepEqual([o.readTimeoutMs, o.readRetries, o.readBackoffMs], [50, 0, 2]);
-    assert.equal(checkOpenOptions({}).readTimeoutMs, undefined);
+    assert.equal(JSON.parse(checkOpenOptions({}).json).readTimeoutMs, undefined);
     for (const name of ['readTimeoutMs', 'readRetries', 'readBackoffMs']) {
       for (const bad of [-1, 0.5, '3', NaN, Infinity, null]) {
         await assert.rejects(HostShim.open(source, { [name]: bad }), new RegExp(`${name} must be an integer >= 0, got`));
       }
+    }
+  });
+
+  test('kvCache, maxContext, maxBatch, memoryBudget, prefixWindows, prefixTtlMs are checked, then passed on', async () => {
+    const all = { kvCache: 'f16', maxContext: 1024, maxBatch: 64, memoryBudget: 96 * 2 ** 20, prefixWindows: 2, prefixTtlMs: 15000 };
+    assert.deepEqual(JSON.parse(checkOpenOptions(all).json), all);
+    for (const [options, message] of [
+      [{ kvCache: 'q8' }, /kvCache must be 'f32' or 'f16', got q8/],
+      [{ kvCache: 16 }, /kvCache must be 'f32' or 'f16'/],
+      [{ maxContext: 0 }, /maxContext must be an integer >= 1, got 0/],
+      [{ maxBatch: 2.5 }, /maxBatch must be an integer >= 1, got 2.5/],
+      [{ memoryBudget: -1 }, /memoryBudget must be an integer >= 1, got -1/],
+      [{ prefixWindows: 0 }, /prefixWindows must be an integer >= 1, got 0/],
+      [{ prefixTtlMs: -5 }, /prefixTtlMs must be a number >= 0, got -5/],
+      [{ prefixTtlMs: NaN }, /prefixTtlMs must be a number >= 0, got NaN/],
+    ]) {
+      await assert.rejects(HostShim.open(source, options), message);
     }
   });
 

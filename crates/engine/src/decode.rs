@@ -36,6 +36,9 @@ pub struct GenerateOptions {
     pub max_tokens: usize,
     /// Append to the conversation instead of starting afresh.
     pub continue_session: bool,
+    /// The prompt is the whole conversation: a host that still holds a prefix of it (from an
+    /// earlier generation) prefills only the rest.
+    pub reuse_prefix: bool,
     /// Keep going past end-of-text tokens (benchmarks need exactly `max_tokens`).
     pub ignore_eos: bool,
     /// Speculative decoding for this generation.
@@ -68,6 +71,7 @@ impl Default for GenerateOptions {
             decode: DecodeConfig::default(),
             max_tokens: 256,
             continue_session: false,
+            reuse_prefix: false,
             ignore_eos: false,
             draft: DraftChoice::Inherit,
         }
@@ -108,6 +112,7 @@ const OPTIONS: &[&str] = &[
     "coltrane",
     "maxTokens",
     "continue",
+    "reusePrefix",
     "ignoreEos",
     "draftMode",
 ];
@@ -233,7 +238,8 @@ impl GenerateOptions {
     /// `presencePenalty`, `frequencyPenalty`, `seed`,
     /// `moa` (true, or an object of `k`, `baseTemperature`, `temperatureSpread`,
     /// `minTemperature`, `topK`, `merge`, `useKl`, `sensitivity`, `target`), `maxTokens`,
-    /// `continue`, `ignoreEos`. Absent or null keys keep their defaults (greedy, 256 tokens).
+    /// `continue`, `reusePrefix`, `ignoreEos`, `draftMode`. Absent or null keys keep their
+    /// defaults (greedy, 256 tokens).
     pub fn from_json(text: &str) -> Result<GenerateOptions, OptionsError> {
         let v: Value =
             serde_json::from_str(text).map_err(|e| OptionsError::NotAnObject(e.to_string()))?;
@@ -311,6 +317,7 @@ impl GenerateOptions {
                 .integer("maxTokens", "an integer >= 0", 0, false)?
                 .map_or(d.max_tokens, to_usize),
             continue_session: f.boolean("continue")?.unwrap_or(false),
+            reuse_prefix: f.boolean("reusePrefix")?.unwrap_or(false),
             ignore_eos: f.boolean("ignoreEos")?.unwrap_or(false),
             draft: match f.get("draftMode") {
                 None => DraftChoice::Inherit,
@@ -320,6 +327,13 @@ impl GenerateOptions {
                 },
             },
         };
+        if opts.continue_session && opts.reuse_prefix {
+            return Err(OptionsError::Invalid {
+                name: "reusePrefix".into(),
+                rule: "false with continue (reusePrefix takes the whole conversation as the prompt, continue appends to it)",
+                got: "true".into(),
+            });
+        }
         opts.decode.validate()?;
         Ok(opts)
     }

@@ -878,6 +878,23 @@ impl Session {
         Ok(&self.logits)
     }
 
+    /// Ends the batch without the LM head: its positions enter the KV cache and no logits are
+    /// computed (a prompt's earlier chunks, whose logits nobody reads).
+    pub fn finish_without_logits(&mut self) -> Result<(), EngineError> {
+        if self.n == 0 {
+            return Err(EngineError::EmptyBatch);
+        }
+        if self.next_layer != self.cfg.n_layers {
+            return Err(EngineError::LayerOrder {
+                expected: self.next_layer,
+                got: self.cfg.n_layers,
+            });
+        }
+        self.kv.commit(self.n);
+        self.n = 0;
+        Ok(())
+    }
+
     /// The logits the last [`Session::finish`] returned, for a caller to process in place (a
     /// decode pipeline masks and penalizes them); they stay until the next `finish`.
     pub fn logits_mut(&mut self) -> &mut [f32] {

@@ -177,6 +177,24 @@ impl LayerCache {
             .collect()
     }
 
+    /// Forgets every fetch in flight (it is dropped, and what it would bring with it): a read
+    /// begun by a caller whose context is gone (a canceled Workers request) can never complete.
+    /// A later request for the layer reads it again. Returns how many were dropped.
+    pub fn drop_fetches(&mut self) -> usize {
+        let fetching: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|(_, slot)| matches!(slot, Slot::Fetching(_)))
+            .map(|(&l, _)| l)
+            .collect();
+        for &l in &fetching {
+            self.slots.pop(&l);
+            self.bytes -= self.span_bytes[l];
+            self.pins[l] = self.pins[l].saturating_sub(1);
+        }
+        fetching.len()
+    }
+
     /// Drops every layer (keeps counters).
     pub fn clear(&mut self) {
         self.slots.clear();
@@ -222,6 +240,21 @@ mod tests {
         // trimmed, and a fetch in flight (still pinned) is never the victim.
         c.trim();
         assert!(c.contains(1) && !c.contains(0));
+    }
+
+    #[test]
+    fn dropped_fetches_are_read_again() {
+        let mut c = LayerCache::new(vec![10; 3], 3, None);
+        fill(&mut c, 0);
+        drop(c.start_fetch(1, Box::pin(futures::future::pending())));
+        drop(c.start_fetch(2, Box::pin(futures::future::pending())));
+        assert_eq!(c.drop_fetches(), 2);
+        assert!(c.in_flight().is_empty());
+        assert!(c.contains(0) && !c.contains(1));
+        assert_eq!(c.stats().resident_layer_bytes, 10);
+        assert!(matches!(c.lookup(1, true), Lookup::Missing));
+        fill(&mut c, 1);
+        assert!(c.contains(1));
     }
 
     #[test]

@@ -3,11 +3,14 @@
 
 use crate::cache::{CacheStats, LayerBytes, LayerCache, LayerFetch, Lookup};
 use crate::clock::now_ms;
+use crate::memory::{self, MemoryPlan, PlanInput};
+use crate::prefix::{self, PrefixStatus, WindowView};
 use crate::reader::{Abort, ReadPolicy, Reader};
 use crate::source::{ByteSource, SourceError};
 use engine::chat::{ChatError, ChatMessage};
 use engine::decode::{Emitted, FinishReason, GenerateError, GenerateOptions, Generation};
 use engine::draft::{DraftConfig, Drafter, PassCost, PromptLookup, MAX_DRAFT};
+use engine::kv::{KvCache, KvType};
 use engine::model::{check_architecture, ConfigExt};
 use engine::tokenizer::{Tokenizer, TokenizerError};
 use engine::{EngineError, LayerLayout, PipelineError, ResidentLayout, Session, StepInfo};
@@ -49,6 +52,12 @@ pub enum HostError {
     TooLarge { what: String, bytes: u64, max: u64 },
     #[error("the call was aborted")]
     Aborted,
+    #[error("the model does not fit the memory budget of {budget} bytes ({budget_mib:.1} MiB): at {plan}")]
+    OverBudget {
+        budget: u64,
+        budget_mib: f64,
+        plan: String,
+    },
 }
 
 /// The largest tokenizer blob accepted: the biggest real ones (262k-token vocabularies) take
@@ -95,6 +104,21 @@ pub struct HostOptions {
     pub read_policy: ReadPolicy,
     /// Speculative decoding for every generation that does not say otherwise (`draftMode`).
     pub draft: Option<DraftConfig>,
+    /// How the KV cache stores keys and values (f16 halves it).
+    pub kv_type: KvType,
+    /// The most positions one forward pass runs: a longer prompt is prefilled in chunks of it,
+    /// which bounds the activations (a chunk costs a read of every layer not cached). `None`:
+    /// the whole prompt at once, or [`memory::DEFAULT_BUDGET_BATCH`] under a budget.
+    pub max_batch: Option<usize>,
+    /// Bytes the host may take. Open checks the plan (resident tensors, layer cache, KV cache
+    /// of every window, activations) against it before reading the tensors, refuses a model
+    /// that does not fit with the numbers, takes the largest context up to `max_context` that
+    /// fits, and allocates the KV cache up front.
+    pub memory_budget: Option<u64>,
+    /// Conversations whose KV caches are kept for prefix reuse (`reusePrefix`), at least 1.
+    pub prefix_windows: usize,
+    /// A window not used for this long is forgotten before it would serve a prompt.
+    pub prefix_ttl_ms: Option<f64>,
 }
 
 impl Default for HostOptions {
@@ -108,6 +132,11 @@ impl Default for HostOptions {
             read: ReadOptions::default(),
             read_policy: ReadPolicy::default(),
             draft: None,
+            kv_type: KvType::F32,
+            max_batch: None,
+            memory_budget: None,
+            prefix_windows: 1,
+            prefix_ttl_ms: None,
         }
     }
 }
@@ -128,7 +157,14 @@ pub struct Stats {
     pub resident_bytes: u64,
     /// Resident tensors plus the most layer bytes ever cached at once.
     pub peak_resident_bytes: u64,
+    /// Bytes the KV caches of every window have allocated.
     pub kv_cache_bytes: u64,
+    /// Positions the context holds (under a memory budget, what fits).
+    pub context_length: usize,
+    /// How the last prompt used the prefix windows (`reusePrefix`), or None.
+    pub prefix: Option<PrefixReport>,
+    /// The memory plan open checked, when a budget was given.
+    pub memory_plan: Option<MemoryPlan>,
     pub open_ms: f64,
     pub prefill_ms: f64,
     pub prefill_tokens: u64,
@@ -137,6 +173,26 @@ pub struct Stats {
     pub token_ms: Vec<f64>,
     #[serde(flatten)]
     pub decode: DecodeStats,
+}
+
+/// How a prompt's prefill used the prefix windows.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrefixReport {
+    pub status: PrefixStatus,
+    /// Prompt tokens whose KV came from the window, not from a prefill.
+    pub reused: u64,
+    /// Prompt tokens prefilled.
+    pub prefilled: u64,
+    /// The window that served it.
+    pub window: usize,
+}
+
+/// A parked conversation: its KV cache and tokens, for prefix reuse.
+struct Window {
+    kv: KvCache,
+    tokens: Vec<u32>,
+    last_used: f64,
 }
 
 /// The current generation's forward passes and drafts.
@@ -261,6 +317,15 @@ pub struct Host {
     /// Running mean wall time of a decode pass by its number of positions (0: not measured),
     /// from which drafts are sized: what a verify pass costs here, on this source and cache.
     pass_ms: [f64; MAX_DRAFT + 2],
+    /// Positions per forward pass (prefill chunks, verify passes) and the most a verify pass may
+    /// take (bounded under a memory budget: each row keeps a vocabulary of logits).
+    max_batch: usize,
+    max_verify: usize,
+    /// The conversations parked for prefix reuse (the one in use is the session's), and when
+    /// the one in use was last used.
+    windows: Vec<Window>,
+    last_used: f64,
+    prefix_ttl_ms: Option<f64>,
     stats: Stats,
 }
 
@@ -298,28 +363,33 @@ impl Host {
             let range = knot.layer_range(l).ok_or(HostError::NoSuchLayer(l))?;
             fits_in_memory(|| format!("layer {l}"), &range, u64::MAX)?;
         }
-        // Writers put the resident tensors right after the tokenizer blob (plus alignment
-        // padding), so one read usually fetches both.
-        let adjacent = res.start >= tok.end
-            && res.start - tok.end < knot::TENSOR_ALIGNMENT
-            && res.end - tok.start <= isize::MAX as u64;
-        let (tok_bytes, resident): (Vec<u8>, Vec<u8>) = if adjacent {
-            let mut both = read(tok.start, res.end).await?;
-            let resident = both.split_off((res.start - tok.start) as usize);
-            both.truncate((tok.end - tok.start) as usize);
-            (both, resident)
-        } else {
-            (
-                read(tok.start, tok.end).await?,
-                read(res.start, res.end).await?,
-            )
-        };
-        let tokenizer = Rc::new(Tokenizer::from_data(&Knot::parse_tokenizer(&tok_bytes)?)?);
-        drop(tok_bytes);
-
         let config = knot.meta.config.clone();
         // Sizes from the file are bounded before anything is located or allocated from them.
         config.validate()?;
+        let (max_context, max_batch, max_verify, memory_plan) = Self::plan_memory(&knot, &opts)?;
+
+        // Writers put the resident tensors right after the tokenizer blob (plus alignment
+        // padding), so one read usually fetches both. The tokenizer is parsed from the front of
+        // that buffer, then the tensors are moved down in place: no second copy of them, ever
+        // (in wasm, memory taken once is never given back).
+        let adjacent = res.start >= tok.end
+            && res.start - tok.end < knot::TENSOR_ALIGNMENT
+            && res.end - tok.start <= isize::MAX as u64;
+        let (tokenizer, resident) = if adjacent {
+            let mut both = read(tok.start, res.end).await?;
+            let tokenizer = Tokenizer::from_data(&Knot::parse_tokenizer(
+                &both[..(tok.end - tok.start) as usize],
+            )?)?;
+            both.drain(..(res.start - tok.start) as usize);
+            (tokenizer, both)
+        } else {
+            let tok_bytes = read(tok.start, tok.end).await?;
+            let tokenizer = Tokenizer::from_data(&Knot::parse_tokenizer(&tok_bytes)?)?;
+            drop(tok_bytes);
+            (tokenizer, read(res.start, res.end).await?)
+        };
+        let tokenizer = Rc::new(tokenizer);
+
         // Locate and check every tensor now, so a bad file fails at open, not at some token.
         let resident_layout = ResidentLayout::locate(&config, &knot.resident_tensors())?;
         resident_layout.view(&resident)?;
@@ -336,7 +406,11 @@ impl Host {
             .collect::<Result<Vec<_>, HostError>>()?;
         let spans = ranges.iter().map(|r| r.end - r.start).collect();
         let cache = LayerCache::new(spans, opts.lru_capacity, opts.max_resident_bytes);
-        let session = Session::new(&config, opts.max_context)?;
+        let mut session = Session::with_kv(&config, max_context, opts.kv_type)?;
+        if memory_plan.is_some() {
+            // Taken now, so a generation never meets an allocation the plan did not count.
+            session.reserve_kv();
+        }
         let prefetch_depth = match (opts.prefetch, opts.prefetch_depth) {
             (false, _) => 0,
             (true, Some(d)) => d.min(n.saturating_sub(1)),
@@ -348,8 +422,16 @@ impl Host {
         let stats = Stats {
             resident_bytes: resident.len() as u64,
             open_ms: now_ms() - t0,
+            memory_plan,
             ..Stats::default()
         };
+        let windows = (1..opts.prefix_windows.max(1))
+            .map(|_| Window {
+                kv: session.new_kv(),
+                tokens: Vec::new(),
+                last_used: 0.0,
+            })
+            .collect();
         Ok(Host {
             layers: LayerStore {
                 reader,
@@ -377,9 +459,56 @@ impl Host {
             draft_buf: Vec::new(),
             reads_at_decode: 0,
             pass_ms: [0.0; MAX_DRAFT + 2],
+            max_batch,
+            max_verify,
+            windows,
+            last_used: now_ms(),
+            prefix_ttl_ms: opts.prefix_ttl_ms,
             prefetch_depth,
             stats,
         })
+    }
+
+    /// The context, batch size and verify-pass size a host opened with `opts` gets, and the
+    /// memory plan when a budget was given (refusing a model that does not fit it).
+    fn plan_memory(
+        knot: &Knot,
+        opts: &HostOptions,
+    ) -> Result<(usize, usize, usize, Option<MemoryPlan>), HostError> {
+        let config = &knot.meta.config;
+        let context = opts.max_context.min(config.context_length.max(1));
+        let Some(budget) = opts.memory_budget else {
+            return Ok((
+                context,
+                opts.max_batch.unwrap_or(usize::MAX),
+                MAX_DRAFT,
+                None,
+            ));
+        };
+        // Each verify row keeps a vocabulary of logits: drafts are bounded by the default's
+        // length (or the default settings') under a budget.
+        let drafts = opts.draft.clone().unwrap_or_default().max_draft;
+        let input = PlanInput {
+            lru_capacity: opts.lru_capacity.min(config.n_layers.max(1)),
+            max_resident_bytes: opts.max_resident_bytes,
+            kv_type: opts.kv_type,
+            context,
+            max_batch: opts.max_batch.unwrap_or(memory::DEFAULT_BUDGET_BATCH),
+            logits_rows: drafts + 1,
+            windows: opts.prefix_windows.max(1),
+        };
+        match memory::fit_context(knot, config, input, budget) {
+            Ok(plan) => Ok((plan.context, plan.max_batch, drafts, Some(plan))),
+            Err(plan) => Err(HostError::OverBudget {
+                budget,
+                budget_mib: budget as f64 / (1 << 20) as f64,
+                plan: format!(
+                    "its smallest context of {} positions it needs {}",
+                    plan.context,
+                    memory::describe(&plan)
+                ),
+            }),
+        }
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -419,15 +548,16 @@ impl Host {
             0 => 0,
             _ => self.layers.reader.io.reads.get() - self.reads_at_decode,
         };
-        let kv_per_pos =
-            2 * self.config.n_layers * self.config.n_kv_heads * self.config.head_dim * 4;
         Stats {
             bytes_fetched: self.layers.reader.io.bytes.get(),
             range_reads: self.layers.reader.io.reads.get(),
             read_retries: self.layers.reader.io.retries.get(),
             read_timeouts: self.layers.reader.io.timeouts.get(),
             peak_resident_bytes: self.stats.resident_bytes + cache.peak_layer_bytes,
-            kv_cache_bytes: (self.session.position() * kv_per_pos) as u64,
+            kv_cache_bytes: (self.session.kv_bytes()
+                + self.windows.iter().map(|w| w.kv.bytes()).sum::<usize>())
+                as u64,
+            context_length: self.session.max_context(),
             cache,
             decode: DecodeStats {
                 tokens_per_pass: ratio(d.decode_tokens, d.forward_passes),
@@ -460,8 +590,18 @@ impl Host {
         &self.steps
     }
 
-    /// Forgets the conversation (KV cache); cached layers stay.
+    /// Forgets the conversation (KV cache), and every window kept for prefix reuse; cached
+    /// layers stay.
     pub fn reset(&mut self) {
+        for w in &mut self.windows {
+            w.kv.clear();
+            w.tokens.clear();
+        }
+        self.forget_conversation();
+    }
+
+    /// Forgets the conversation in use (the session's KV cache and tokens).
+    fn forget_conversation(&mut self) {
         self.session.reset();
         self.logits_ready = false;
         self.pending = None;
@@ -514,6 +654,14 @@ impl Host {
         self.layers.cache.trim();
     }
 
+    /// Forgets the reads in flight without waiting for them: for a caller whose earlier call
+    /// can never resume (its request context was canceled), so the next call reads afresh.
+    pub fn drop_reads(&mut self) -> usize {
+        let dropped = self.layers.cache.drop_fetches();
+        self.layers.cache.trim();
+        dropped
+    }
+
     /// Fetches layer `layer` now and waits until it is resident.
     pub async fn load_layer(&mut self, layer: usize) -> Result<(), HostError> {
         self.begin_call();
@@ -546,8 +694,11 @@ impl Host {
                 Ok(())
             }
             Err(e) => {
-                // A failed read or a bad layer leaves the conversation as it was.
-                self.session.abort_batch();
+                // A failed read or a bad layer leaves the conversation as it was (or, if the
+                // batch overwrote a sliding window's ring, without it).
+                if !self.session.abort_batch() {
+                    self.forget_conversation();
+                }
                 Err(e)
             }
         }
@@ -578,19 +729,114 @@ impl Host {
         Ok(())
     }
 
-    /// Appends `tokens` to the context (after any pending picked token) and runs them.
+    /// Appends `tokens` to the context (after any pending picked token) and runs them, in chunks
+    /// of at most `max_batch` positions (only the last computes logits). A failure leaves the
+    /// conversation as it was — or, when a chunk that failed overwrote a sliding window's ring
+    /// (or the earlier chunks cannot be rewound), forgets it.
     async fn prefill(&mut self, tokens: &[u32], more_follows: bool) -> Result<(), HostError> {
         let mut batch = Vec::with_capacity(tokens.len() + 1);
         batch.extend(self.pending);
         batch.extend_from_slice(tokens);
         let t0 = now_ms();
-        self.forward(&batch, more_follows, false).await?;
+        let base = self.session.position();
+        let chunks = batch.len().div_ceil(self.max_batch.max(1));
+        for (i, chunk) in batch.chunks(self.max_batch.max(1)).enumerate() {
+            let last = i + 1 == chunks;
+            let ran = match last {
+                true => self.forward(chunk, more_follows, false).await,
+                false => self.forward_without_logits(chunk).await,
+            };
+            if let Err(e) = ran {
+                // Earlier chunks are in the cache: take them out again, or lose the conversation
+                // if a sliding window's ring cannot go back that far.
+                if self.session.position() != base && self.session.rewind(base).is_err() {
+                    self.forget_conversation();
+                }
+                return Err(e);
+            }
+        }
         self.pending = None;
         self.tokens.extend_from_slice(tokens);
         self.stats.prefill_ms = now_ms() - t0;
         self.stats.prefill_tokens = batch.len() as u64;
         self.stats.token_ms.clear();
         Ok(())
+    }
+
+    /// A prompt chunk whose logits nobody reads: through every layer into the KV cache.
+    async fn forward_without_logits(&mut self, tokens: &[u32]) -> Result<(), HostError> {
+        let resident = self.resident_layout.view(&self.resident)?;
+        self.session.begin(tokens, &resident)?;
+        match self.run_layers(true).await {
+            Ok(()) => Ok(self.session.finish_without_logits()?),
+            Err(e) => {
+                if !self.session.abort_batch() {
+                    self.forget_conversation();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Serves `prompt` (a whole conversation) from the prefix window that holds the most of it:
+    /// that window's conversation is swapped in and rewound to the tokens they share, so only
+    /// the rest is prefilled. Returns how many prompt tokens are already in the KV cache.
+    fn reuse_prefix(&mut self, prompt: &[u32]) -> usize {
+        let now = now_ms();
+        let plan = {
+            let live = WindowView {
+                tokens: &self.tokens,
+                cached: self.session.position(),
+                earliest_rewind: self.session.earliest_rewind(),
+                last_used: self.last_used,
+            };
+            let parked = self.windows.iter().map(|w| WindowView {
+                tokens: &w.tokens,
+                cached: w.kv.len(),
+                earliest_rewind: w.kv.earliest_rewind(),
+                last_used: w.last_used,
+            });
+            let views: Vec<WindowView> = std::iter::once(live).chain(parked).collect();
+            prefix::plan(&views, prompt, now, self.prefix_ttl_ms)
+        };
+        for &i in &plan.expired {
+            match i {
+                0 => self.forget_conversation(),
+                i => {
+                    let w = &mut self.windows[i - 1];
+                    w.kv.clear();
+                    w.tokens.clear();
+                }
+            }
+        }
+        if plan.window > 0 {
+            // Park the conversation in use where the chosen one was, and take that one up.
+            let w = &mut self.windows[plan.window - 1];
+            let swapped = self.session.swap_kv(&mut w.kv);
+            if swapped.is_ok() {
+                std::mem::swap(&mut self.tokens, &mut w.tokens);
+                std::mem::swap(&mut self.last_used, &mut w.last_used);
+            }
+        }
+        let mut keep = plan.keep;
+        if keep == 0 || self.session.rewind(keep).is_err() {
+            keep = 0;
+            self.forget_conversation();
+        }
+        // What the window held beyond the kept positions is gone; the prompt's rest follows.
+        self.tokens.truncate(keep);
+        self.pending = None;
+        self.ahead.clear();
+        self.logits_ready = false;
+        self.generation = None;
+        self.last_used = now;
+        self.stats.prefix = Some(PrefixReport {
+            status: plan.status,
+            reused: keep as u64,
+            prefilled: (prompt.len() - keep) as u64,
+            window: plan.window,
+        });
+        keep
     }
 
     /// Starts a generation: checks the options and the prompt, forgets the conversation unless
@@ -622,6 +868,12 @@ impl Host {
             0
         };
         let after_prompt = kept + prompt.len();
+        if opts.reuse_prefix && prompt.len() > context {
+            return Err(HostError::PromptTooLong {
+                tokens: prompt.len(),
+                context,
+            });
+        }
         if after_prompt > context {
             return Err(HostError::PromptTooLong {
                 tokens: after_prompt,
@@ -633,9 +885,16 @@ impl Host {
         let room = context - after_prompt;
         let mut generation =
             Generation::new(opts, self.tokenizer.clone(), &self.config.eos_ids, room)?;
-        if !opts.continue_session {
-            self.reset();
+        let mut prompt = prompt;
+        self.stats.prefix = None;
+        if opts.reuse_prefix {
+            // The kept tokens are the prompt's first ones: only the rest is prefilled.
+            let reused = self.reuse_prefix(prompt);
+            prompt = &prompt[reused..];
+        } else if !opts.continue_session {
+            self.forget_conversation();
         }
+        self.last_used = now_ms();
         self.generation = None;
         self.steps.clear();
         if !prompt.is_empty() {
@@ -752,7 +1011,8 @@ impl Host {
             let room = (self.session.max_context()).saturating_sub(self.session.position() + 1);
             let most = room
                 .min(generation.remaining().saturating_sub(1))
-                .min(MAX_DRAFT);
+                .min(self.max_verify)
+                .min(self.max_batch.saturating_sub(1));
             drafter.set_cost(cost);
             drafter.draft(&self.tokens, most, &mut draft);
             draft.truncate(most);

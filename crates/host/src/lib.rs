@@ -6,10 +6,15 @@ pub mod cache;
 mod clock;
 pub mod helpers;
 pub mod host;
+pub mod memory;
+pub mod options;
+pub mod prefix;
 pub mod reader;
 pub mod source;
 
-pub use host::{DecodeStats, Generated, Host, HostError, HostOptions, Stats};
+pub use host::{DecodeStats, Generated, Host, HostError, HostOptions, PrefixReport, Stats};
+pub use memory::MemoryPlan;
+pub use prefix::PrefixStatus;
 pub use reader::{Abort, ReadPolicy};
 pub use source::{ByteSource, FileSource, MemorySource, ReadFuture, SourceError};
 

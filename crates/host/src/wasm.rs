@@ -2,8 +2,8 @@
 //! turns a JS `KnotByteSource` into a [`ByteSource`]. Every failure becomes a rejected promise
 //! with a clear `Error`; nothing here may panic, since a panic aborts the whole wasm instance.
 
-use crate::host::{Host, HostError, HostOptions, Stats};
-use crate::reader::{Abort, ReadPolicy};
+use crate::host::{Host, HostError, Stats};
+use crate::reader::Abort;
 use crate::source::{ByteSource, ReadFuture, SourceError};
 use engine::chat::ChatMessage;
 use engine::decode::GenerateOptions;
@@ -248,6 +248,7 @@ pub struct WasmHost {
     lexicon: Lexicon,
     vocab_size: u32,
     layer_count: u32,
+    context_length: u32,
     eos_ids: Vec<u32>,
 }
 
@@ -326,77 +327,29 @@ fn check_index(v: f64, what: &str) -> Result<usize, JsValue> {
 
 #[wasm_bindgen]
 impl WasmHost {
-    /// Opens a knot file through `source`. `onProgress({ bytesLoaded, rangeReads })` is called
-    /// after every completed read. `prefetchDepth` (layers read ahead; 0 disables prefetch)
-    /// defaults to what the cache has room for. `draftModeJson` is the default `draftMode`
-    /// (true, false or its settings object) as JSON. `readTimeoutMs` (0: none), `readRetries`
-    /// and `readBackoffMs` bound every read (defaults in [`ReadPolicy`]).
-    #[allow(clippy::too_many_arguments)] // JS passes them positionally; the shim names them
-    pub fn open(
-        source: JsValue,
-        lru_capacity: Option<f64>,
-        max_resident_bytes: Option<f64>,
-        on_progress: Option<Function>,
-        prefetch_depth: Option<f64>,
-        draft_mode_json: Option<String>,
-        read_timeout_ms: Option<f64>,
-        read_retries: Option<f64>,
-        read_backoff_ms: Option<f64>,
-    ) -> Promise {
+    /// Opens a knot file through `source`. `optionsJson` is `HostShim.open`'s options object
+    /// (without `onProgress`) as JSON, checked by `host::options::open_options`;
+    /// `onProgress({ bytesLoaded, rangeReads })` is called after every completed read.
+    pub fn open(source: JsValue, options_json: String, on_progress: Option<Function>) -> Promise {
         future_to_promise(async move {
-            let draft = match draft_mode_json {
-                None => None,
-                Some(json) => {
-                    let v: serde_json::Value = serde_json::from_str(&json)
-                        .map_err(|e| error(format!("draftMode: {e}")))?;
-                    engine::decode::draft_from_value(&v).map_err(error)?
-                }
-            };
+            let opts = crate::options::open_options(&options_json).map_err(error)?;
             let mut source = JsSource::new(source)?;
             source.on_progress = on_progress;
-            let d = HostOptions::default();
-            let p = d.read_policy;
-            let read_policy = ReadPolicy {
-                timeout_ms: match read_timeout_ms {
-                    Some(t) => check_count(t, "readTimeoutMs")?,
-                    None => p.timeout_ms,
-                },
-                retries: match read_retries {
-                    Some(r) => u32::try_from(check_count(r, "readRetries")?).unwrap_or(u32::MAX),
-                    None => p.retries,
-                },
-                backoff_ms: match read_backoff_ms {
-                    Some(b) => check_count(b, "readBackoffMs")?,
-                    None => p.backoff_ms,
-                },
-            };
-            let opts = HostOptions {
-                lru_capacity: match lru_capacity {
-                    Some(c) => check_index(c, "lruCapacity")?.max(1),
-                    None => d.lru_capacity,
-                },
-                max_resident_bytes: match max_resident_bytes {
-                    Some(b) => Some(check_count(b, "maxResidentBytes")?),
-                    None => None,
-                },
-                read_policy,
-                prefetch: prefetch_depth != Some(0.0),
-                prefetch_depth: match prefetch_depth {
-                    Some(d) => Some(check_index(d, "prefetchDepth")?),
-                    None => None,
-                },
-                draft,
-                ..d
-            };
             let host = Host::open(Rc::new(source), opts)
                 .await
                 .map_err(host_error)?;
             let cfg = host.config();
             let m = &host.knot().meta;
-            let info = serde_json::json!({ "name": m.name, "architecture": m.architecture, "config": m.config });
+            let info = serde_json::json!({
+                "name": m.name,
+                "architecture": m.architecture,
+                "config": m.config,
+                "contextLength": host.stats().context_length,
+            });
             Ok(WasmHost {
                 vocab_size: cfg.vocab_size as u32,
                 layer_count: cfg.n_layers as u32,
+                context_length: host.stats().context_length as u32,
                 eos_ids: cfg.eos_ids.clone(),
                 abort: host.abort_handle(),
                 lexicon: Lexicon {
@@ -408,6 +361,25 @@ impl WasmHost {
             }
             .into())
         })
+    }
+
+    /// Positions the context holds (under a memory budget, what fits).
+    #[wasm_bindgen(getter, js_name = contextLength)]
+    pub fn context_length(&self) -> u32 {
+        self.context_length
+    }
+
+    /// Whether an async call has the host now.
+    #[wasm_bindgen(getter)]
+    pub fn busy(&self) -> bool {
+        matches!(&*self.state.borrow(), State::Busy { .. })
+    }
+
+    /// Forgets the reads in flight without waiting for them (see `Host::drop_reads`); for a
+    /// caller taking over from a call whose request context was canceled. Returns how many.
+    #[wasm_bindgen(js_name = dropReads)]
+    pub fn drop_reads(&self) -> Result<u32, JsValue> {
+        with_host(&self.state, |h| Ok(h.drop_reads() as u32))
     }
 
     #[wasm_bindgen(getter, js_name = vocabSize)]

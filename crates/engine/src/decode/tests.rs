@@ -268,6 +268,10 @@ fn bad_options_are_named() {
             "continue must be true or false, got 1",
         ),
         (
+            r#"{"continue": true, "reusePrefix": true}"#,
+            "reusePrefix must be false with continue",
+        ),
+        (
             r#"{"moa": 3}"#,
             "moa must be true, false or an object, got 3",
         ),

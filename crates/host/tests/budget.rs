@@ -1,0 +1,319 @@
+//! What a long-lived host (a Worker isolate) relies on: prompts prefilled in chunks, prefix reuse
+//! across generations through a few KV windows, the f16 KV cache, and the memory budget checked
+//! at open.
+
+mod common;
+
+use common::Instrumented;
+use engine::decode::GenerateOptions;
+use engine::kv::KvType;
+use futures::executor::block_on;
+use host::{Host, HostError, HostOptions, PrefixStatus};
+use knot_suite::{fixture, require_model};
+use std::rc::Rc;
+
+fn bytes(rel: &str) -> Vec<u8> {
+    std::fs::read(fixture(rel)).unwrap()
+}
+
+fn open_with(bytes: Vec<u8>, opts: HostOptions) -> Result<Host, HostError> {
+    block_on(Host::open(Instrumented::new(bytes), opts))
+}
+
+fn greedy(n: usize) -> GenerateOptions {
+    GenerateOptions {
+        max_tokens: n,
+        ignore_eos: true,
+        ..GenerateOptions::default()
+    }
+}
+
+fn reuse(n: usize) -> GenerateOptions {
+    GenerateOptions {
+        reuse_prefix: true,
+        ..greedy(n)
+    }
+}
+
+fn run(host: &mut Host, prompt: &[u32], o: &GenerateOptions) -> Vec<u32> {
+    block_on(host.generate(prompt, o, &mut |_| true))
+        .unwrap()
+        .ids
+}
+
+/// The tiny gemma3 has sliding-window layers (window 4), so rings and rewinds are exercised.
+const TINY: [&str; 2] = ["tiny/llama-f32.knot", "tiny/gemma3-f32.knot"];
+
+fn prompt(len: usize, salt: u32) -> Vec<u32> {
+    (0..len as u32).map(|i| (i * 7 + salt) % 200 + 3).collect()
+}
+
+#[test]
+fn a_prompt_prefilled_in_chunks_gives_the_tokens_of_one_batch() {
+    for rel in TINY {
+        let p = prompt(100, 1);
+        let whole = run(
+            &mut open_with(bytes(rel), HostOptions::default()).unwrap(),
+            &p,
+            &greedy(12),
+        );
+        for (max_batch, kv_type) in [(1, KvType::F32), (7, KvType::F32), (64, KvType::F16)] {
+            let opts = HostOptions {
+                max_batch: Some(max_batch),
+                kv_type,
+                lru_capacity: 2,
+                ..HostOptions::default()
+            };
+            let mut host = open_with(bytes(rel), opts).unwrap();
+            let chunked = run(&mut host, &p, &greedy(12));
+            if kv_type == KvType::F32 {
+                assert_eq!(chunked, whole, "{rel} max_batch {max_batch}");
+            }
+            assert_eq!(host.stats().prefill_tokens, 100);
+        }
+    }
+}
+
+#[test]
+fn a_second_turn_reuses_the_first_and_equals_a_cold_run() {
+    for rel in TINY {
+        let mut host = open_with(bytes(rel), HostOptions::default()).unwrap();
+        let turn1 = prompt(20, 2);
+        let out1 = run(&mut host, &turn1, &reuse(10));
+        assert_eq!(host.stats().prefix.unwrap().status, PrefixStatus::Miss);
+        // The next prompt is the conversation so far plus a new message.
+        let mut turn2 = turn1.clone();
+        turn2.extend(&out1);
+        turn2.extend(prompt(9, 5));
+        let warm = run(&mut host, &turn2, &reuse(10));
+        let p = host.stats().prefix.unwrap();
+        assert_eq!(p.status, PrefixStatus::Hit, "{rel}");
+        // Everything but the last generated token (never run) came from the cache.
+        assert_eq!(p.reused as usize, turn1.len() + out1.len() - 1);
+        assert_eq!(p.prefilled as usize, turn2.len() - p.reused as usize);
+        assert_eq!(host.stats().prefill_tokens, p.prefilled);
+        let cold = run(
+            &mut open_with(bytes(rel), HostOptions::default()).unwrap(),
+            &turn2,
+            &greedy(10),
+        );
+        assert_eq!(warm, cold, "{rel}");
+        assert_eq!(host.tokens(), [turn2, warm].concat());
+    }
+}
+
+#[test]
+fn a_different_conversation_is_a_mismatch_that_keeps_what_it_shares() {
+    let mut host = open_with(bytes(TINY[0]), HostOptions::default()).unwrap();
+    let a = prompt(30, 1);
+    run(&mut host, &a, &reuse(5));
+    // Shares the first 12 tokens.
+    let mut b = a[..12].to_vec();
+    b.extend(prompt(10, 9));
+    let warm = run(&mut host, &b, &reuse(6));
+    let p = host.stats().prefix.unwrap();
+    assert_eq!((p.status, p.reused), (PrefixStatus::Mismatch, 12));
+    let cold = run(
+        &mut open_with(bytes(TINY[0]), HostOptions::default()).unwrap(),
+        &b,
+        &greedy(6),
+    );
+    assert_eq!(warm, cold);
+}
+
+#[test]
+fn a_window_past_its_time_to_live_is_forgotten() {
+    let opts = HostOptions {
+        prefix_ttl_ms: Some(0.0),
+        ..HostOptions::default()
+    };
+    let mut host = open_with(bytes(TINY[0]), opts).unwrap();
+    let a = prompt(20, 1);
+    let out = run(&mut host, &a, &reuse(4));
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let next = [a, out, prompt(3, 4)].concat();
+    run(&mut host, &next, &reuse(4));
+    let p = host.stats().prefix.unwrap();
+    assert_eq!((p.status, p.reused), (PrefixStatus::Expired, 0));
+}
+
+#[test]
+fn several_windows_keep_several_conversations() {
+    for rel in TINY {
+        let opts = HostOptions {
+            prefix_windows: 2,
+            ..HostOptions::default()
+        };
+        let mut host = open_with(bytes(rel), opts).unwrap();
+        let (a, b) = (prompt(25, 1), prompt(25, 100));
+        let out_a = run(&mut host, &a, &reuse(6));
+        let out_b = run(&mut host, &b, &reuse(6));
+        assert_eq!(host.stats().prefix.unwrap().status, PrefixStatus::Mismatch);
+        // Each conversation goes on from its own window, alternately.
+        let a2 = [a.clone(), out_a, prompt(4, 7)].concat();
+        let warm_a = run(&mut host, &a2, &reuse(6));
+        let p = host.stats().prefix.unwrap();
+        assert_eq!((p.status, p.window), (PrefixStatus::Hit, 1), "{rel}");
+        let b2 = [b.clone(), out_b, prompt(4, 8)].concat();
+        let warm_b = run(&mut host, &b2, &reuse(6));
+        assert_eq!(host.stats().prefix.unwrap().status, PrefixStatus::Hit);
+        for (turn, warm) in [(&a2, warm_a), (&b2, warm_b)] {
+            let cold = run(
+                &mut open_with(bytes(rel), HostOptions::default()).unwrap(),
+                turn,
+                &greedy(6),
+            );
+            assert_eq!(warm, cold, "{rel}");
+        }
+        // One window only: the two conversations take turns and miss each other.
+        let mut one = open_with(bytes(rel), HostOptions::default()).unwrap();
+        run(&mut one, &a, &reuse(6));
+        run(&mut one, &b, &reuse(6));
+        run(&mut one, &a2, &reuse(6));
+        assert_eq!(one.stats().prefix.unwrap().status, PrefixStatus::Mismatch);
+        // reset forgets every window.
+        host.reset();
+        run(&mut host, &a2, &reuse(2));
+        assert_eq!(host.stats().prefix.unwrap().status, PrefixStatus::Miss);
+    }
+}
+
+#[test]
+fn a_failed_chunk_leaves_the_conversation_as_it_was() {
+    let data = bytes(TINY[0]);
+    let knot = knot::Knot::from_bytes(&data).unwrap();
+    let layer1 = knot.layer_range(1).unwrap().start;
+    let src = Instrumented::new(data.clone());
+    let opts = HostOptions {
+        max_batch: Some(4),
+        lru_capacity: 1,
+        ..HostOptions::default()
+    };
+    let mut host = block_on(Host::open(src.clone(), opts.clone())).unwrap();
+    let a = prompt(10, 1);
+    let out = run(&mut host, &a, &reuse(3));
+    let before = host.tokens().to_vec();
+    // The second chunk of the next prompt's suffix fails at layer 1.
+    let next = [a.clone(), out.clone(), prompt(12, 3)].concat();
+    src.fail_at.set(Some(layer1));
+    src.fail_times.set(30);
+    let failed = block_on(host.generate(&next, &reuse(3), &mut |_| true));
+    assert!(failed.is_err());
+    src.fail_at.set(None);
+    // The window keeps what the prompt shared with it (the last generated token was never run,
+    // so it is not in the cache), and none of the failed prefill.
+    assert_eq!(host.tokens(), &before[..before.len() - 1]);
+    // And the conversation goes on exactly as a fresh host's would.
+    let warm = run(&mut host, &next, &reuse(3));
+    assert_eq!(host.stats().prefix.unwrap().status, PrefixStatus::Hit);
+    let cold = run(
+        &mut block_on(Host::open(Instrumented::new(data), opts)).unwrap(),
+        &next,
+        &greedy(3),
+    );
+    assert_eq!(warm, cold);
+}
+
+#[test]
+fn reuse_and_continue_do_not_mix() {
+    let mut host = open_with(bytes(TINY[0]), HostOptions::default()).unwrap();
+    // A prompt longer than the context is refused before anything is forgotten.
+    let opts = HostOptions {
+        max_context: 16,
+        ..HostOptions::default()
+    };
+    let mut small = open_with(bytes(TINY[0]), opts).unwrap();
+    assert!(matches!(
+        block_on(small.generate(&prompt(17, 0), &reuse(1), &mut |_| true)),
+        Err(HostError::PromptTooLong { .. })
+    ));
+    let err = GenerateOptions::from_json(r#"{"continue": true, "reusePrefix": true}"#);
+    assert!(err.is_err());
+    run(&mut host, &prompt(5, 0), &reuse(2));
+}
+
+#[test]
+fn the_f16_kv_cache_takes_half_the_memory() {
+    let p = prompt(100, 3);
+    let mut bytes_by_type = Vec::new();
+    for kv_type in [KvType::F32, KvType::F16] {
+        let opts = HostOptions {
+            kv_type,
+            ..HostOptions::default()
+        };
+        let mut host = open_with(bytes(TINY[0]), opts).unwrap();
+        run(&mut host, &p, &greedy(4));
+        bytes_by_type.push(host.stats().kv_cache_bytes);
+    }
+    assert_eq!(bytes_by_type[0], 2 * bytes_by_type[1]);
+}
+
+/// SmolLM2 under budgets a Worker isolate would give it.
+#[test]
+fn a_budget_sizes_the_context_and_refuses_what_cannot_fit() {
+    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
+        return;
+    };
+    let data = std::fs::read(path).unwrap();
+    let budgeted = |budget: u64, kv_type: KvType| {
+        let opts = HostOptions {
+            memory_budget: Some(budget),
+            lru_capacity: 4,
+            kv_type,
+            max_context: 8192,
+            ..HostOptions::default()
+        };
+        block_on(Host::open(
+            Rc::new(host::MemorySource::new(data.clone())),
+            opts,
+        ))
+    };
+    let mib = 1u64 << 20;
+    let host = budgeted(96 * mib, KvType::F16).unwrap();
+    let s = host.stats();
+    let plan = s.memory_plan.clone().unwrap();
+    assert!(plan.total <= 96 * mib, "{plan:?}");
+    assert_eq!(s.context_length, plan.context);
+    // f16 rows: 30 layers × 2 × 192 × 2 bytes per position.
+    assert!(plan.context >= 1024, "{plan:?}");
+    // Allocated up front: what the plan counted, pages rounded.
+    assert_eq!(s.kv_cache_bytes, plan.kv_cache);
+    // An f32 cache gets half the context in the same budget, give or take the fixed parts.
+    let f32_plan = budgeted(96 * mib, KvType::F32)
+        .unwrap()
+        .stats()
+        .memory_plan
+        .unwrap();
+    assert!(f32_plan.context < plan.context * 6 / 10, "{f32_plan:?}");
+    // Too small for the resident tensors: refused with the numbers, before they are read.
+    let err = budgeted(32 * mib, KvType::F16).err().unwrap().to_string();
+    assert!(
+        err.contains("does not fit the memory budget of 33554432 bytes (32.0 MiB)")
+            && err.contains("resident tensors 29.8 MiB")
+            && err.contains("KV cache"),
+        "{err}"
+    );
+}
+
+#[test]
+fn gemma3_270m_does_not_fit_an_isolate() {
+    let Some(path) = require_model("gemma-3-270m.knot") else {
+        return;
+    };
+    let src = Instrumented::new(std::fs::read(path).unwrap());
+    let opts = HostOptions {
+        memory_budget: Some(128 << 20),
+        lru_capacity: 2,
+        kv_type: KvType::F16,
+        ..HostOptions::default()
+    };
+    let err = block_on(Host::open(src.clone(), opts)).err().unwrap();
+    let msg = err.to_string();
+    assert!(matches!(err, HostError::OverBudget { .. }), "{msg}");
+    assert!(
+        msg.contains("128.0 MiB") && msg.contains("resident tensors"),
+        "{msg}"
+    );
+    // Refused after the header and metadata, before the tensors: two reads.
+    assert_eq!(src.reads(), 2);
+}
