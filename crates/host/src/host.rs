@@ -990,6 +990,8 @@ impl Host {
 
     /// Records a token handed out to the caller.
     fn deliver(&mut self, e: &Emitted, t0: f64) {
+        // A window's time to live runs from its last token, not from its prompt.
+        self.last_used = now_ms();
         self.tokens.push(e.id);
         self.steps.push(e.step.clone());
         self.stats.token_ms.push(now_ms() - t0);
