@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run). Installs what it needs on a fresh machine:
 # the wasm targets, the default model, wasm-bindgen-cli and the npm devDependencies (binaryen, bun,
-# deno, typescript). Node comes with the machine.
+# deno, typescript; miniflare and openai for the Worker). Node comes with the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n== %s\n' "$*"; }
@@ -35,3 +35,6 @@ cargo test --no-fail-fast --target wasm32-wasip1 -p knot-suite --test parity --t
 step "wasm package: build (wasm-bindgen, wasm-opt, size budget) and the JS suite in Node, Bun and Deno"
 scripts/build-wasm.sh
 (cd pkg && npm test)
+
+step "the Worker in workerd (Miniflare, local R2), driven by the official openai client"
+(cd examples/worker && npm ci --no-audit --no-fund && npm test)

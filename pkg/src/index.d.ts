@@ -119,6 +119,12 @@ export interface HostShimOptions {
   prefixWindows?: number;
   /** A prefix window unused for this long (ms) is forgotten instead of reused. Default: never. */
   prefixTtlMs?: number;
+  /**
+   * The longest single read at open: the tokenizer and resident tensors (tens of MB) come in
+   * pieces of this size, so the source never hands over one huge buffer (in a Worker, JS buffers
+   * count against the isolate's memory until collected). Default: one read.
+   */
+  maxReadBytes?: number;
 }
 
 export interface DraftModeOptions {

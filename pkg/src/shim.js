@@ -31,7 +31,7 @@
 
 const OPEN_OPTIONS = new Set(['lruCapacity', 'maxResidentBytes', 'prefetchDepth', 'draftMode', 'onProgress',
   'readTimeoutMs', 'readRetries', 'readBackoffMs', 'kvCache', 'maxContext', 'maxBatch', 'memoryBudget',
-  'prefixWindows', 'prefixTtlMs']);
+  'prefixWindows', 'prefixTtlMs', 'maxReadBytes']);
 
 /** @type {((wasm: object | undefined) => Promise<object>) | undefined} */
 let wasmResolver;
@@ -103,6 +103,7 @@ export function checkOpenOptions(options) {
   optional('maxBatch', 1);
   optional('memoryBudget', 1);
   optional('prefixWindows', 1);
+  optional('maxReadBytes', 1);
   if (options.kvCache !== undefined && options.kvCache !== 'f32' && options.kvCache !== 'f16') {
     throw new TypeError(`kvCache must be 'f32' or 'f16', got ${String(options.kvCache)}`);
   }

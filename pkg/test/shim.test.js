@@ -113,7 +113,7 @@ describe('HostShim.open validation', () => {
   });
 
   test('kvCache, maxContext, maxBatch, memoryBudget, prefixWindows, prefixTtlMs are checked, then passed on', async () => {
-    const all = { kvCache: 'f16', maxContext: 1024, maxBatch: 64, memoryBudget: 96 * 2 ** 20, prefixWindows: 2, prefixTtlMs: 15000 };
+    const all = { kvCache: 'f16', maxContext: 1024, maxBatch: 64, memoryBudget: 96 * 2 ** 20, prefixWindows: 2, prefixTtlMs: 15000, maxReadBytes: 2 ** 22 };
     assert.deepEqual(JSON.parse(checkOpenOptions(all).json), all);
     for (const [options, message] of [
       [{ kvCache: 'q8' }, /kvCache must be 'f32' or 'f16', got q8/],
@@ -122,6 +122,7 @@ describe('HostShim.open validation', () => {
       [{ maxBatch: 2.5 }, /maxBatch must be an integer >= 1, got 2.5/],
       [{ memoryBudget: -1 }, /memoryBudget must be an integer >= 1, got -1/],
       [{ prefixWindows: 0 }, /prefixWindows must be an integer >= 1, got 0/],
+      [{ maxReadBytes: 0 }, /maxReadBytes must be an integer >= 1, got 0/],
       [{ prefixTtlMs: -5 }, /prefixTtlMs must be a number >= 0, got -5/],
       [{ prefixTtlMs: NaN }, /prefixTtlMs must be a number >= 0, got NaN/],
     ]) {

@@ -72,3 +72,19 @@ export async function coltraneApi(shim: HostShim): Promise<boolean> {
   });
   return (r.constraint?.closed ?? false) && r.constraint?.maskUsP50 !== undefined;
 }
+
+export async function longLivedApi(source: KnotByteSource): Promise<number> {
+  const shim = await HostShim.open(source, {
+    lruCapacity: 4, kvCache: 'f16', maxContext: 2048, maxBatch: 256, memoryBudget: 96 * 2 ** 20,
+    prefixWindows: 2, prefixTtlMs: 15000, maxReadBytes: 4 * 2 ** 20,
+  });
+  let n = shim.contextLength;
+  for await (const e of shim.streamTokens(new Uint32Array([1, 2]), { maxTokens: 4, reusePrefix: true, presencePenalty: 0.5, frequencyPenalty: -0.5 })) {
+    n += e.id + e.text.length + (e.finishReason === 'stop' ? 1 : 0);
+  }
+  const s = shim.stats();
+  n += (s.prefix?.reused ?? 0) + (s.prefix?.status === 'hit' ? 1 : 0) + (s.memoryPlan?.total ?? 0) + s.kvCacheBytes;
+  shim.abort();
+  const reclaimed: boolean = await shim.reclaim({ graceMs: 100 });
+  return n + Number(reclaimed) + shim.info().contextLength;
+}

@@ -1,5 +1,11 @@
-//! The layer cache: one entry per layer (one range read of its span), least-recently-used
-//! eviction bounded by a layer count and optionally by bytes, with pinning and shared fetches.
+//! The layer cache: one entry per layer (one range read of its span), bounded by a layer count
+//! and optionally by bytes, with pinning and shared fetches.
+//!
+//! Layers are used in a cycle (0, 1, …, n−1, 0, …, once per forward pass), the one access
+//! pattern where least-recently-used eviction is at its worst: with room for c < n layers it
+//! evicts each layer just before it is needed again, and every pass reads all n. So the victim
+//! is the layer whose next use is furthest away in the cycle (Belady's rule, exact here): a pass
+//! then reads about n − c layers (at most n − c + 1) instead of n.
 
 use crate::source::SourceError;
 use futures::future::{FutureExt, LocalBoxFuture, Shared};
@@ -35,6 +41,8 @@ pub struct LayerCache {
     capacity: usize,
     max_bytes: Option<u64>,
     bytes: u64,
+    /// The layer last asked for by a forward pass: distances to next use count from it.
+    cursor: usize,
     stats: CacheStats,
 }
 
@@ -56,6 +64,7 @@ impl LayerCache {
             capacity: capacity.max(1),
             max_bytes,
             bytes: 0,
+            cursor: 0,
             stats: CacheStats::default(),
         }
     }
@@ -81,6 +90,7 @@ impl LayerCache {
             None => Lookup::Missing,
         };
         if count {
+            self.cursor = layer;
             match found {
                 Lookup::Missing => self.stats.misses += 1,
                 // A prefetch in flight still saved a read: it counts as a hit.
@@ -143,16 +153,24 @@ impl LayerCache {
         self.slots.len() > self.capacity || self.max_bytes.is_some_and(|m| self.bytes > m)
     }
 
-    /// Evicts least-recently-used unpinned layers while over a bound. Pinned layers may keep the
-    /// cache over its bounds for a moment (e.g. capacity 1 while the next layer is prefetched).
+    /// Passes until `layer` is used again, seen from the layer being computed: the next layer
+    /// is 1 away, the one just computed a whole cycle.
+    fn next_use(&self, layer: usize) -> usize {
+        let n = self.span_bytes.len();
+        (layer + n - self.cursor - 1) % n + 1
+    }
+
+    /// Evicts unpinned layers, the one needed last first, while over a bound. Pinned layers may
+    /// keep the cache over its bounds for a moment (e.g. capacity 1 while the next layer is
+    /// prefetched).
     fn evict(&mut self) {
         while self.over_budget() {
             let victim = self
                 .slots
                 .iter()
-                .rev() // least recently used first
                 .map(|(&l, _)| l)
-                .find(|&l| self.pins[l] == 0);
+                .filter(|&l| self.pins[l] == 0)
+                .max_by_key(|&l| self.next_use(l));
             let Some(l) = victim else { break };
             self.slots.pop(&l);
             self.bytes -= self.span_bytes[l];
@@ -257,14 +275,49 @@ mod tests {
         assert!(c.contains(1));
     }
 
+    /// Runs `cycles` passes over `n` layers through a cache of `capacity`, as a host without
+    /// prefetch would (demand lookup, fetch on a miss, compute pinned); the misses of each pass.
+    fn passes(n: usize, capacity: usize, cycles: usize) -> Vec<usize> {
+        let mut c = LayerCache::new(vec![10; n], capacity, None);
+        (0..cycles)
+            .map(|_| {
+                let mut misses = 0;
+                for l in 0..n {
+                    if let Lookup::Missing = c.lookup(l, true) {
+                        misses += 1;
+                        fill(&mut c, l);
+                    }
+                    c.pin(l);
+                    c.unpin(l);
+                }
+                misses
+            })
+            .collect()
+    }
+
     #[test]
-    fn evicts_least_recently_used_beyond_capacity() {
-        let mut c = LayerCache::new(vec![10; 4], 2, None);
+    fn a_cycle_of_layers_reads_only_what_does_not_fit() {
+        // Least-recently-used would miss every layer on every pass.
+        for (n, capacity) in [(10, 4), (30, 4), (30, 12), (18, 3)] {
+            let misses = passes(n, capacity, 41);
+            assert_eq!(misses[0], n);
+            let later = &misses[1..];
+            assert!(
+                later.iter().all(|&m| m <= n - capacity + 1),
+                "{n} {capacity}: {misses:?}"
+            );
+            let mean = later.iter().sum::<usize>() as f64 / later.len() as f64;
+            assert!(mean >= (n - capacity) as f64, "{n} {capacity}: {mean}");
+        }
+        assert_eq!(passes(5, 5, 3), vec![5, 0, 0]);
+        assert_eq!(passes(5, 1, 3), vec![5, 5, 5]);
+        // Computing layer 0 with 1 and 2 cached and room for two: 0 goes, needed last.
+        let mut c = LayerCache::new(vec![10; 3], 2, None);
         fill(&mut c, 0);
         fill(&mut c, 1);
-        assert!(matches!(c.lookup(0, true), Lookup::Ready(_))); // 0 is now most recent
-        fill(&mut c, 2); // evicts 1
-        assert!(c.contains(0) && !c.contains(1) && c.contains(2));
+        assert!(matches!(c.lookup(0, true), Lookup::Ready(_)));
+        fill(&mut c, 2);
+        assert!(!c.contains(0) && c.contains(1) && c.contains(2));
         let s = c.stats();
         assert_eq!(
             (

@@ -119,6 +119,9 @@ pub struct HostOptions {
     pub prefix_windows: usize,
     /// A window not used for this long is forgotten before it would serve a prompt.
     pub prefix_ttl_ms: Option<f64>,
+    /// The longest single read at open: the tokenizer and resident tensors (tens of MB) are read
+    /// in pieces of this many bytes (`None`: in one read).
+    pub max_read_bytes: Option<u64>,
 }
 
 impl Default for HostOptions {
@@ -137,6 +140,7 @@ impl Default for HostOptions {
             memory_budget: None,
             prefix_windows: 1,
             prefix_ttl_ms: None,
+            max_read_bytes: None,
         }
     }
 }
@@ -375,18 +379,39 @@ impl Host {
         let adjacent = res.start >= tok.end
             && res.start - tok.end < knot::TENSOR_ALIGNMENT
             && res.end - tok.start <= isize::MAX as u64;
+        // A long span comes in pieces of `max_read_bytes`, appended into one buffer, so that what
+        // the source hands over at once stays small (in a Worker, each piece is a JS buffer that
+        // counts against the isolate's memory until it is collected).
+        let read_span = |start: u64, end: u64| {
+            let reader = &reader;
+            async move {
+                match opts.max_read_bytes.filter(|&m| m > 0 && end - start > m) {
+                    None => reader.read(start, end).await,
+                    Some(piece) => {
+                        let mut all = Vec::with_capacity((end - start) as usize);
+                        let mut at = start;
+                        while at < end {
+                            let to = end.min(at.saturating_add(piece));
+                            all.extend_from_slice(&reader.read(at, to).await?);
+                            at = to;
+                        }
+                        Ok(all)
+                    }
+                }
+            }
+        };
         let (tokenizer, resident) = if adjacent {
-            let mut both = read(tok.start, res.end).await?;
+            let mut both = read_span(tok.start, res.end).await?;
             let tokenizer = Tokenizer::from_data(&Knot::parse_tokenizer(
                 &both[..(tok.end - tok.start) as usize],
             )?)?;
             both.drain(..(res.start - tok.start) as usize);
             (tokenizer, both)
         } else {
-            let tok_bytes = read(tok.start, tok.end).await?;
+            let tok_bytes = read_span(tok.start, tok.end).await?;
             let tokenizer = Tokenizer::from_data(&Knot::parse_tokenizer(&tok_bytes)?)?;
             drop(tok_bytes);
-            (tokenizer, read(res.start, res.end).await?)
+            (tokenizer, read_span(res.start, res.end).await?)
         };
         let tokenizer = Rc::new(tokenizer);
 

@@ -20,6 +20,7 @@ const OPEN_OPTIONS: &[&str] = &[
     "memoryBudget",
     "prefixWindows",
     "prefixTtlMs",
+    "maxReadBytes",
 ];
 
 /// The most prefix windows a host keeps (each holds a whole KV cache).
@@ -102,6 +103,7 @@ pub fn open_options(json: &str) -> Result<HostOptions, String> {
         prefix_windows: integer(m, "prefixWindows", 1, MAX_PREFIX_WINDOWS)?
             .map_or(d.prefix_windows, to_usize),
         prefix_ttl_ms,
+        max_read_bytes: integer(m, "maxReadBytes", 1, u64::MAX)?,
     })
 }
 
@@ -121,7 +123,8 @@ mod tests {
             r#"{"lruCapacity": 4, "maxResidentBytes": 1000, "prefetchDepth": 0,
                 "draftMode": {"maxDraft": 4}, "readTimeoutMs": 0, "readRetries": 5,
                 "readBackoffMs": 7, "kvCache": "f16", "maxContext": 2048, "maxBatch": 128,
-                "memoryBudget": 100663296, "prefixWindows": 3, "prefixTtlMs": 15000}"#,
+                "memoryBudget": 100663296, "prefixWindows": 3, "prefixTtlMs": 15000,
+                "maxReadBytes": 4194304}"#,
         )
         .unwrap();
         assert_eq!((o.lru_capacity, o.max_resident_bytes), (4, Some(1000)));
@@ -139,6 +142,7 @@ mod tests {
         assert_eq!((o.max_context, o.max_batch), (2048, Some(128)));
         assert_eq!(o.memory_budget, Some(96 << 20));
         assert_eq!((o.prefix_windows, o.prefix_ttl_ms), (3, Some(15000.0)));
+        assert_eq!(o.max_read_bytes, Some(4 << 20));
         // null is absent.
         assert_eq!(
             open_options(r#"{"kvCache": null}"#).unwrap().kv_type,

@@ -317,3 +317,31 @@ fn gemma3_270m_does_not_fit_an_isolate() {
     // Refused after the header and metadata, before the tensors: two reads.
     assert_eq!(src.reads(), 2);
 }
+
+#[test]
+fn the_resident_span_can_come_in_pieces() {
+    let data = bytes(TINY[0]);
+    let knot = knot::Knot::from_bytes(&data).unwrap();
+    let (tok, res) = (knot.tokenizer_range(), knot.resident_range());
+    let src = Instrumented::new(data.clone());
+    let opts = HostOptions {
+        max_read_bytes: Some(1000),
+        ..HostOptions::default()
+    };
+    let mut host = block_on(Host::open(src.clone(), opts)).unwrap();
+    let log = src.log.borrow().clone();
+    let pieces = &log[2..];
+    assert_eq!(pieces.len() as u64, (res.end - tok.start).div_ceil(1000));
+    assert!(pieces.iter().all(|(s, e)| e - s <= 1000));
+    assert_eq!(
+        (pieces[0].0, pieces.last().unwrap().1),
+        (tok.start, res.end)
+    );
+    assert!(pieces.windows(2).all(|w| w[0].1 == w[1].0), "contiguous");
+    let whole = run(
+        &mut open_with(data, HostOptions::default()).unwrap(),
+        &prompt(10, 1),
+        &greedy(8),
+    );
+    assert_eq!(run(&mut host, &prompt(10, 1), &greedy(8)), whole);
+}

@@ -32,12 +32,18 @@ export function settings(env) {
     modelId: env.MODEL_ID || env.MODEL_KEY.replace(/\.knot$/, ''),
     open: {
       lruCapacity: envInt(env, 'KNOT_LRU_CAPACITY', 4),
+      // Unset: as deep as the cache has room for (lruCapacity - 1), which hides R2's latency best;
+      // shallower keeps the rest of the cache resident, for fewer reads per token.
+      ...(env.KNOT_PREFETCH_DEPTH ? { prefetchDepth: envInt(env, 'KNOT_PREFETCH_DEPTH', 0) } : {}),
       memoryBudget: envInt(env, 'KNOT_MEMORY_BUDGET_MB', 96) * MiB,
       kvCache,
       maxContext: envInt(env, 'KNOT_MAX_CONTEXT', 2048),
       maxBatch: envInt(env, 'KNOT_MAX_BATCH', 256),
       prefixWindows: envInt(env, 'KNOT_PREFIX_WINDOWS', 1),
       prefixTtlMs: envInt(env, 'KNOT_PREFIX_TTL_MS', 15000),
+      // The resident tensors in 4 MiB reads, not one of 30 MB: each R2 answer is a JS buffer that
+      // counts against the isolate until collected.
+      maxReadBytes: envInt(env, 'KNOT_MAX_READ_MB', 4) * MiB,
     },
     prefixReuse: env.KNOT_PREFIX_REUSE !== '0',
     maxTokens: envInt(env, 'KNOT_MAX_TOKENS', 512),

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { MODEL, client, native, post, sleep, startLocal, stats } from './support.js';
+import { freePort, inspectIsolate } from '../scripts/isolate.mjs';
 
 const MiB = 2 ** 20;
 const CAPITAL = [{ role: 'user', content: 'What is the capital of France? Answer in one sentence.' }];
@@ -14,17 +15,23 @@ const STORY = [{ role: 'user', content: 'Write a long story about a lighthouse k
 let local;
 /** @type {ReturnType<typeof client>} */
 let openai;
+/** The isolate through workerd's inspector, for its JS heap. */
+let isolate;
 const memory = {};
+const mib = (b) => +(b / MiB).toFixed(1);
 
 before(async () => {
-  // A short line and a short stall limit, so that 429s and the queue are reachable in a test.
-  local = await startLocal({ quiet: true, vars: { KNOT_QUEUE_MAX: '2', KNOT_MAX_TOKENS: '400' } });
+  // A short line, so that 429s are reachable in a test.
+  const inspectorPort = await freePort();
+  local = await startLocal({ quiet: true, inspectorPort, vars: { KNOT_QUEUE_MAX: '2', KNOT_MAX_TOKENS: '400' } });
   openai = client(local.url);
+  isolate = await inspectIsolate(inspectorPort);
 });
 
 after(async () => {
+  isolate?.close();
   await local?.dispose();
-  console.log('memory (wasm, in workerd):', JSON.stringify(memory));
+  console.log('memory in workerd (MiB):', JSON.stringify(memory));
 });
 
 describe('routes', () => {
@@ -36,8 +43,8 @@ describe('routes', () => {
     );
     assert.ok(health.context_length >= 1024);
     const s = await stats(local.url);
-    memory.afterOpenMiB = +(s.wasm_memory_bytes / MiB).toFixed(1);
-    memory.planMiB = +(s.memory_plan.total / MiB).toFixed(1);
+    memory.afterOpenMiB = mib(s.wasm_memory_bytes);
+    memory.planMiB = mib(s.memory_plan.total);
     const list = await openai.models.list();
     assert.deepEqual(list.data.map((m) => m.id), [MODEL]);
   });
@@ -341,8 +348,15 @@ describe('one model, many requests', () => {
   });
 
   test('memory: a 256-token generation and 20 requests stay within the plan and the isolate', async () => {
+    const sampling = isolate.sampler(20);
     await openai.chat.completions.create({ model: MODEL, messages: STORY, temperature: 0.7, seed: 1, max_tokens: 256 });
+    const peak = await sampling.stop();
     memory.after256TokensMiB = +((await stats(local.url)).wasm_memory_bytes / MiB).toFixed(1);
+    // The live JS heap is small; R2 answers already copied into wasm wait as array buffers
+    // until V8 collects them.
+    memory.jsHeapMiB = mib(peak.heapBytes);
+    memory.jsArrayBuffersAwaitingCollectionMiB = mib(peak.buffersBytes);
+    assert.ok(peak.heapBytes < 16 * MiB, `JS heap ${peak.heapBytes}`);
     for (let i = 0; i < 20; i++) {
       await openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `What is ${i} + ${i}?` }], temperature: 0, max_tokens: 16 });
     }

@@ -1,0 +1,125 @@
+// `npm run bench`: the Worker in workerd (Miniflare, local R2) against the same package in Node
+// reading the file, in the same run: open, cold first token, decode tok/s, wasm memory, R2 reads
+// per token, bundle size. Configurations: the default (wrangler.toml), and a larger resident set.
+//   node scripts/bench.mjs [--tokens 128] [--rounds 3]
+import { FileKnotSource, HostShim } from 'knot-wasm';
+import { startLocal, CONFIG, modelFile } from './local.mjs';
+import { freePort, inspectIsolate } from './isolate.mjs';
+
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const TOKENS = arg('tokens', 128);
+const ROUNDS = arg('rounds', 3);
+const MiB = 2 ** 20;
+const MESSAGES = [{ role: 'user', content: 'Write a long story about a lighthouse keeper and a storm.' }];
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** One streamed request: time to the first content chunk, then decode tokens per second. */
+async function streamOnce(url) {
+  const t0 = performance.now();
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: CONFIG.vars.MODEL_ID, messages: MESSAGES, temperature: 0, max_tokens: TOKENS, stream: true, stream_options: { include_usage: true } }),
+  });
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let first;
+  let usage;
+  let buffer = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    for (let i; (i = buffer.indexOf('\n\n')) >= 0;) {
+      const event = buffer.slice(0, i);
+      buffer = buffer.slice(i + 2);
+      if (!event.startsWith('data: {')) continue;
+      const chunk = JSON.parse(event.slice(6));
+      if (chunk.usage) usage = chunk.usage;
+      if (first === undefined && chunk.choices?.[0]?.delta?.content) first = performance.now();
+    }
+  }
+  const end = performance.now();
+  return { firstMs: first - t0, decodeTokS: (usage.completion_tokens - 1) / ((end - first) / 1000), tokens: usage.completion_tokens };
+}
+
+async function worker(name, vars) {
+  const t0 = performance.now();
+  const inspectorPort = await freePort();
+  const local = await startLocal({ quiet: true, vars, inspectorPort });
+  const isolate = await inspectIsolate(inspectorPort);
+  try {
+    const health = await (await fetch(`${local.url}/health`)).json();
+    const openMs = performance.now() - t0;
+    const cold = await streamOnce(local.url);
+    const warm = [];
+    const sampling = isolate.sampler(20);
+    for (let r = 0; r < ROUNDS; r++) warm.push(await streamOnce(local.url));
+    const heap = await sampling.stop();
+    const s = await (await fetch(`${local.url}/stats`)).json();
+    return {
+      name,
+      context: health.context_length,
+      openS: +(s.open_ms / 1000).toFixed(2),
+      coldFirstTokenMs: Math.round(cold.firstMs),
+      warmFirstTokenMs: Math.round(median(warm.map((w) => w.firstMs))),
+      decodeTokS: +median(warm.map((w) => w.decodeTokS)).toFixed(1),
+      readsPerToken: +s.layer_reads_per_token.toFixed(1),
+      wasmMiB: +(s.wasm_memory_bytes / MiB).toFixed(1),
+      planMiB: +(s.memory_plan.total / MiB).toFixed(1),
+      jsHeapMiB: +(heap.heapBytes / MiB).toFixed(1),
+      jsBuffersMiB: +(heap.buffersBytes / MiB).toFixed(1),
+      bundleGzMB: +(local.sizes.gzipBytes / 1e6).toFixed(2),
+      startS: +(openMs / 1000).toFixed(1),
+    };
+  } finally {
+    isolate.close();
+    await local.dispose();
+  }
+}
+
+/** The same package, options and request in Node over the file: the baseline. */
+async function node(name, options) {
+  const source = await FileKnotSource.open(modelFile());
+  const shim = await HostShim.open(source, options);
+  try {
+    const runs = [];
+    for (let r = 0; r <= ROUNDS; r++) {
+      const t0 = performance.now();
+      let first;
+      let n = 0;
+      for await (const e of shim.streamTokens(MESSAGES, { maxTokens: TOKENS, reusePrefix: true })) {
+        if (first === undefined && e.text) first = performance.now();
+        n++;
+      }
+      runs.push({ firstMs: first - t0, decodeTokS: (n - 1) / ((performance.now() - first) / 1000) });
+    }
+    const warm = runs.slice(1);
+    return { name, decodeTokS: +median(warm.map((w) => w.decodeTokS)).toFixed(1), warmFirstTokenMs: Math.round(median(warm.map((w) => w.firstMs))), readsPerToken: +shim.stats().layerReadsPerToken.toFixed(1) };
+  } finally {
+    await shim.dispose();
+    await source.close();
+  }
+}
+
+const v = CONFIG.vars;
+const defaults = {
+  lruCapacity: Number(v.KNOT_LRU_CAPACITY), memoryBudget: Number(v.KNOT_MEMORY_BUDGET_MB) * MiB, kvCache: v.KNOT_KV_CACHE,
+  maxContext: Number(v.KNOT_MAX_CONTEXT), maxBatch: Number(v.KNOT_MAX_BATCH), prefixWindows: 1,
+};
+const rows = [];
+rows.push(await worker('workerd, default (LRU 4)', {}));
+rows.push(await node('node file, default (LRU 4)', defaults));
+rows.push(await worker('workerd, LRU 12 prefetch 2', { KNOT_LRU_CAPACITY: '12', KNOT_PREFETCH_DEPTH: '2' }));
+rows.push(await node('node file, LRU 12 prefetch 2', { ...defaults, lruCapacity: 12, prefetchDepth: 2 }));
+// What it would be with every layer resident (it does not fit an isolate: about 130 MB of wasm).
+rows.push(await worker('workerd, all layers resident (160 MiB)', { KNOT_LRU_CAPACITY: '30', KNOT_MEMORY_BUDGET_MB: '160' }));
+rows.push(await node('node file, all layers resident', { ...defaults, lruCapacity: 30, memoryBudget: 160 * MiB }));
+console.log(`SmolLM2-135M-Instruct Q4_1, ${TOKENS} tokens, greedy, medians of ${ROUNDS} warm rounds`);
+console.table(rows);
+const ratio = (a, b) => (rows[a].decodeTokS / rows[b].decodeTokS).toFixed(2);
+console.log(`decode workerd / node: default ${ratio(0, 1)}x, LRU 12 ${ratio(2, 3)}x, resident ${ratio(4, 5)}x`);
+console.log(`decode in workerd against all layers resident: default ${ratio(0, 4)}x, LRU 12 ${ratio(2, 4)}x`);
