@@ -1,6 +1,6 @@
 //! Option parsing on every surface: the JSON options object (sampling, `moa`, `coltrane` with
-//! its schema, `draftMode`), the CLI's `--draft` and `--moa` specs, an OpenAI
-//! `response_format`. Options that parse then drive a short generation on the tiny vocabulary.
+//! its schema, `draftMode`), `HostShim.open`'s options, the CLI's `--draft` and `--moa` specs, an
+//! OpenAI `response_format`. Options that parse then drive a short generation on the tiny vocabulary.
 #![no_main]
 
 use engine::decode::{GenerateOptions, Generation};
@@ -17,6 +17,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = DraftConfig::parse_spec(text);
     let _ = MoaConfig::parse_spec(text);
+    let _ = host::options::open_options(text);
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
         let _ = coltrane::openai::preset_from_response_format(&v);
     }

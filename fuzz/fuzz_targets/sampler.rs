@@ -38,6 +38,9 @@ struct Input {
     context: Vec<u16>,
     logits: Vec<f32>,
     rollback: u8,
+    // Last, so the committed seeds and regressions decode as before.
+    presence_penalty: f32,
+    frequency_penalty: f32,
 }
 
 fuzz_target!(|input: Input| {
@@ -48,6 +51,8 @@ fuzz_target!(|input: Input| {
         min_p: input.min_p,
         repeat_penalty: input.repeat_penalty,
         repeat_last_n: input.repeat_last_n.into(),
+        presence_penalty: input.presence_penalty,
+        frequency_penalty: input.frequency_penalty,
         seed: input.seed,
     };
     let moa = input.moa.map(|m| MoaConfig {

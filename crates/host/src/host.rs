@@ -893,12 +893,6 @@ impl Host {
             0
         };
         let after_prompt = kept + prompt.len();
-        if opts.reuse_prefix && prompt.len() > context {
-            return Err(HostError::PromptTooLong {
-                tokens: prompt.len(),
-                context,
-            });
-        }
         if after_prompt > context {
             return Err(HostError::PromptTooLong {
                 tokens: after_prompt,
