@@ -49,6 +49,8 @@ export class HttpKnotSource {
   #retryDelayMs;
   /** @type {number | undefined} */
   #size;
+  /** @type {string | undefined} */
+  #validator;
 
   /**
    * @param {string | URL} url
@@ -97,6 +99,15 @@ export class HttpKnotSource {
     return this.#url;
   }
 
+  /**
+   * What names this version of the file, once a response told it: its ETag, else its
+   * Last-Modified date (undefined when the server sends neither). A cache of the file's spans
+   * keys on it, so a replaced file is never served from spans of the old one.
+   */
+  get validator() {
+    return this.#validator;
+  }
+
   /** The file size in bytes, once known (from `size`, a probe, or any Content-Range). */
   get size() {
     return this.#size;
@@ -110,6 +121,7 @@ export class HttpKnotSource {
       if (TRANSIENT_STATUS.has(res.status)) throw new TransientError(this.#statusText(res, `HEAD ${this.#url}`));
       return res;
     });
+    if (head.ok) this.#learnValidator(head);
     const length = head.headers.get('content-length');
     const ranges = head.headers.get('accept-ranges');
     // Content-Length of a HEAD is the file size only for an identity-encoded 200.
@@ -144,6 +156,7 @@ export class HttpKnotSource {
           );
         }
         if (got.total !== undefined) this.#learnSize(got.total);
+        this.#learnValidator(res);
         return this.#readBody(res, length, what);
       }
       if (res.status === 200) {
@@ -157,6 +170,7 @@ export class HttpKnotSource {
             `HttpKnotSource: asked for ${what}, the server answered 200 with the whole file (it does not support Range requests)`,
           );
         }
+        this.#learnValidator(res);
         const body = await this.#readBody(res, length, what);
         this.#learnSize(total);
         return body;
@@ -178,6 +192,22 @@ export class HttpKnotSource {
       throw permanentError(`HttpKnotSource: ${this.#url} changed size from ${this.#size} to ${total} bytes`);
     }
     this.#size = total;
+  }
+
+  /**
+   * Takes the response's ETag (else Last-Modified); a different one later means the file was
+   * replaced between reads, and mixing spans of two files would be garbage.
+   * @param {Response} res
+   */
+  #learnValidator(res) {
+    const etag = res.headers.get('etag');
+    const modified = res.headers.get('last-modified');
+    const stated = etag !== null ? `etag ${etag}` : modified !== null ? `last-modified ${modified}` : undefined;
+    if (stated === undefined) return;
+    if (this.#validator !== undefined && this.#validator !== stated) {
+      throw permanentError(`HttpKnotSource: ${this.#url} changed while being read (${this.#validator}, now ${stated})`);
+    }
+    this.#validator = stated;
   }
 
   /**

@@ -52,8 +52,53 @@ export declare class HttpKnotSource implements KnotByteSource {
   static open(url: string | URL, options?: HttpKnotSourceOptions): Promise<HttpKnotSource>;
   readonly url: string;
   readonly size: number | undefined;
+  /**
+   * What names this version of the file once a response told it (`etag "…"`, else
+   * `last-modified …`); a read answered with another one rejects (the file was replaced).
+   */
+  readonly validator: string | undefined;
   probeSize(): Promise<number>;
   rangeGet(start: number, end: number): Promise<Uint8Array>;
+}
+
+/** Why a CachedKnotSource stopped caching (its reads go on, uncached). */
+export interface CacheNotice {
+  /** `quota`: the storage quota is full; `cache-error`: the cache failed otherwise. */
+  kind: 'quota' | 'cache-error';
+  message: string;
+  error: unknown;
+}
+
+export interface CachedKnotSourceOptions {
+  /** Default 'knot-spans'. */
+  cacheName?: string;
+  /** Default globalThis.caches. */
+  caches?: CacheStorage;
+  /** What the spans are keyed under (an http(s) URL). Default: the inner source's url. */
+  url?: string | URL;
+  /** What names this version of the file. Default: its size and the inner source's validator. */
+  version?: string;
+  /** Called once, when caching stops. */
+  onNotice?: (notice: CacheNotice) => void;
+}
+
+/**
+ * Keeps every span read in a Cache (the Cache API), so a later visit reads the model from the
+ * cache; a cache that fails (quota) never fails a read, it stops caching and says so once.
+ */
+export declare class CachedKnotSource implements KnotByteSource {
+  static open(inner: KnotByteSource & { url?: string; validator?: string }, options?: CachedKnotSourceOptions): Promise<CachedKnotSource>;
+  /** Deletes the whole cache. Resolves whether there was one. */
+  static clear(options?: { cacheName?: string; caches?: CacheStorage }): Promise<boolean>;
+  readonly size: number | null | undefined;
+  readonly url: string;
+  /** False once the cache failed. */
+  readonly caching: boolean;
+  readonly notice: CacheNotice | undefined;
+  stats(): { hits: number; misses: number; bytesFromCache: number; bytesFromSource: number; stored: number; caching: boolean };
+  rangeGet(start: number, end: number): Promise<Uint8Array>;
+  /** Resolves once every span read so far is stored (or failed to be). */
+  flush(): Promise<void>;
 }
 
 /** Passed to `onProgress` after every completed range read (open and layer fetches). */

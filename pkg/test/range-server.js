@@ -14,8 +14,9 @@ import { createServer } from 'node:http';
 
 /**
  * @param {Uint8Array} bytes
- * @param {{ mode?: ServerMode, failFirst?: number, latencyMs?: number, head?: boolean }} [options]
+ * @param {{ mode?: ServerMode, failFirst?: number, latencyMs?: number, head?: boolean, etag?: string }} [options]
  *   head: false makes HEAD answer 405, so clients must probe with a range.
+ *   etag: sent as ETag with every 200 and 206 (the returned object's `etag` changes it later).
  */
 export async function startRangeServer(bytes, options = {}) {
   const mode = options.mode ?? 'range';
@@ -25,6 +26,9 @@ export async function startRangeServer(bytes, options = {}) {
   const total = bytes.byteLength;
   /** @type {{ method: string, range: string | undefined }[]} */
   const requests = [];
+  const state = { etag: options.etag };
+  /** @param {Record<string, string | number>} headers */
+  const tagged = (headers) => (state.etag === undefined ? headers : { ...headers, ETag: state.etag });
 
   const server = createServer((req, res) => {
     const index = requests.length;
@@ -39,7 +43,7 @@ export async function startRangeServer(bytes, options = {}) {
           res.writeHead(405).end();
           return;
         }
-        res.writeHead(200, { 'Content-Length': total, 'Accept-Ranges': mode === 'full' ? 'none' : 'bytes' }).end();
+        res.writeHead(200, tagged({ 'Content-Length': total, 'Accept-Ranges': mode === 'full' ? 'none' : 'bytes' })).end();
         return;
       }
       if (req.method !== 'GET') {
@@ -83,10 +87,10 @@ export async function startRangeServer(bytes, options = {}) {
       }
       let body = bytes.subarray(start, end + 1);
       if (mode === 'short-body') body = body.subarray(0, body.byteLength - 1);
-      res.writeHead(206, {
+      res.writeHead(206, tagged({
         'Content-Range': `bytes ${start}-${end}/${total}`,
         'Content-Length': body.byteLength,
-      });
+      }));
       res.end(body);
     };
     if (latencyMs > 0) setTimeout(reply, latencyMs);
@@ -104,6 +108,13 @@ export async function startRangeServer(bytes, options = {}) {
     url: `http://127.0.0.1:${address.port}/model.knot`,
     /** Every request received so far, in order. */
     requests,
+    /** The ETag sent from now on (undefined: none). */
+    get etag() {
+      return state.etag;
+    },
+    set etag(value) {
+      state.etag = value;
+    },
     /** @returns {number} */
     get requestCount() {
       return requests.length;

@@ -271,6 +271,27 @@ describe('HttpKnotSource', () => {
     await assert.rejects(source.rangeGet(0, 1), /changed size from 100 to 200 bytes/);
   });
 
+  test('the ETag is the validator; a file replaced between reads is caught, not mixed', async () => {
+    const server = await startRangeServer(DATA, { etag: '"a1"' });
+    try {
+      const source = await HttpKnotSource.open(server.url);
+      assert.equal(source.validator, 'etag "a1"');
+      assert.deepEqual(await source.rangeGet(0, 3), DATA.subarray(0, 4));
+      server.etag = '"b2"';
+      const err = await source.rangeGet(4, 7).catch((e) => e);
+      assert.match(err.message, /changed while being read \(etag "a1", now etag "b2"\)/);
+      assert.equal(err.permanent, true);
+      const untagged = await startRangeServer(DATA);
+      try {
+        assert.equal((await HttpKnotSource.open(untagged.url)).validator, undefined);
+      } finally {
+        await untagged.close();
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
   test('bad options are rejected', () => {
     assert.throws(() => new HttpKnotSource('http://x/', { retries: -1 }), /retries must be an integer >= 0/);
     assert.throws(() => new HttpKnotSource('http://x/', { size: 1.5 }), /size must be an integer >= 0/);

@@ -1,6 +1,6 @@
 // Compiled by `npm run typecheck` only: the seed's call shape and the documented API type-check.
 import {
-  BufferKnotSource, HostShim, HttpKnotSource, coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge,
+  BufferKnotSource, CachedKnotSource, HostShim, HttpKnotSource, coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge,
   type KnotByteSource, type StepInfo,
 } from '../src/index.js';
 
@@ -39,6 +39,9 @@ export async function textApi(): Promise<string> {
   const shim = await HostShim.open(new BufferKnotSource(new Uint8Array(1)), { lruCapacity: 2 });
   const http = await HttpKnotSource.open('https://example.com/m.knot', { retries: 2 });
   void http.size;
+  const cached = await CachedKnotSource.open(http, { onNotice: (n) => void [n.kind, n.message] });
+  await cached.flush();
+  void [cached.stats().hits, cached.caching, http.validator, await CachedKnotSource.clear()];
   const controller = new AbortController();
   let text = '';
   for await (const piece of shim.stream([{ role: 'user', content: 'hi' }], { signal: controller.signal, topK: 40 })) {
