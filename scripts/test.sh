@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run). Installs what it needs on a fresh machine:
 # the wasm targets, the default model, wasm-bindgen-cli and the npm devDependencies (binaryen, bun,
-# deno, typescript; miniflare and openai for the Worker). Node comes with the machine.
+# deno, typescript; miniflare and openai for the Worker; playwright-core and Debian's chromium for
+# the browser page). Node comes with the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n== %s\n' "$*"; }
@@ -38,3 +39,6 @@ scripts/build-wasm.sh
 
 step "the Worker in workerd (Miniflare, local R2), driven by the official openai client"
 (cd examples/worker && npm ci --no-audit --no-fund && npm test)
+
+step "the browser page in headless Chromium (playwright-core; Chromium from Debian's packages)"
+(cd examples/web && npm ci --no-audit --no-fund && npm test)
