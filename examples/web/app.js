@@ -72,12 +72,15 @@ async function openModel(url) {
     const total = /** @type {number} */ (http.size);
     /** @type {HttpKnotSource | CachedKnotSource} */
     let source = http;
-    if (!params.has('nocache') && 'caches' in globalThis) {
-      source = await CachedKnotSource.open(http, {
-        onNotice: (n) => showNotice(`${n.message}.`, n.kind === 'quota' ? 'info' : 'error'),
-      });
-    } else if (!params.has('nocache')) {
-      showNotice('This browser has no Cache Storage here: the model is read uncached.');
+    if (!params.has('nocache')) {
+      try {
+        source = await CachedKnotSource.open(http, {
+          onNotice: (n) => showNotice(`${n.message}.`, n.kind === 'quota' ? 'info' : 'error'),
+        });
+      } catch (err) {
+        // No Cache Storage here (an insecure or sandboxed origin): still a working page.
+        showNotice(`Cache Storage is not available here (${err instanceof Error ? err.message : String(err)}): the model is read uncached.`);
+      }
     }
     const cached = source instanceof CachedKnotSource ? source : undefined;
     let phase = 'header, tokenizer and resident tensors';

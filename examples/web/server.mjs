@@ -37,7 +37,7 @@ const mounts = (modelsDir) => [
 ];
 
 /** Files of the page's own directory that are not the page. */
-const PRIVATE = /^\/(node_modules|test|bench|test-results|package(-lock)?\.json|server\.mjs)(\/|$)/;
+const PRIVATE = /^\/(node_modules|test|bench|scripts|test-results|package(-lock)?\.json|server\.mjs)(\/|$)/;
 
 /**
  * @param {string} pathname

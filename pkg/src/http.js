@@ -50,7 +50,9 @@ export class HttpKnotSource {
   /** @type {number | undefined} */
   #size;
   /** @type {string | undefined} */
-  #validator;
+  #etag;
+  /** @type {string | undefined} */
+  #lastModified;
 
   /**
    * @param {string | URL} url
@@ -105,7 +107,8 @@ export class HttpKnotSource {
    * keys on it, so a replaced file is never served from spans of the old one.
    */
   get validator() {
-    return this.#validator;
+    if (this.#etag !== undefined) return `etag ${this.#etag}`;
+    return this.#lastModified === undefined ? undefined : `last-modified ${this.#lastModified}`;
   }
 
   /** The file size in bytes, once known (from `size`, a probe, or any Content-Range). */
@@ -195,19 +198,23 @@ export class HttpKnotSource {
   }
 
   /**
-   * Takes the response's ETag (else Last-Modified); a different one later means the file was
-   * replaced between reads, and mixing spans of two files would be garbage.
+   * Takes the response's ETag and Last-Modified; another value of either later means the file
+   * was replaced between reads, and mixing spans of two files would be garbage. Each is compared
+   * only with its own earlier value: a server may send one on HEAD and the other on GET.
    * @param {Response} res
    */
   #learnValidator(res) {
-    const etag = res.headers.get('etag');
-    const modified = res.headers.get('last-modified');
-    const stated = etag !== null ? `etag ${etag}` : modified !== null ? `last-modified ${modified}` : undefined;
-    if (stated === undefined) return;
-    if (this.#validator !== undefined && this.#validator !== stated) {
-      throw permanentError(`HttpKnotSource: ${this.#url} changed while being read (${this.#validator}, now ${stated})`);
-    }
-    this.#validator = stated;
+    const etag = res.headers.get('etag') ?? undefined;
+    const modified = res.headers.get('last-modified') ?? undefined;
+    const changed = (before, now, name) => {
+      if (before !== undefined && now !== undefined && before !== now) {
+        throw permanentError(`HttpKnotSource: ${this.#url} changed while being read (${name} ${before}, now ${name} ${now})`);
+      }
+    };
+    changed(this.#etag, etag, 'etag');
+    changed(this.#lastModified, modified, 'last-modified');
+    this.#etag ??= etag;
+    this.#lastModified ??= modified;
   }
 
   /**

@@ -281,6 +281,21 @@ describe('HttpKnotSource', () => {
       const err = await source.rangeGet(4, 7).catch((e) => e);
       assert.match(err.message, /changed while being read \(etag "a1", now etag "b2"\)/);
       assert.equal(err.permanent, true);
+      // A server that tags HEAD with Last-Modified only and GET with an ETag is not a change.
+      let n = 0;
+      const mixed = new HttpKnotSource('http://example.invalid/m.knot', {
+        size: 100,
+        fetch: async () => new Response(new Uint8Array(2), {
+          status: 206,
+          headers: n++ === 0
+            ? { 'Content-Range': 'bytes 0-1/100', 'Last-Modified': 'Tue, 01 Dec 2026 10:00:00 GMT' }
+            : { 'Content-Range': 'bytes 0-1/100', ETag: '"x"' },
+        }),
+      });
+      await mixed.rangeGet(0, 1);
+      assert.equal(mixed.validator, 'last-modified Tue, 01 Dec 2026 10:00:00 GMT');
+      await mixed.rangeGet(0, 1);
+      assert.equal(mixed.validator, 'etag "x"');
       const untagged = await startRangeServer(DATA);
       try {
         assert.equal((await HttpKnotSource.open(untagged.url)).validator, undefined);
