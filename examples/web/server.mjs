@@ -41,12 +41,12 @@ const PRIVATE = /^\/(node_modules|test|bench|scripts|test-results|package(-lock)
 
 /**
  * @param {string} pathname
- * @param {string} modelsDir
+ * @param {[string, string][]} served the mounts
  * @returns {string | undefined}
  */
-function resolvePath(pathname, modelsDir) {
+function resolvePath(pathname, served) {
   if (pathname === '/') pathname = '/index.html';
-  for (const [prefix, dir] of mounts(modelsDir)) {
+  for (const [prefix, dir] of served) {
     if (!pathname.startsWith(prefix)) continue;
     if (prefix === '/' && PRIVATE.test(pathname)) return undefined;
     const file = normalize(join(dir, pathname.slice(prefix.length)));
@@ -68,6 +68,7 @@ function resolvePath(pathname, modelsDir) {
  */
 export async function startServer(options = {}) {
   const modelsDir = options.modelsDir ?? join(REPO, 'models');
+  const served = mounts(modelsDir);
   /** @type {LogEntry[]} */
   const log = [];
   const server = createServer(async (req, res) => {
@@ -96,7 +97,7 @@ export async function startServer(options = {}) {
     }
     entry.path = pathname;
     if (req.method !== 'GET' && req.method !== 'HEAD') return fail(405, 'only GET and HEAD');
-    const file = resolvePath(pathname, modelsDir);
+    const file = resolvePath(pathname, served);
     const info = file === undefined ? undefined : await stat(file).catch(() => undefined);
     if (file === undefined || info === undefined || !info.isFile()) return fail(404, `no ${pathname}`);
 

@@ -59,6 +59,18 @@ export async function waitForState(page, states, timeout = 180_000) {
   return state;
 }
 
+/**
+ * Clicks #generate and waits for the run to end.
+ * @param {import('playwright-core').Page} page
+ * @returns {Promise<any>} the page's window.knotResult
+ */
+export async function generateIn(page) {
+  await page.click('#generate');
+  await waitForState(page, ['generating', 'done']);
+  await waitForState(page, ['done']);
+  return page.evaluate(() => window.knotResult);
+}
+
 const run = promisify(execFile);
 const tmp = mkdtempSync(join(tmpdir(), 'knot-web-test-'));
 let files = 0;

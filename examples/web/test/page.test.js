@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ImageCarrierPipeline } from '../../../pkg/src/node.js';
 import { startServer } from '../server.mjs';
-import { encodePng, haveChromium, launch, nativeChat, waitForState, watchConsole } from './browser.mjs';
+import { encodePng, generateIn, haveChromium, launch, nativeChat, waitForState, watchConsole } from './browser.mjs';
 
 const RESULTS = join(import.meta.dirname, '..', 'test-results');
 const present = haveChromium();
@@ -35,6 +35,14 @@ describe('the demo page in headless Chromium', { skip: !present }, () => {
   });
 
   const pageUrl = (query) => `${server.url}/?${new URLSearchParams(query)}`;
+  /** A new page of the shared context, loaded with `query` and ready, with its console watched. */
+  const openReady = async (query = {}) => {
+    const page = await context.newPage();
+    const errors = watchConsole(page);
+    await page.goto(pageUrl(query));
+    await waitForState(page, ['ready']);
+    return { page, errors };
+  };
 
   test('generates the native CLI\'s greedy tokens, no console errors, progress at 100%', async () => {
     const page = await context.newPage();
@@ -55,10 +63,7 @@ describe('the demo page in headless Chromium', { skip: !present }, () => {
     assert.deepEqual(errors, []);
     // A second turn goes through the template with the history (and reuses the first's prefix).
     await page.fill('#prompt', 'And of Italy?');
-    await page.click('#generate');
-    await waitForState(page, ['generating', 'done']);
-    await waitForState(page, ['done']);
-    const second = await page.evaluate(() => window.knotResult);
+    const second = await generateIn(page);
     const history = [{ role: 'user', content: prompt }, { role: 'assistant', content: result.text }, { role: 'user', content: 'And of Italy?' }];
     assert.deepEqual(second.ids, (await nativeChat(history, n)).ids);
     assert.equal(await page.locator('#history li').count(), 3);
@@ -68,12 +73,9 @@ describe('the demo page in headless Chromium', { skip: !present }, () => {
   });
 
   test('a reload is served from the Cache API: no layer reads reach the server; clear cache reads them again', async () => {
-    const page = await context.newPage();
-    const errors = watchConsole(page);
     // The first load fills the cache (or finds it filled by an earlier test); the page is ready
     // only once every span is stored.
-    await page.goto(pageUrl({}));
-    await waitForState(page, ['ready']);
+    const { page, errors } = await openReady();
     const before = modelReads(server.log).length;
     await page.reload();
     await waitForState(page, ['ready']);
@@ -114,27 +116,18 @@ describe('the demo page in headless Chromium', { skip: !present }, () => {
     await page.click('#new-chat');
     await page.fill('#prompt', 'What is the capital of France?');
     await page.fill('#max-tokens', '12');
-    await page.click('#generate');
-    await waitForState(page, ['generating', 'done']);
-    await waitForState(page, ['done']);
-    const next = await page.evaluate(() => window.knotResult);
+    const next = await generateIn(page);
     assert.deepEqual(next.ids, (await nativeChat([{ role: 'user', content: 'What is the capital of France?' }], 12)).ids);
     await page.close();
   });
 
   test('the MOA and COLTRANE toggles give the native CLI\'s tokens; COLTRANE\'s reply parses as JSON', async () => {
-    const page = await context.newPage();
-    const errors = watchConsole(page);
-    await page.goto(pageUrl({ greedy: 1 }));
-    await waitForState(page, ['ready']);
+    const { page, errors } = await openReady({ greedy: 1 });
     const ask = async (prompt, n) => {
       await page.click('#new-chat');
       await page.fill('#prompt', prompt);
       await page.fill('#max-tokens', String(n));
-      await page.click('#generate');
-      await waitForState(page, ['generating', 'done']);
-      await waitForState(page, ['done']);
-      return page.evaluate(() => window.knotResult);
+      return generateIn(page);
     };
     const json = 'Describe a cat as JSON with name and age.';
     await page.check('#coltrane');
@@ -180,10 +173,7 @@ describe('the demo page in headless Chromium', { skip: !present }, () => {
   });
 
   test('the carrier panel draws one map per observer, equal to the package in Node', async () => {
-    const page = await context.newPage();
-    const errors = watchConsole(page);
-    await page.goto(pageUrl({}));
-    await waitForState(page, ['ready']);
+    const { page, errors } = await openReady();
     const width = 40;
     const height = 24;
     const rgb = new Uint8Array(width * height * 3).map((_, i) => (i * 53 + (i >> 7) * 11) & 0xff);
