@@ -1,9 +1,12 @@
 //! x86_64 kernels: AVX2 + FMA + F16C, chosen at run time.
 //!
-//! Block formats: each weight block is widened to 32 i16 lanes (two registers) and multiplied
-//! with the 16-bit activations by `vpmaddwd` into i32 lanes (no overflow: |w| ≤ 128 and
-//! |x| ≤ 32767, see `act`); one float multiply-add per block applies the two scales. Each
-//! weight row is unpacked once per group of up to four tokens.
+//! Block formats: each weight block (or K-quant sub-block) is widened to 32 i16 lanes (two
+//! registers) and multiplied with the 16-bit activations by `vpmaddwd` into i32 lanes (no
+//! overflow: |w| ≤ 128 and |x| ≤ 32767, see `act`). Legacy blocks get one float multiply-add
+//! per block applying both scales; a K-quant super-block's eight sub-block dots (sixteen
+//! half-dots for Q6_K) are reduced into one register, lane k = piece k, converted once and
+//! scaled by eight weight scales times eight activation scales in one multiply-add. Each weight
+//! row is unpacked once per group of up to four tokens.
 //!
 //! All loads are unaligned: weight bytes come straight from files.
 
@@ -13,8 +16,12 @@
 use std::arch::x86_64::*;
 
 use super::act::{BlockActs, ACT_BLOCK};
-use super::float::FloatFormat;
-use super::{tiled_matmul, QMatrix};
+use super::float::{f16_to_f32, FloatFormat};
+use super::kquant::{BlockQ4K, BlockQ5K, BlockQ6K};
+use super::q4::{BlockQ4_0, BlockQ4_1};
+use super::q5::{BlockQ5_0, BlockQ5_1};
+use super::q8_0::BlockQ8_0;
+use super::{as_blocks, tiled_matmul, QMatrix, QuantBlock};
 
 pub(super) fn detected() -> bool {
     // std caches the CPUID answers, so this is cheap after the first call.
@@ -32,193 +39,284 @@ fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// Two adjacent little-endian f16 values at `p` as f32 (lanes 0 and 1).
+/// [Σa, Σb, …] of eight i32x8 vectors: lane k of the result is the sum of the lanes of `v[k]`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load_f16_pair(p: *const u8) -> __m128 {
-    // SAFETY: the caller guarantees 4 readable bytes at p; read_unaligned allows any address.
-    let bits = unsafe { p.cast::<i32>().read_unaligned() };
-    _mm_cvtph_ps(_mm_cvtsi32_si128(bits))
+fn sum8(v: &[__m256i; 8]) -> __m256i {
+    // Pairwise adds within each 128-bit half: after two rounds, half h of `lo4` holds the sums
+    // of half h of v[0..4], and of `hi4` those of v[4..8].
+    let lo4 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    let hi4 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(lo4, hi4),
+        _mm256_permute2x128_si256::<0x31>(lo4, hi4),
+    )
 }
 
-/// Activation pointers of one matmul call; block `ab` of the activations is at `qs + 32·ab`,
-/// `d + ab`, `s + ab`.
-#[derive(Clone, Copy)]
-struct ActPtrs {
-    qs: *const i16,
-    d: *const f32,
-    s: *const f32,
-}
-
-impl ActPtrs {
-    fn new(acts: &BlockActs) -> Self {
-        ActPtrs {
-            qs: acts.qs.as_ptr(),
-            d: acts.d.as_ptr(),
-            s: acts.s.as_ptr(),
-        }
-    }
-}
-
-/// One q4_0/q4_1 block at `p` against activation blocks `ab0 + t·stride`, t < NT.
-/// `HAS_MIN`: q4_1 (f16 d, f16 m); otherwise q4_0 (f16 d, implicit m = −8·d).
+/// Σ w·x over one 32-value block: `w` holds elements 0..16 and 16..32 as i16, `x` points at 32
+/// activations. Eight i32 lanes, each the sum of four products.
 ///
 /// # Safety
-/// `p` points at a whole block and every activation block named exists.
+/// 32 readable i16 at `x`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_block<const HAS_MIN: bool, const NT: usize>(
-    p: *const u8,
-    act: ActPtrs,
-    ab0: usize,
-    stride: usize,
-    acc: &mut [__m256; NT],
-    min_acc: &mut [f32; NT],
-) {
-    let low4 = _mm256_set1_epi16(0x0f);
-    // SAFETY (whole body): pointers inside the block and the activations, per the contract.
-    unsafe {
-        let (d, m, nibbles) = if HAS_MIN {
-            let dm = load_f16_pair(p);
-            (
-                _mm_cvtss_f32(dm),
-                _mm_cvtss_f32(_mm_movehdup_ps(dm)),
-                p.add(4),
-            )
-        } else {
-            let d = _mm_cvtss_f32(load_f16_pair(p));
-            (d, -8.0 * d, p.add(2))
-        };
-        // Byte j holds element j (low nibble) and j + 16 (high nibble); widened to one i16 lane
-        // per byte, the mask gives elements 0..16 and the shift elements 16..32.
-        let bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(nibbles.cast()));
-        let w_lo = _mm256_and_si256(bytes, low4);
-        let w_hi = _mm256_srli_epi16::<4>(bytes);
-        for t in 0..NT {
-            let ab = ab0 + t * stride;
-            let x = act.qs.add(ab * ACT_BLOCK);
-            let x_lo = _mm256_loadu_si256(x.cast());
-            let x_hi = _mm256_loadu_si256(x.add(16).cast());
-            let dot =
-                _mm256_add_epi32(_mm256_madd_epi16(w_lo, x_lo), _mm256_madd_epi16(w_hi, x_hi));
-            let scale = _mm256_set1_ps(d * *act.d.add(ab));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[t]);
-            min_acc[t] += m * *act.s.add(ab);
+unsafe fn dot32(w: &[__m256i; 2], x: *const i16) -> __m256i {
+    // SAFETY: 64 readable bytes at x, per the contract.
+    let (x0, x1) = unsafe {
+        (
+            _mm256_loadu_si256(x.cast()),
+            _mm256_loadu_si256(x.add(16).cast()),
+        )
+    };
+    _mm256_add_epi32(_mm256_madd_epi16(w[0], x0), _mm256_madd_epi16(w[1], x1))
+}
+
+/// Eight contiguous f32 at `p`.
+///
+/// # Safety
+/// 8 readable f32 at `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load8f(p: *const f32) -> __m256 {
+    // SAFETY: per the contract.
+    unsafe { _mm256_loadu_ps(p) }
+}
+
+/// The per-block offset of a legacy format: none (q8_0, q5_0), a stored f16 `m` (q4_1,
+/// q5_1), or −8·d (q4_0).
+#[derive(PartialEq, Eq)]
+pub(super) enum Offset {
+    None,
+    Stored,
+    MinusEightD,
+}
+
+/// A legacy 32-value block format as these kernels see it.
+pub(super) trait LegacyBlock: QuantBlock {
+    const OFFSET: Offset;
+    /// f16 bits of the scale `d`, and of the stored minimum `m` (0 where there is none).
+    fn scale_bits(&self) -> (u16, u16);
+    /// The block's integer weights: elements 0..16 and 16..32 as i16 lanes.
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C are available.
+    unsafe fn weights(&self) -> [__m256i; 2];
+}
+
+/// Nibbles (element j the low nibble of byte j, j + 16 the high nibble) as i16 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nibbles(qs: &[u8; 16]) -> [__m256i; 2] {
+    // SAFETY: 16 readable bytes.
+    let bytes = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(qs.as_ptr().cast()) });
+    [
+        _mm256_and_si256(bytes, _mm256_set1_epi16(0x0f)),
+        _mm256_srli_epi16::<4>(bytes),
+    ]
+}
+
+/// The 16 bits of `bits` as 0 or 16 per i16 lane (lane j ← bit j): the fifth bit of 5-bit
+/// values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn fifth_bits(bits: u16) -> __m256i {
+    let lane_bit = _mm256_setr_epi16(
+        1,
+        2,
+        4,
+        8,
+        16,
+        32,
+        64,
+        128,
+        256,
+        512,
+        1024,
+        2048,
+        4096,
+        8192,
+        16384,
+        i16::MIN,
+    );
+    let set = _mm256_and_si256(_mm256_set1_epi16(bits as i16), lane_bit);
+    _mm256_and_si256(_mm256_cmpeq_epi16(set, lane_bit), _mm256_set1_epi16(16))
+}
+
+/// Unsigned 5-bit values: nibbles plus bit j of `qh` as the fifth bit of element j.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q5_values(qh: [u8; 4], qs: &[u8; 16]) -> [__m256i; 2] {
+    let qh = u32::from_le_bytes(qh);
+    let [lo, hi] = nibbles(qs);
+    [
+        _mm256_or_si256(lo, fifth_bits(qh as u16)),
+        _mm256_or_si256(hi, fifth_bits((qh >> 16) as u16)),
+    ]
+}
+
+impl LegacyBlock for BlockQ4_0 {
+    const OFFSET: Offset = Offset::MinusEightD;
+    #[inline]
+    fn scale_bits(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.d), 0)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weights(&self) -> [__m256i; 2] {
+        nibbles(&self.qs)
+    }
+}
+
+impl LegacyBlock for BlockQ4_1 {
+    const OFFSET: Offset = Offset::Stored;
+    #[inline]
+    fn scale_bits(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.d), u16::from_le_bytes(self.m))
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weights(&self) -> [__m256i; 2] {
+        nibbles(&self.qs)
+    }
+}
+
+impl LegacyBlock for BlockQ5_0 {
+    const OFFSET: Offset = Offset::None;
+    #[inline]
+    fn scale_bits(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.d), 0)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weights(&self) -> [__m256i; 2] {
+        let sixteen = _mm256_set1_epi16(16);
+        q5_values(self.qh, &self.qs).map(|v| _mm256_sub_epi16(v, sixteen))
+    }
+}
+
+impl LegacyBlock for BlockQ5_1 {
+    const OFFSET: Offset = Offset::Stored;
+    #[inline]
+    fn scale_bits(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.d), u16::from_le_bytes(self.m))
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weights(&self) -> [__m256i; 2] {
+        q5_values(self.qh, &self.qs)
+    }
+}
+
+impl LegacyBlock for BlockQ8_0 {
+    const OFFSET: Offset = Offset::None;
+    #[inline]
+    fn scale_bits(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.d), 0)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weights(&self) -> [__m256i; 2] {
+        // SAFETY: 32 readable bytes, two 16-byte loads.
+        unsafe {
+            [
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(self.qs.as_ptr().cast())),
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(self.qs[16..].as_ptr().cast())),
+            ]
         }
     }
 }
 
-/// A q4_0/q4_1 row against `NT` tokens starting at `t0`.
+/// Checks that `acts` holds `tokens` tokens of `per_token` activation blocks.
+#[inline]
+fn assert_acts(acts: &BlockActs, tokens: usize, per_token: usize) {
+    let blocks = tokens * per_token;
+    assert!(
+        acts.d.len() >= blocks && acts.s.len() >= blocks && acts.qs.len() >= blocks * ACT_BLOCK
+    );
+}
+
+/// d and m (see `Offset`) of a legacy block as f32, both converted by one instruction.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot_q4<const HAS_MIN: bool, const NT: usize>(
-    row: &[u8],
+fn legacy_scales<B: LegacyBlock>(blk: &B) -> (f32, f32) {
+    let (d_bits, m_bits) = blk.scale_bits();
+    let pair = _mm_cvtph_ps(_mm_cvtsi32_si128(
+        (u32::from(d_bits) | (u32::from(m_bits) << 16)) as i32,
+    ));
+    let d = _mm_cvtss_f32(pair);
+    let m = match B::OFFSET {
+        Offset::None => 0.0,
+        Offset::Stored => _mm_cvtss_f32(_mm_movehdup_ps(pair)),
+        Offset::MinusEightD => -8.0 * d,
+    };
+    (d, m)
+}
+
+/// One legacy block against `NT` tokens: activation block `ab0 + t·stride` of each.
+///
+/// # Safety
+/// Those activation blocks exist behind the pointers `(qs, d, s)`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn legacy_block<B: LegacyBlock, const NT: usize>(
+    blk: &B,
+    (xq, xd, xs): (*const i16, *const f32, *const f32),
+    (ab0, stride): (usize, usize),
+    acc: &mut [__m256; NT],
+    off: &mut [f32; NT],
+) {
+    let (d, m) = legacy_scales(blk);
+    // SAFETY: the features are enabled here.
+    let w = unsafe { blk.weights() };
+    for t in 0..NT {
+        let ab = ab0 + t * stride;
+        // SAFETY: activation block ab exists, per the contract.
+        let (dot, act_d, act_s) =
+            unsafe { (dot32(&w, xq.add(ab * ACT_BLOCK)), *xd.add(ab), *xs.add(ab)) };
+        let scale = _mm256_set1_ps(d * act_d);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[t]);
+        if B::OFFSET != Offset::None {
+            off[t] += m * act_s;
+        }
+    }
+}
+
+/// A row of legacy blocks against `NT` tokens starting at `t0`: one multiply-add per block
+/// and token applies both scales to the integer dot; two accumulator sets (even and odd
+/// blocks) hide its latency. (Reducing groups of eight dots first, as the K kernel does,
+/// measured slower here: one 32-value block has too little work to pay for the reduction.)
+/// Every token takes this path whatever NT is, so a token's sum is rounded the same way in a
+/// batch as alone: speculative decoding's verify rows are bit-identical to decode steps.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_legacy<B: LegacyBlock, const NT: usize>(
+    row: &[B],
     acts: &BlockActs,
     t0: usize,
-    blocks: usize,
 ) -> [f32; NT] {
-    let block_bytes = if HAS_MIN { 20 } else { 18 };
-    assert_eq!(row.len(), blocks * block_bytes);
-    assert!(acts.d.len() >= (t0 + NT) * blocks && acts.qs.len() >= (t0 + NT) * blocks * 32);
-    let act = ActPtrs::new(acts);
-    // Two accumulator sets (even/odd blocks) hide the FMA latency when NT is small; named
-    // separately so they stay in registers.
+    let blocks = row.len();
+    assert_acts(acts, t0 + NT, blocks);
+    let (xq, xd, xs) = (acts.qs.as_ptr(), acts.d.as_ptr(), acts.s.as_ptr());
+    // Two accumulator sets, named apart so that they stay in registers.
     let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); NT], [_mm256_setzero_ps(); NT]);
-    let (mut min0, mut min1) = ([0.0f32; NT], [0.0f32; NT]);
-    let p = row.as_ptr();
+    let (mut off0, mut off1) = ([0.0f32; NT], [0.0f32; NT]);
+    let ptrs = (xq, xd, xs);
+    let block = |b: usize, acc: &mut [__m256; NT], off: &mut [f32; NT]| {
+        // SAFETY: the features are enabled in this function; block b and its activations exist.
+        unsafe { legacy_block(&row[b], ptrs, (t0 * blocks + b, blocks), acc, off) }
+    };
     let mut b = 0;
-    // SAFETY: b < blocks keeps every block inside `row`; activation blocks (t0 + t)·blocks + b
-    // exist by the assert above.
-    unsafe {
-        while b + 2 <= blocks {
-            let ab = t0 * blocks + b;
-            q4_block::<HAS_MIN, NT>(
-                p.add(b * block_bytes),
-                act,
-                ab,
-                blocks,
-                &mut acc0,
-                &mut min0,
-            );
-            let (p1, ab1) = (p.add((b + 1) * block_bytes), ab + 1);
-            q4_block::<HAS_MIN, NT>(p1, act, ab1, blocks, &mut acc1, &mut min1);
-            b += 2;
-        }
-        if b < blocks {
-            let ab = t0 * blocks + b;
-            q4_block::<HAS_MIN, NT>(
-                p.add(b * block_bytes),
-                act,
-                ab,
-                blocks,
-                &mut acc0,
-                &mut min0,
-            );
-        }
+    while b + 2 <= blocks {
+        block(b, &mut acc0, &mut off0);
+        block(b + 1, &mut acc1, &mut off1);
+        b += 2;
+    }
+    if b < blocks {
+        block(b, &mut acc0, &mut off0);
     }
     let mut out = [0.0f32; NT];
     for t in 0..NT {
-        out[t] = hsum(_mm256_add_ps(acc0[t], acc1[t])) + (min0[t] + min1[t]);
-    }
-    out
-}
-
-/// One q8_0 block (f16 d, 32 × i8) at `p` against activation blocks `ab0 + t·stride`.
-///
-/// # Safety
-/// As `q4_block`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0_block<const NT: usize>(
-    p: *const u8,
-    act: ActPtrs,
-    ab0: usize,
-    stride: usize,
-    acc: &mut [__m256; NT],
-) {
-    // SAFETY (whole body): per the contract. The scale read takes 4 bytes, still inside the
-    // 34-byte block.
-    unsafe {
-        let d = _mm_cvtss_f32(load_f16_pair(p));
-        let w_lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(2).cast()));
-        let w_hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(18).cast()));
-        for t in 0..NT {
-            let ab = ab0 + t * stride;
-            let x = act.qs.add(ab * ACT_BLOCK);
-            let x_lo = _mm256_loadu_si256(x.cast());
-            let x_hi = _mm256_loadu_si256(x.add(16).cast());
-            let dot =
-                _mm256_add_epi32(_mm256_madd_epi16(w_lo, x_lo), _mm256_madd_epi16(w_hi, x_hi));
-            let scale = _mm256_set1_ps(d * *act.d.add(ab));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[t]);
-        }
-    }
-}
-
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn dot_q8_0<const NT: usize>(row: &[u8], acts: &BlockActs, t0: usize, blocks: usize) -> [f32; NT] {
-    assert_eq!(row.len(), blocks * 34);
-    assert!(acts.d.len() >= (t0 + NT) * blocks && acts.qs.len() >= (t0 + NT) * blocks * 32);
-    let act = ActPtrs::new(acts);
-    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); NT], [_mm256_setzero_ps(); NT]);
-    let p = row.as_ptr();
-    let mut b = 0;
-    // SAFETY: as in dot_q4.
-    unsafe {
-        while b + 2 <= blocks {
-            let ab = t0 * blocks + b;
-            q8_0_block::<NT>(p.add(b * 34), act, ab, blocks, &mut acc0);
-            q8_0_block::<NT>(p.add((b + 1) * 34), act, ab + 1, blocks, &mut acc1);
-            b += 2;
-        }
-        if b < blocks {
-            q8_0_block::<NT>(p.add(b * 34), act, t0 * blocks + b, blocks, &mut acc0);
-        }
-    }
-    let mut out = [0.0f32; NT];
-    for t in 0..NT {
-        out[t] = hsum(_mm256_add_ps(acc0[t], acc1[t]));
+        out[t] = hsum(_mm256_add_ps(acc0[t], acc1[t])) + (off0[t] + off1[t]);
     }
     out
 }
@@ -226,31 +324,16 @@ fn dot_q8_0<const NT: usize>(row: &[u8], acts: &BlockActs, t0: usize, blocks: us
 /// # Safety
 /// AVX2, FMA and F16C must be available; `acts` must hold `n` tokens of `w`'s row length.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn matmul_q4<const HAS_MIN: bool>(
+pub(super) unsafe fn matmul_legacy<B: LegacyBlock>(
     w: &QMatrix,
     acts: &BlockActs,
     n: usize,
     out: &mut [f32],
 ) {
-    let blocks = w.cols() / ACT_BLOCK;
-    tiled_matmul!(w.rows(), n, out, |r, t0, NT| dot_q4::<HAS_MIN, NT>(
-        w.row(r),
+    tiled_matmul!(w.rows(), n, out, |r, t0, NT| dot_legacy::<B, NT>(
+        as_blocks::<B>(w.row(r)),
         acts,
-        t0,
-        blocks
-    ));
-}
-
-/// # Safety
-/// As `matmul_q4`.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn matmul_q8_0(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
-    let blocks = w.cols() / ACT_BLOCK;
-    tiled_matmul!(w.rows(), n, out, |r, t0, NT| dot_q8_0::<NT>(
-        w.row(r),
-        acts,
-        t0,
-        blocks
+        t0
     ));
 }
 
@@ -322,266 +405,150 @@ pub(super) unsafe fn matmul_float(
     });
 }
 
-/// What the sub-block kernels need from a block before unpacking its sub-blocks.
-#[derive(Clone, Copy)]
-pub(super) struct SubHeader {
-    /// Scale applied to every sub-block's integer dot.
-    d: f32,
-    /// Per-sub-block offsets (q5_1's m, the K-quants' −dmin·m).
-    offsets: [f32; 8],
-    /// Integer sub-block scales (K-quants): Q4_K/Q5_K use 8, Q6_K 16.
-    sc: [i16; 16],
-}
-
-/// A `SubBlocks` format as the AVX2 kernel sees it.
-pub(super) trait SubFormat {
-    const BYTES: usize;
-    const SUBS: usize;
+/// A K-quant super-block as the K kernel sees it: eight 32-value sub-blocks of small unsigned
+/// (Q4_K, Q5_K) or signed (Q6_K) integers, with a float scale per piece of `32 / PIECES`
+/// values.
+pub(super) trait KBlock: QuantBlock {
+    /// Scaled pieces per 32-value sub-block: 1 (Q4_K, Q5_K) or 2 (Q6_K's 16-value scales).
+    const PIECES: usize;
     const HAS_OFFSET: bool;
-    /// # Safety
-    /// `p` points at a whole block; AVX2, FMA and F16C are available.
-    unsafe fn header(p: *const u8) -> SubHeader;
-    /// Integer weights of sub-block `s` as i16 lanes: (elements 0..16, elements 16..32).
+    /// d·sc of every piece, eight per vector, and −dmin·m of every sub-block.
     ///
     /// # Safety
-    /// As `header`, and `s < SUBS`.
-    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> (__m256i, __m256i);
+    /// AVX2, FMA and F16C are available.
+    unsafe fn header(&self) -> KHeader;
+    /// The unscaled integers of sub-block `s` (< 8): elements 0..16 and 16..32 as i16 lanes.
+    ///
+    /// # Safety
+    /// As `header`.
+    unsafe fn values(&self, s: usize) -> [__m256i; 2];
 }
 
-pub(super) struct Q5_0;
-pub(super) struct Q5_1;
-pub(super) struct Q4K;
-pub(super) struct Q5K;
-pub(super) struct Q6K;
-
-#[inline]
-fn f16_at(p: *const u8) -> f32 {
-    // SAFETY: callers pass a pointer to 2 readable bytes inside a block.
-    super::float::f16_to_f32(unsafe { p.cast::<u16>().read_unaligned() })
+#[derive(Clone, Copy)]
+pub(super) struct KHeader {
+    scales: [__m256; 2],
+    offsets: __m256,
 }
 
-/// The 16 bits of `bits` as 0 or 16 per i16 lane (lane j ← bit j): the fifth bit of 5-bit
-/// values.
+/// `a · b` lane-wise for eight u8 `b`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn fifth_bits(bits: u16) -> __m256i {
-    let lane_bit = _mm256_setr_epi16(
-        1,
-        2,
-        4,
-        8,
-        16,
-        32,
-        64,
-        128,
-        256,
-        512,
-        1024,
-        2048,
-        4096,
-        8192,
-        16384,
-        i16::MIN,
-    );
-    let set = _mm256_and_si256(_mm256_set1_epi16(bits as i16), lane_bit);
-    _mm256_and_si256(_mm256_cmpeq_epi16(set, lane_bit), _mm256_set1_epi16(16))
+fn scaled_u8x8(a: f32, b: [u8; 8]) -> __m256 {
+    let lanes = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(i64::from_le_bytes(b)));
+    _mm256_mul_ps(_mm256_set1_ps(a), _mm256_cvtepi32_ps(lanes))
 }
 
-/// 5-bit legacy values at `p` (4 bytes qh, then 16 bytes of nibbles).
+/// The (d·sc, −dmin·m) header shared by Q4_K and Q5_K.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_values(p: *const u8) -> (__m256i, __m256i) {
-    // SAFETY: 20 readable bytes at p, per the caller.
-    let (qh, bytes) = unsafe {
-        (
-            p.cast::<u32>().read_unaligned(),
-            _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(4).cast())),
-        )
-    };
-    let lo = _mm256_and_si256(bytes, _mm256_set1_epi16(0x0f));
-    let hi = _mm256_srli_epi16::<4>(bytes);
-    (
-        _mm256_or_si256(lo, fifth_bits(qh as u16)),
-        _mm256_or_si256(hi, fifth_bits((qh >> 16) as u16)),
-    )
-}
-
-impl SubFormat for Q5_0 {
-    const BYTES: usize = 22;
-    const SUBS: usize = 1;
-    const HAS_OFFSET: bool = false;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn header(p: *const u8) -> SubHeader {
-        SubHeader {
-            d: f16_at(p),
-            offsets: [0.0; 8],
-            sc: [0; 16],
-        }
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn weights(p: *const u8, _: &SubHeader, _: usize) -> (__m256i, __m256i) {
-        // SAFETY: qh and nibbles follow the 2-byte scale.
-        let (lo, hi) = unsafe { q5_values(p.add(2)) };
-        let sixteen = _mm256_set1_epi16(16);
-        (_mm256_sub_epi16(lo, sixteen), _mm256_sub_epi16(hi, sixteen))
-    }
-}
-
-impl SubFormat for Q5_1 {
-    const BYTES: usize = 24;
-    const SUBS: usize = 1;
-    const HAS_OFFSET: bool = true;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn header(p: *const u8) -> SubHeader {
-        let mut offsets = [0.0; 8];
-        // SAFETY: m is bytes 2..4.
-        offsets[0] = f16_at(unsafe { p.add(2) });
-        SubHeader {
-            d: f16_at(p),
-            offsets,
-            sc: [0; 16],
-        }
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn weights(p: *const u8, _: &SubHeader, _: usize) -> (__m256i, __m256i) {
-        // SAFETY: qh and nibbles follow d and m.
-        unsafe { q5_values(p.add(4)) }
-    }
-}
-
-/// d, −dmin·m and the scales of a Q4_K/Q5_K block.
-#[inline]
-unsafe fn k_header(p: *const u8) -> SubHeader {
-    // SAFETY: a Q4_K/Q5_K block starts with d, dmin and 12 scale bytes.
-    let scales: &[u8; 12] = unsafe { &*p.add(4).cast::<[u8; 12]>() };
+fn k_header(d: [u8; 2], dmin: [u8; 2], scales: &[u8; 12]) -> KHeader {
     let (sc, m) = super::kquant::scales_mins(scales);
-    // SAFETY: dmin is bytes 2..4.
-    let dmin = f16_at(unsafe { p.add(2) });
-    let mut h = SubHeader {
-        d: f16_at(p),
-        offsets: [0.0; 8],
-        sc: [0; 16],
-    };
-    for i in 0..8 {
-        h.offsets[i] = -(dmin * f32::from(m[i]));
-        h.sc[i] = i16::from(sc[i]);
+    let d = f16_to_f32(u16::from_le_bytes(d));
+    let minus_dmin = -f16_to_f32(u16::from_le_bytes(dmin));
+    KHeader {
+        scales: [scaled_u8x8(d, sc), _mm256_setzero_ps()],
+        offsets: scaled_u8x8(minus_dmin, m),
     }
-    h
 }
 
-/// The nibbles of sub-block `s` of a Q4_K/Q5_K block whose nibble bytes start at `qs`.
+/// The nibbles of sub-block `s` (< 8) of a Q4_K/Q5_K block as i16 lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn k_nibbles(qs: *const u8, s: usize) -> (__m256i, __m256i) {
-    // SAFETY: 128 nibble bytes at qs, s < 8.
+fn k_nibbles(qs: &[u8; 128], s: usize) -> [__m256i; 2] {
+    let c = &qs[32 * (s / 2)..][..32];
+    // SAFETY: 32 readable bytes, two 16-byte loads.
     let (b0, b1) = unsafe {
-        let c = qs.add(32 * (s / 2));
         (
-            _mm256_cvtepu8_epi16(_mm_loadu_si128(c.cast())),
-            _mm256_cvtepu8_epi16(_mm_loadu_si128(c.add(16).cast())),
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(c.as_ptr().cast())),
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(c[16..].as_ptr().cast())),
         )
     };
     if s.is_multiple_of(2) {
         let low4 = _mm256_set1_epi16(0x0f);
-        (_mm256_and_si256(b0, low4), _mm256_and_si256(b1, low4))
+        [_mm256_and_si256(b0, low4), _mm256_and_si256(b1, low4)]
     } else {
-        (_mm256_srli_epi16::<4>(b0), _mm256_srli_epi16::<4>(b1))
+        [_mm256_srli_epi16::<4>(b0), _mm256_srli_epi16::<4>(b1)]
     }
 }
 
-impl SubFormat for Q4K {
-    const BYTES: usize = 144;
-    const SUBS: usize = 8;
+impl KBlock for BlockQ4K {
+    const PIECES: usize = 1;
     const HAS_OFFSET: bool = true;
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn header(p: *const u8) -> SubHeader {
-        // SAFETY: per the contract.
-        unsafe { k_header(p) }
+    unsafe fn header(&self) -> KHeader {
+        k_header(self.d, self.dmin, &self.scales)
     }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> (__m256i, __m256i) {
-        // SAFETY: nibbles start after the 16 header bytes.
-        let (lo, hi) = unsafe { k_nibbles(p.add(16), s) };
-        let sc = _mm256_set1_epi16(h.sc[s]);
-        (_mm256_mullo_epi16(lo, sc), _mm256_mullo_epi16(hi, sc))
+    unsafe fn values(&self, s: usize) -> [__m256i; 2] {
+        k_nibbles(&self.qs, s)
     }
 }
 
-impl SubFormat for Q5K {
-    const BYTES: usize = 176;
-    const SUBS: usize = 8;
+impl KBlock for BlockQ5K {
+    const PIECES: usize = 1;
     const HAS_OFFSET: bool = true;
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn header(p: *const u8) -> SubHeader {
-        // SAFETY: per the contract.
-        unsafe { k_header(p) }
+    unsafe fn header(&self) -> KHeader {
+        k_header(self.d, self.dmin, &self.scales)
     }
+    /// Bit `s` of `qh[l]` is the fifth bit of element l.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> (__m256i, __m256i) {
-        // SAFETY: qh is bytes 16..48, the nibbles 48..176.
-        let (lo, hi, qh0, qh1) = unsafe {
-            let (lo, hi) = k_nibbles(p.add(48), s);
+    unsafe fn values(&self, s: usize) -> [__m256i; 2] {
+        let [lo, hi] = k_nibbles(&self.qs, s);
+        // SAFETY: 32 readable bytes, two 16-byte loads.
+        let (qh0, qh1) = unsafe {
             (
-                lo,
-                hi,
-                _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(16).cast())),
-                _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(32).cast())),
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(self.qh.as_ptr().cast())),
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(self.qh[16..].as_ptr().cast())),
             )
         };
         let bit = _mm256_set1_epi16(1 << s);
         let sixteen = _mm256_set1_epi16(16);
         let high =
             |qh| _mm256_and_si256(_mm256_cmpeq_epi16(_mm256_and_si256(qh, bit), bit), sixteen);
-        let sc = _mm256_set1_epi16(h.sc[s]);
-        (
-            _mm256_mullo_epi16(_mm256_or_si256(lo, high(qh0)), sc),
-            _mm256_mullo_epi16(_mm256_or_si256(hi, high(qh1)), sc),
-        )
+        [
+            _mm256_or_si256(lo, high(qh0)),
+            _mm256_or_si256(hi, high(qh1)),
+        ]
     }
 }
 
-impl SubFormat for Q6K {
-    const BYTES: usize = 210;
-    const SUBS: usize = 8;
+impl KBlock for BlockQ6K {
+    const PIECES: usize = 2;
     const HAS_OFFSET: bool = false;
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn header(p: *const u8) -> SubHeader {
-        let mut sc = [0i16; 16];
-        for (i, sc) in sc.iter_mut().enumerate() {
-            // SAFETY: the i8 scales are bytes 192..208.
-            *sc = i16::from(unsafe { *p.add(192 + i) } as i8);
-        }
-        SubHeader {
-            // SAFETY: d is bytes 208..210.
-            d: f16_at(unsafe { p.add(208) }),
-            offsets: [0.0; 8],
-            sc,
+    unsafe fn header(&self) -> KHeader {
+        let d = _mm256_set1_ps(f16_to_f32(u16::from_le_bytes(self.d)));
+        let sc = |k: usize| {
+            let bytes: [u8; 8] = self.scales[8 * k..][..8].try_into().expect("8 scales");
+            let lanes = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(i64::from_le_bytes(bytes)));
+            _mm256_mul_ps(d, _mm256_cvtepi32_ps(lanes))
+        };
+        KHeader {
+            scales: [sc(0), sc(1)],
+            offsets: _mm256_setzero_ps(),
         }
     }
     /// Sub-block s = 4h + k: low (k < 2) or high nibbles of ql[64h + 32(k % 2)..][..32] and
-    /// bits 2k, 2k+1 of qh[32h..][..32] (see `kquant::q6_values`).
+    /// bits 2k, 2k+1 of qh[32h..][..32] (see `kquant::q6_values`), minus 32.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> (__m256i, __m256i) {
+    unsafe fn values(&self, s: usize) -> [__m256i; 2] {
         let (half, k) = (s / 4, s % 4);
-        // SAFETY: ql is bytes 0..128, qh 128..192.
+        let ql = &self.ql[64 * half + 32 * (k % 2)..][..32];
+        let qh = &self.qh[32 * half..][..32];
+        // SAFETY: 32 readable bytes each, two 16-byte loads.
         let (l0, l1, h0, h1) = unsafe {
-            let ql = p.add(64 * half + 32 * (k % 2));
-            let qh = p.add(128 + 32 * half);
             (
-                _mm256_cvtepu8_epi16(_mm_loadu_si128(ql.cast())),
-                _mm256_cvtepu8_epi16(_mm_loadu_si128(ql.add(16).cast())),
-                _mm256_cvtepu8_epi16(_mm_loadu_si128(qh.cast())),
-                _mm256_cvtepu8_epi16(_mm_loadu_si128(qh.add(16).cast())),
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(ql.as_ptr().cast())),
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(ql[16..].as_ptr().cast())),
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(qh.as_ptr().cast())),
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(qh[16..].as_ptr().cast())),
             )
         };
         let nibble_shift = _mm_cvtsi32_si128(4 * (k / 2) as i32);
@@ -592,86 +559,89 @@ impl SubFormat for Q6K {
             let q = _mm256_or_si256(low, _mm256_slli_epi16::<4>(high));
             _mm256_sub_epi16(q, _mm256_set1_epi16(32))
         };
-        (
-            _mm256_mullo_epi16(value(l0, h0), _mm256_set1_epi16(h.sc[2 * s])),
-            _mm256_mullo_epi16(value(l1, h1), _mm256_set1_epi16(h.sc[2 * s + 1])),
-        )
+        [value(l0, h0), value(l1, h1)]
     }
 }
 
-/// A row of `blocks` blocks of `F` against `NT` tokens starting at `t0`; activation block
-/// `b·SUBS + s` of each token lines up with sub-block `s` of weight block `b`.
+/// A row of K-quant blocks against `NT` tokens starting at `t0`; activation block `8b + s` of
+/// each token lines up with sub-block `s` of weight block `b`. The integer dots stay unscaled
+/// (|dot| ≤ 32·32·32767, far inside i32) and go eight pieces at a time through `sum8`, then
+/// one multiply-add by (d·sc) × activation scale.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot_sub<F: SubFormat, const NT: usize>(
-    row: &[u8],
-    acts: &BlockActs,
-    t0: usize,
-    blocks: usize,
-) -> [f32; NT] {
-    assert_eq!(row.len(), blocks * F::BYTES);
-    let per_token = blocks * F::SUBS;
-    assert!(
-        acts.d.len() >= (t0 + NT) * per_token
-            && acts.s.len() >= (t0 + NT) * per_token
-            && acts.qs.len() >= (t0 + NT) * per_token * ACT_BLOCK
-    );
-    let act = ActPtrs::new(acts);
-    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); NT], [_mm256_setzero_ps(); NT]);
-    let mut offset_acc = [0.0f32; NT];
-    let p = row.as_ptr();
-    for b in 0..blocks {
-        // SAFETY: b < blocks keeps the block inside `row`; activation blocks
-        // (t0 + t)·per_token + b·SUBS + s exist by the assert above.
-        unsafe {
-            let q = p.add(b * F::BYTES);
-            let h = F::header(q);
-            for s in 0..F::SUBS {
-                let (w_lo, w_hi) = F::weights(q, &h, s);
+fn dot_k<B: KBlock, const NT: usize>(row: &[B], acts: &BlockActs, t0: usize) -> [f32; NT] {
+    let per_token = row.len() * 8;
+    assert_acts(acts, t0 + NT, per_token);
+    let (xq, xd, xs) = (acts.qs.as_ptr(), acts.d.as_ptr(), acts.s.as_ptr());
+    let subs_per_group = 8 / B::PIECES;
+    // Q6_K: pieces 2j and 2j + 1 are the halves of sub-block j of the group.
+    let pair_lanes = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    let mut acc = [_mm256_setzero_ps(); NT];
+    let mut offset_acc = [_mm256_setzero_ps(); NT];
+    for (b, blk) in row.iter().enumerate() {
+        // SAFETY (calls into the block): the features are enabled here.
+        let h = unsafe { blk.header() };
+        for g in 0..B::PIECES {
+            let mut dots = [[_mm256_setzero_si256(); 8]; NT];
+            for k in 0..subs_per_group {
+                let s = g * subs_per_group + k;
+                let w = unsafe { blk.values(s) };
                 for t in 0..NT {
-                    let ab = (t0 + t) * per_token + b * F::SUBS + s;
-                    let x = act.qs.add(ab * ACT_BLOCK);
-                    let x_lo = _mm256_loadu_si256(x.cast());
-                    let x_hi = _mm256_loadu_si256(x.add(16).cast());
-                    let dot = _mm256_add_epi32(
-                        _mm256_madd_epi16(w_lo, x_lo),
-                        _mm256_madd_epi16(w_hi, x_hi),
-                    );
-                    let scale = _mm256_set1_ps(h.d * *act.d.add(ab));
-                    // Alternate accumulators so consecutive sub-blocks do not wait on one FMA.
-                    if s.is_multiple_of(2) {
-                        acc0[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc0[t]);
+                    let ab = (t0 + t) * per_token + 8 * b + s;
+                    // SAFETY: activation block ab exists (assert_acts).
+                    let x = unsafe { xq.add(ab * ACT_BLOCK) };
+                    if B::PIECES == 1 {
+                        dots[t][k] = unsafe { dot32(&w, x) };
                     } else {
-                        acc1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc1[t]);
-                    }
-                    if F::HAS_OFFSET {
-                        offset_acc[t] += h.offsets[s] * *act.s.add(ab);
+                        // SAFETY: as above; 32 i16 at x.
+                        let (x0, x1) = unsafe {
+                            (
+                                _mm256_loadu_si256(x.cast()),
+                                _mm256_loadu_si256(x.add(16).cast()),
+                            )
+                        };
+                        dots[t][2 * k] = _mm256_madd_epi16(w[0], x0);
+                        dots[t][2 * k + 1] = _mm256_madd_epi16(w[1], x1);
                     }
                 }
+            }
+            for t in 0..NT {
+                let ab = (t0 + t) * per_token + 8 * b + g * subs_per_group;
+                let act_d = if B::PIECES == 1 {
+                    // SAFETY: the block's eight activation scales exist (assert_acts).
+                    unsafe { load8f(xd.add(ab)) }
+                } else {
+                    // SAFETY: four activation scales of this group exist (assert_acts).
+                    let four = unsafe { _mm_loadu_ps(xd.add(ab)) };
+                    _mm256_permutevar8x32_ps(_mm256_castps128_ps256(four), pair_lanes)
+                };
+                let dot = _mm256_cvtepi32_ps(sum8(&dots[t]));
+                acc[t] = _mm256_fmadd_ps(dot, _mm256_mul_ps(h.scales[g], act_d), acc[t]);
+            }
+        }
+        if B::HAS_OFFSET {
+            for t in 0..NT {
+                let ab = (t0 + t) * per_token + 8 * b;
+                // SAFETY: the block's eight activation sums exist (assert_acts).
+                let act_s = unsafe { load8f(xs.add(ab)) };
+                offset_acc[t] = _mm256_fmadd_ps(h.offsets, act_s, offset_acc[t]);
             }
         }
     }
     let mut out = [0.0f32; NT];
     for t in 0..NT {
-        out[t] = hsum(_mm256_add_ps(acc0[t], acc1[t])) + offset_acc[t];
+        out[t] = hsum(_mm256_add_ps(acc[t], offset_acc[t]));
     }
     out
 }
 
 /// # Safety
-/// As `matmul_q4`.
+/// As `matmul_legacy`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn matmul_sub<F: SubFormat>(
-    w: &QMatrix,
-    acts: &BlockActs,
-    n: usize,
-    out: &mut [f32],
-) {
-    let blocks = w.cols() / w.dtype().block_len();
-    tiled_matmul!(w.rows(), n, out, |r, t0, NT| dot_sub::<F, NT>(
-        w.row(r),
+pub(super) unsafe fn matmul_k<B: KBlock>(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
+    tiled_matmul!(w.rows(), n, out, |r, t0, NT| dot_k::<B, NT>(
+        as_blocks::<B>(w.row(r)),
         acts,
-        t0,
-        blocks
+        t0
     ));
 }

@@ -9,7 +9,10 @@
 //! Layout: one file per format family (`float`, `q8_0`, `q4`, `q5`, `kquant`) holding the block struct, its
 //! conversions and its scalar reference dot product (the `QuantBlock` trait); SIMD kernels for
 //! every format live in `avx2` (x86_64, chosen at run time) and `simd128` (wasm32, chosen at
-//! compile time). Adding a format = one block file + its functions in the SIMD modules + the
+//! compile time). The SIMD kernels take rows as typed blocks (`&[BlockQ4K]`, through
+//! `as_blocks`) and read fields by name; each module says what it needs of a format in one
+//! trait per family (`LegacyBlock`/`SimdBlock` for 32-value blocks, `KBlock` for the K-quant
+//! super-blocks). Adding a format = one block file + its trait impls in the SIMD modules + the
 //! `match` arms here.
 
 mod act;
@@ -472,21 +475,21 @@ pub fn matmul_with(
         (Kernel::Scalar, DType::Q6K) => scalar_blocks::<BlockQ6K>(w, acts, n, out),
         // SAFETY (all Avx2 arms): listed by available_kernels only when detected.
         #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q8_0) => unsafe { avx2::matmul_q8_0(w, acts, n, out) },
+        (Kernel::Avx2, DType::Q8_0) => unsafe { avx2::matmul_legacy::<BlockQ8_0>(w, acts, n, out) },
         #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q4_0) => unsafe { avx2::matmul_q4::<false>(w, acts, n, out) },
+        (Kernel::Avx2, DType::Q4_0) => unsafe { avx2::matmul_legacy::<BlockQ4_0>(w, acts, n, out) },
         #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q4_1) => unsafe { avx2::matmul_q4::<true>(w, acts, n, out) },
+        (Kernel::Avx2, DType::Q4_1) => unsafe { avx2::matmul_legacy::<BlockQ4_1>(w, acts, n, out) },
         #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q5_0) => unsafe { avx2::matmul_sub::<avx2::Q5_0>(w, acts, n, out) },
+        (Kernel::Avx2, DType::Q5_0) => unsafe { avx2::matmul_legacy::<BlockQ5_0>(w, acts, n, out) },
         #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q5_1) => unsafe { avx2::matmul_sub::<avx2::Q5_1>(w, acts, n, out) },
+        (Kernel::Avx2, DType::Q5_1) => unsafe { avx2::matmul_legacy::<BlockQ5_1>(w, acts, n, out) },
         #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q4K) => unsafe { avx2::matmul_sub::<avx2::Q4K>(w, acts, n, out) },
+        (Kernel::Avx2, DType::Q4K) => unsafe { avx2::matmul_k::<BlockQ4K>(w, acts, n, out) },
         #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q5K) => unsafe { avx2::matmul_sub::<avx2::Q5K>(w, acts, n, out) },
+        (Kernel::Avx2, DType::Q5K) => unsafe { avx2::matmul_k::<BlockQ5K>(w, acts, n, out) },
         #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q6K) => unsafe { avx2::matmul_sub::<avx2::Q6K>(w, acts, n, out) },
+        (Kernel::Avx2, DType::Q6K) => unsafe { avx2::matmul_k::<BlockQ6K>(w, acts, n, out) },
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         (Kernel::Simd128, DType::Q8_0) => simd128::matmul_q8_0(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -494,15 +497,15 @@ pub fn matmul_with(
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         (Kernel::Simd128, DType::Q4_1) => simd128::matmul_q4::<true>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q5_0) => simd128::matmul_sub::<simd128::Q5_0>(w, acts, n, out),
+        (Kernel::Simd128, DType::Q5_0) => simd128::matmul_q5::<false>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q5_1) => simd128::matmul_sub::<simd128::Q5_1>(w, acts, n, out),
+        (Kernel::Simd128, DType::Q5_1) => simd128::matmul_q5::<true>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q4K) => simd128::matmul_sub::<simd128::Q4K>(w, acts, n, out),
+        (Kernel::Simd128, DType::Q4K) => simd128::matmul_k::<BlockQ4K>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q5K) => simd128::matmul_sub::<simd128::Q5K>(w, acts, n, out),
+        (Kernel::Simd128, DType::Q5K) => simd128::matmul_k::<BlockQ5K>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q6K) => simd128::matmul_sub::<simd128::Q6K>(w, acts, n, out),
+        (Kernel::Simd128, DType::Q6K) => simd128::matmul_k::<BlockQ6K>(w, acts, n, out),
         (kernel, dtype) => unreachable!("{kernel:?} × {dtype}: dtype checked by QMatrix::new"),
     }
 }

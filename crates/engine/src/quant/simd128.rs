@@ -3,7 +3,9 @@
 //! Baseline SIMD128 has no FMA; its one integer dot product is `i32x4.dot_i16x8_s`, which suits
 //! the 16-bit activations. Each weight block is widened to i16 once per group of tokens; a block
 //! then costs four dot products per token. Scales are handled four blocks at a time (see
-//! `dot_row`), so the per-block float and scalar work stays out of the inner loop.
+//! `dot_row`; q5_0 and q5_1 take this path too), and a K-quant super-block's sub-block dots
+//! four pieces at a time with the sub-block scales applied in f32 (see `dot_k`), so the
+//! per-block float and scalar work stays out of the inner loop.
 //!
 //! All loads go through `read_unaligned`: weight bytes come straight from files.
 
@@ -14,7 +16,8 @@ use std::arch::wasm32::*;
 
 use super::act::{BlockActs, ACT_BLOCK};
 use super::float::{f16_to_f32, FloatFormat};
-use super::{tiled_matmul, QMatrix};
+use super::kquant::{BlockQ4K, BlockQ5K, BlockQ6K};
+use super::{as_blocks, tiled_matmul, QMatrix, QuantBlock};
 
 #[inline]
 fn load(p: *const u8) -> v128 {
@@ -33,7 +36,8 @@ fn hsum(v: v128) -> f32 {
 trait SimdBlock {
     /// Stored bytes per block.
     const BYTES: usize;
-    /// The per-block offset: none (q8_0), stored as an f16 after `d` (q4_1), or −8·d (q4_0).
+    /// The per-block offset: none (q8_0, q5_0), stored as an f16 after `d` (q4_1, q5_1), or −8·d
+    /// (q4_0).
     const OFFSET: Offset;
     /// The 32 weights of the block at `p` as i16 lanes in element order.
     ///
@@ -51,6 +55,8 @@ enum Offset {
 
 struct Q4_0;
 struct Q4_1;
+struct Q5_0;
+struct Q5_1;
 struct Q8_0;
 
 /// Nibbles at `p` (byte j: element j low, j + 16 high) as 32 u16 lanes.
@@ -97,6 +103,24 @@ impl SimdBlock for Q8_0 {
             i16x8_extend_low_i8x16(q1),
             i16x8_extend_high_i8x16(q1),
         ]
+    }
+}
+
+impl SimdBlock for Q5_0 {
+    const BYTES: usize = 22;
+    const OFFSET: Offset = Offset::None;
+    unsafe fn weights(p: *const u8) -> [v128; 4] {
+        // SAFETY: qh and the nibbles follow the 2-byte scale.
+        unsafe { q5_values(p.add(2)) }.map(|v| i16x8_sub(v, i16x8_splat(16)))
+    }
+}
+
+impl SimdBlock for Q5_1 {
+    const BYTES: usize = 24;
+    const OFFSET: Offset = Offset::Stored;
+    unsafe fn weights(p: *const u8) -> [v128; 4] {
+        // SAFETY: qh and the nibbles follow d and m.
+        unsafe { q5_values(p.add(4)) }
     }
 }
 
@@ -271,41 +295,22 @@ pub(super) fn matmul_q8_0(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f3
     });
 }
 
-/// What the sub-block kernel needs from a block before unpacking its sub-blocks.
-pub(super) struct SubHeader {
-    d: f32,
-    /// Per-sub-block offsets (q5_1's m, the K-quants' −dmin·m).
-    offsets: [f32; 8],
-    /// Integer sub-block scales (K-quants): Q4_K/Q5_K use 8, Q6_K 16.
-    sc: [i16; 16],
-}
-
-/// A `SubBlocks` format as this kernel sees it.
-pub(super) trait SubFormat {
-    const BYTES: usize;
-    const SUBS: usize;
-    const HAS_OFFSET: bool;
-    /// # Safety
-    /// `p` points at a whole block.
-    unsafe fn header(p: *const u8) -> SubHeader;
-    /// Integer weights of sub-block `s` as i16 lanes in element order.
-    ///
-    /// # Safety
-    /// As `header`, and `s < SUBS`.
-    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> [v128; 4];
-}
-
-pub(super) struct Q5_0;
-pub(super) struct Q5_1;
-pub(super) struct Q4K;
-pub(super) struct Q5K;
-pub(super) struct Q6K;
-
-/// # Safety
-/// 2 readable bytes at `p`.
-#[inline]
-unsafe fn f16_at(p: *const u8) -> f32 {
-    f16_to_f32(unsafe { p.cast::<u16>().read_unaligned() })
+pub(super) fn matmul_q5<const HAS_MIN: bool>(
+    w: &QMatrix,
+    acts: &BlockActs,
+    n: usize,
+    out: &mut [f32],
+) {
+    let blocks = w.cols() / ACT_BLOCK;
+    if HAS_MIN {
+        tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
+            dot_row::<Q5_1, NT>(w.row(r), acts, t0, blocks)
+        });
+    } else {
+        tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
+            dot_row::<Q5_0, NT>(w.row(r), acts, t0, blocks)
+        });
+    }
 }
 
 /// Bits 0..8 (lanes 0..8) and 8..16 of `bits` as 0 or 16 per i16 lane.
@@ -339,78 +344,56 @@ unsafe fn q5_values(p: *const u8) -> [v128; 4] {
     ]
 }
 
-impl SubFormat for Q5_0 {
-    const BYTES: usize = 22;
-    const SUBS: usize = 1;
-    const HAS_OFFSET: bool = false;
-    #[inline]
-    unsafe fn header(p: *const u8) -> SubHeader {
-        SubHeader {
-            // SAFETY: d is the first 2 bytes.
-            d: unsafe { f16_at(p) },
-            offsets: [0.0; 8],
-            sc: [0; 16],
-        }
-    }
-    #[inline]
-    unsafe fn weights(p: *const u8, _: &SubHeader, _: usize) -> [v128; 4] {
-        // SAFETY: qh and nibbles follow d.
-        unsafe { q5_values(p.add(2)) }.map(|v| i16x8_sub(v, i16x8_splat(16)))
-    }
+/// A K-quant super-block as the K kernel sees it: eight 32-value sub-blocks of small unsigned
+/// (Q4_K, Q5_K) or signed (Q6_K) integers, with a float scale per `32 / PIECE_LEN`-value piece.
+pub(super) trait KBlock: QuantBlock {
+    /// Scaled pieces per 32-value sub-block: 1 (Q4_K, Q5_K) or 2 (Q6_K's 16-value scales).
+    const PIECES: usize;
+    const HAS_OFFSET: bool;
+    /// d·sc of every piece, four per vector, and −dmin·m of every sub-block, four per vector.
+    fn header(&self) -> KHeader;
+    /// The unscaled integers of sub-block `s` as i16 lanes in element order.
+    fn values(&self, s: usize) -> [v128; 4];
 }
 
-impl SubFormat for Q5_1 {
-    const BYTES: usize = 24;
-    const SUBS: usize = 1;
-    const HAS_OFFSET: bool = true;
-    #[inline]
-    unsafe fn header(p: *const u8) -> SubHeader {
-        let mut offsets = [0.0; 8];
-        // SAFETY: d and m are the first 4 bytes.
-        let (d, m) = unsafe { (f16_at(p), f16_at(p.add(2))) };
-        offsets[0] = m;
-        SubHeader {
-            d,
-            offsets,
-            sc: [0; 16],
-        }
-    }
-    #[inline]
-    unsafe fn weights(p: *const u8, _: &SubHeader, _: usize) -> [v128; 4] {
-        // SAFETY: qh and nibbles follow d and m.
-        unsafe { q5_values(p.add(4)) }
-    }
+pub(super) struct KHeader {
+    scales: [v128; 4],
+    offsets: [v128; 2],
 }
 
-/// d, −dmin·m and the scales of a Q4_K/Q5_K block.
-///
-/// # Safety
-/// `p` points at a whole Q4_K/Q5_K block.
+/// `[a·b0, a·b1, a·b2, a·b3]` for u8 `b`.
 #[inline]
-unsafe fn k_header(p: *const u8) -> SubHeader {
-    let scales: &[u8; 12] = unsafe { &*p.add(4).cast::<[u8; 12]>() };
+fn scaled_u8x4(a: f32, b: &[u8]) -> v128 {
+    let lanes = u32x4(b[0].into(), b[1].into(), b[2].into(), b[3].into());
+    f32x4_mul(f32x4_splat(a), f32x4_convert_u32x4(lanes))
+}
+
+/// The (d·sc, −dmin·m) header shared by Q4_K and Q5_K.
+#[inline]
+fn k_header(d: [u8; 2], dmin: [u8; 2], scales: &[u8; 12]) -> KHeader {
     let (sc, m) = super::kquant::scales_mins(scales);
-    let (d, dmin) = unsafe { (f16_at(p), f16_at(p.add(2))) };
-    let mut h = SubHeader {
-        d,
-        offsets: [0.0; 8],
-        sc: [0; 16],
-    };
-    for i in 0..8 {
-        h.offsets[i] = -(dmin * f32::from(m[i]));
-        h.sc[i] = i16::from(sc[i]);
+    let d = f16_to_f32(u16::from_le_bytes(d));
+    let minus_dmin = -f16_to_f32(u16::from_le_bytes(dmin));
+    let zero = f32x4_splat(0.0);
+    KHeader {
+        scales: [
+            scaled_u8x4(d, &sc[..4]),
+            scaled_u8x4(d, &sc[4..]),
+            zero,
+            zero,
+        ],
+        offsets: [
+            scaled_u8x4(minus_dmin, &m[..4]),
+            scaled_u8x4(minus_dmin, &m[4..]),
+        ],
     }
-    h
 }
 
-/// Nibbles of sub-block `s` of a Q4_K/Q5_K block whose nibble bytes start at `qs`, as u16 lanes.
-///
-/// # Safety
-/// 128 readable bytes at `qs`, s < 8.
+/// The nibbles of sub-block `s` (< 8) of a Q4_K/Q5_K block as two u8x16.
 #[inline]
-unsafe fn k_nibbles(qs: *const u8, s: usize) -> [v128; 2] {
-    let c = unsafe { qs.add(32 * (s / 2)) };
-    let (b0, b1) = (load(c), load(unsafe { c.add(16) }));
+fn k_nibbles(qs: &[u8; 128], s: usize) -> [v128; 2] {
+    let c = &qs[32 * (s / 2)..][..32];
+    let (b0, b1) = (load(c.as_ptr()), load(c[16..].as_ptr()));
     if s.is_multiple_of(2) {
         let low4 = u8x16_splat(0x0f);
         [v128_and(b0, low4), v128_and(b1, low4)]
@@ -419,82 +402,80 @@ unsafe fn k_nibbles(qs: *const u8, s: usize) -> [v128; 2] {
     }
 }
 
-/// 32 u8 lanes (two vectors) widened to four u16x8 and multiplied by `sc`.
+/// 32 u8 lanes (two vectors) widened to four u16x8.
 #[inline]
-fn widen_scaled([a, b]: [v128; 2], sc: i16) -> [v128; 4] {
-    let sc = i16x8_splat(sc);
+fn widen_u8([a, b]: [v128; 2]) -> [v128; 4] {
     [
-        i16x8_mul(u16x8_extend_low_u8x16(a), sc),
-        i16x8_mul(u16x8_extend_high_u8x16(a), sc),
-        i16x8_mul(u16x8_extend_low_u8x16(b), sc),
-        i16x8_mul(u16x8_extend_high_u8x16(b), sc),
+        u16x8_extend_low_u8x16(a),
+        u16x8_extend_high_u8x16(a),
+        u16x8_extend_low_u8x16(b),
+        u16x8_extend_high_u8x16(b),
     ]
 }
 
-impl SubFormat for Q4K {
-    const BYTES: usize = 144;
-    const SUBS: usize = 8;
+impl KBlock for BlockQ4K {
+    const PIECES: usize = 1;
     const HAS_OFFSET: bool = true;
     #[inline]
-    unsafe fn header(p: *const u8) -> SubHeader {
-        unsafe { k_header(p) }
+    fn header(&self) -> KHeader {
+        k_header(self.d, self.dmin, &self.scales)
     }
     #[inline]
-    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> [v128; 4] {
-        // SAFETY: nibbles start after the 16 header bytes.
-        widen_scaled(unsafe { k_nibbles(p.add(16), s) }, h.sc[s])
+    fn values(&self, s: usize) -> [v128; 4] {
+        widen_u8(k_nibbles(&self.qs, s))
     }
 }
 
-impl SubFormat for Q5K {
-    const BYTES: usize = 176;
-    const SUBS: usize = 8;
+impl KBlock for BlockQ5K {
+    const PIECES: usize = 1;
     const HAS_OFFSET: bool = true;
     #[inline]
-    unsafe fn header(p: *const u8) -> SubHeader {
-        unsafe { k_header(p) }
+    fn header(&self) -> KHeader {
+        k_header(self.d, self.dmin, &self.scales)
     }
+    /// Bit `s` of `qh[l]` is the fifth bit of element l.
     #[inline]
-    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> [v128; 4] {
-        // SAFETY: qh is bytes 16..48, the nibbles 48..176.
-        let ([lo, hi], qh0, qh1) =
-            unsafe { (k_nibbles(p.add(48), s), load(p.add(16)), load(p.add(32))) };
+    fn values(&self, s: usize) -> [v128; 4] {
+        let [lo, hi] = k_nibbles(&self.qs, s);
+        let (qh0, qh1) = (load(self.qh.as_ptr()), load(self.qh[16..].as_ptr()));
         let bit = u8x16_splat(1 << s);
         let sixteen = u8x16_splat(16);
         let high = |qh| v128_and(i8x16_eq(v128_and(qh, bit), bit), sixteen);
-        widen_scaled([v128_or(lo, high(qh0)), v128_or(hi, high(qh1))], h.sc[s])
+        widen_u8([v128_or(lo, high(qh0)), v128_or(hi, high(qh1))])
     }
 }
 
-impl SubFormat for Q6K {
-    const BYTES: usize = 210;
-    const SUBS: usize = 8;
+impl KBlock for BlockQ6K {
+    const PIECES: usize = 2;
     const HAS_OFFSET: bool = false;
     #[inline]
-    unsafe fn header(p: *const u8) -> SubHeader {
-        let mut sc = [0i16; 16];
-        for (i, sc) in sc.iter_mut().enumerate() {
-            // SAFETY: the i8 scales are bytes 192..208.
-            *sc = i16::from(unsafe { *p.add(192 + i) } as i8);
-        }
-        SubHeader {
-            // SAFETY: d is bytes 208..210.
-            d: unsafe { f16_at(p.add(208)) },
-            offsets: [0.0; 8],
-            sc,
+    fn header(&self) -> KHeader {
+        let d = f16_to_f32(u16::from_le_bytes(self.d));
+        let sc = |k: usize| {
+            let s = &self.scales[4 * k..][..4];
+            let lanes = i32x4(
+                i32::from(s[0] as i8),
+                i32::from(s[1] as i8),
+                i32::from(s[2] as i8),
+                i32::from(s[3] as i8),
+            );
+            f32x4_mul(f32x4_splat(d), f32x4_convert_i32x4(lanes))
+        };
+        let zero = f32x4_splat(0.0);
+        KHeader {
+            scales: [sc(0), sc(1), sc(2), sc(3)],
+            offsets: [zero, zero],
         }
     }
     /// Sub-block s = 4h + k: low (k < 2) or high nibbles of ql[64h + 32(k % 2)..][..32] and
-    /// bits 2k, 2k+1 of qh[32h..][..32] (see `kquant::q6_values`).
+    /// bits 2k, 2k+1 of qh[32h..][..32] (see `kquant::q6_values`), minus 32.
     #[inline]
-    unsafe fn weights(p: *const u8, h: &SubHeader, s: usize) -> [v128; 4] {
+    fn values(&self, s: usize) -> [v128; 4] {
         let (half, k) = (s / 4, s % 4);
-        // SAFETY: ql is bytes 0..128, qh 128..192.
-        let (l0, l1, h0, h1) = unsafe {
-            let ql = p.add(64 * half + 32 * (k % 2));
-            let qh = p.add(128 + 32 * half);
-            (load(ql), load(ql.add(16)), load(qh), load(qh.add(16)))
-        };
+        let ql = &self.ql[64 * half + 32 * (k % 2)..][..32];
+        let qh = &self.qh[32 * half..][..32];
+        let (l0, l1) = (load(ql.as_ptr()), load(ql[16..].as_ptr()));
+        let (h0, h1) = (load(qh.as_ptr()), load(qh[16..].as_ptr()));
         let nibble_shift = 4 * (k / 2) as u32;
         let high_shift = 2 * k as u32;
         let value = |l, hb| {
@@ -504,69 +485,103 @@ impl SubFormat for Q6K {
             i8x16_sub(v128_or(low, u8x16_shl(high, 4)), i8x16_splat(32))
         };
         let (v0, v1) = (value(l0, h0), value(l1, h1));
-        let (s0, s1) = (i16x8_splat(h.sc[2 * s]), i16x8_splat(h.sc[2 * s + 1]));
         [
-            i16x8_mul(i16x8_extend_low_i8x16(v0), s0),
-            i16x8_mul(i16x8_extend_high_i8x16(v0), s0),
-            i16x8_mul(i16x8_extend_low_i8x16(v1), s1),
-            i16x8_mul(i16x8_extend_high_i8x16(v1), s1),
+            i16x8_extend_low_i8x16(v0),
+            i16x8_extend_high_i8x16(v0),
+            i16x8_extend_low_i8x16(v1),
+            i16x8_extend_high_i8x16(v1),
         ]
     }
 }
 
-/// A row of `blocks` blocks of `F` against `NT` tokens starting at `t0`; activation block
-/// `b·SUBS + s` of each token lines up with sub-block `s` of weight block `b`. Each sub-block's
-/// integer dot goes to f32 at once: Q6_K's scaled weights would overflow a 32-value i32 sum.
+/// The dots of the 16-value halves of one sub-block's weights `w` with the 32 activations at `x`.
+///
+/// # Safety
+/// `x` points at 32 readable i16.
 #[inline]
-fn dot_sub<F: SubFormat, const NT: usize>(
-    row: &[u8],
-    acts: &BlockActs,
-    t0: usize,
-    blocks: usize,
-) -> [f32; NT] {
-    assert_eq!(row.len(), blocks * F::BYTES);
-    let per_token = blocks * F::SUBS;
+unsafe fn dot_halves(w: &[v128; 4], x: *const i16) -> [v128; 2] {
+    let p = x.cast::<u8>();
+    // SAFETY: 64 bytes, four 16-byte loads.
+    let (x0, x1, x2, x3) = unsafe { (load(p), load(p.add(16)), load(p.add(32)), load(p.add(48))) };
+    [
+        i32x4_add(i32x4_dot_i16x8(w[0], x0), i32x4_dot_i16x8(w[1], x1)),
+        i32x4_add(i32x4_dot_i16x8(w[2], x2), i32x4_dot_i16x8(w[3], x3)),
+    ]
+}
+
+/// A row of K-quant blocks against `NT` tokens starting at `t0`; activation block `8b + s` of
+/// each token lines up with sub-block `s` of weight block `b`.
+///
+/// The integer dots stay unscaled (|dot| ≤ 32·32·32767, far inside i32) and are taken four
+/// pieces at a time: reduced to one vector (lane k = piece k), converted once and scaled by
+/// (d·sc) · activation scale as an f32x4, so no per-piece scalar work is left in the loop.
+#[inline]
+fn dot_k<B: KBlock, const NT: usize>(row: &[B], acts: &BlockActs, t0: usize) -> [f32; NT] {
+    let per_token = row.len() * 8;
     let act_blocks = (t0 + NT) * per_token;
     assert!(
         acts.d.len() >= act_blocks
             && acts.s.len() >= act_blocks
             && acts.qs.len() >= act_blocks * ACT_BLOCK
     );
-    let p = row.as_ptr();
     let (xq, xd, xs) = (acts.qs.as_ptr(), acts.d.as_ptr(), acts.s.as_ptr());
+    let subs_per_group = 4 / B::PIECES;
     let mut acc = [f32x4_splat(0.0); NT];
-    let mut offset_acc = [0.0f32; NT];
-    for b in 0..blocks {
-        // SAFETY: b < blocks keeps the block inside `row`; activation blocks
-        // (t0 + t)·per_token + b·SUBS + s exist by the assert above.
-        unsafe {
-            let q = p.add(b * F::BYTES);
-            let h = F::header(q);
-            for s in 0..F::SUBS {
-                let w = F::weights(q, &h, s);
+    let mut offset_acc = [f32x4_splat(0.0); NT];
+    for (b, blk) in row.iter().enumerate() {
+        let h = blk.header();
+        for g in 0..8 / subs_per_group {
+            let mut dots = [[i32x4_splat(0); 4]; NT];
+            for k in 0..subs_per_group {
+                let s = g * subs_per_group + k;
+                let w = blk.values(s);
                 for t in 0..NT {
-                    let ab = (t0 + t) * per_token + b * F::SUBS + s;
-                    let dot = dot_block(&w, xq.add(ab * ACT_BLOCK));
-                    let scale = f32x4_splat(h.d * *xd.add(ab));
-                    acc[t] = f32x4_add(acc[t], f32x4_mul(f32x4_convert_i32x4(dot), scale));
-                    if F::HAS_OFFSET {
-                        offset_acc[t] += h.offsets[s] * *xs.add(ab);
+                    let ab = (t0 + t) * per_token + 8 * b + s;
+                    // SAFETY: activation block ab exists by the assert above.
+                    let x = unsafe { xq.add(ab * ACT_BLOCK) };
+                    if B::PIECES == 1 {
+                        dots[t][k] = unsafe { dot_block(&w, x) };
+                    } else {
+                        [dots[t][2 * k], dots[t][2 * k + 1]] = unsafe { dot_halves(&w, x) };
                     }
                 }
+            }
+            for t in 0..NT {
+                let ab = (t0 + t) * per_token + 8 * b + g * subs_per_group;
+                // SAFETY: blocks ab..ab + subs_per_group of this token exist (assert above).
+                let act_d = unsafe {
+                    if B::PIECES == 1 {
+                        load(xd.add(ab).cast())
+                    } else {
+                        // Two sub-blocks' scales, each serving its two pieces.
+                        let pair = u64x2_splat(xd.add(ab).cast::<u64>().read_unaligned());
+                        i32x4_shuffle::<0, 0, 1, 1>(pair, pair)
+                    }
+                };
+                let scale = f32x4_mul(h.scales[g], act_d);
+                acc[t] = f32x4_add(acc[t], f32x4_mul(f32x4_convert_i32x4(sum4(dots[t])), scale));
+            }
+        }
+        if B::HAS_OFFSET {
+            for t in 0..NT {
+                let ab = (t0 + t) * per_token + 8 * b;
+                // SAFETY: the block's eight activation sums exist (assert above).
+                let (s0, s1) = unsafe { (load(xs.add(ab).cast()), load(xs.add(ab + 4).cast())) };
+                let off = f32x4_add(f32x4_mul(h.offsets[0], s0), f32x4_mul(h.offsets[1], s1));
+                offset_acc[t] = f32x4_add(offset_acc[t], off);
             }
         }
     }
     let mut out = [0.0f32; NT];
     for t in 0..NT {
-        out[t] = hsum(acc[t]) + offset_acc[t];
+        out[t] = hsum(f32x4_add(acc[t], offset_acc[t]));
     }
     out
 }
 
-pub(super) fn matmul_sub<F: SubFormat>(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
-    let blocks = w.cols() / w.dtype().block_len();
+pub(super) fn matmul_k<B: KBlock>(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
     tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
-        dot_sub::<F, NT>(w.row(r), acts, t0, blocks)
+        dot_k::<B, NT>(as_blocks::<B>(w.row(r)), acts, t0)
     });
 }
 
