@@ -491,15 +491,15 @@ pub fn matmul_with(
         #[cfg(target_arch = "x86_64")]
         (Kernel::Avx2, DType::Q6K) => unsafe { avx2::matmul_k::<BlockQ6K>(w, acts, n, out) },
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q8_0) => simd128::matmul_q8_0(w, acts, n, out),
+        (Kernel::Simd128, DType::Q8_0) => simd128::matmul_legacy::<BlockQ8_0>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q4_0) => simd128::matmul_q4::<false>(w, acts, n, out),
+        (Kernel::Simd128, DType::Q4_0) => simd128::matmul_legacy::<BlockQ4_0>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q4_1) => simd128::matmul_q4::<true>(w, acts, n, out),
+        (Kernel::Simd128, DType::Q4_1) => simd128::matmul_legacy::<BlockQ4_1>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q5_0) => simd128::matmul_q5::<false>(w, acts, n, out),
+        (Kernel::Simd128, DType::Q5_0) => simd128::matmul_legacy::<BlockQ5_0>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q5_1) => simd128::matmul_q5::<true>(w, acts, n, out),
+        (Kernel::Simd128, DType::Q5_1) => simd128::matmul_legacy::<BlockQ5_1>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         (Kernel::Simd128, DType::Q4K) => simd128::matmul_k::<BlockQ4K>(w, acts, n, out),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]

@@ -7,7 +7,8 @@
 //! four pieces at a time with the sub-block scales applied in f32 (see `dot_k`), so the
 //! per-block float and scalar work stays out of the inner loop.
 //!
-//! All loads go through `read_unaligned`: weight bytes come straight from files.
+//! Rows arrive as typed blocks (`&[BlockQ4_1]`, fields read by name); all loads go through
+//! `read_unaligned`, since weight bytes come straight from files.
 
 // Token and accumulator indices walk several per-token arrays in step.
 #![allow(clippy::needless_range_loop)]
@@ -17,6 +18,9 @@ use std::arch::wasm32::*;
 use super::act::{BlockActs, ACT_BLOCK};
 use super::float::{f16_to_f32, FloatFormat};
 use super::kquant::{BlockQ4K, BlockQ5K, BlockQ6K};
+use super::q4::{BlockQ4_0, BlockQ4_1};
+use super::q5::{BlockQ5_0, BlockQ5_1};
+use super::q8_0::BlockQ8_0;
 use super::{as_blocks, tiled_matmul, QMatrix, QuantBlock};
 
 #[inline]
@@ -32,37 +36,28 @@ fn hsum(v: v128) -> f32 {
     f32x4_extract_lane::<0>(one)
 }
 
-/// A block format as these kernels see it.
-trait SimdBlock {
-    /// Stored bytes per block.
-    const BYTES: usize;
-    /// The per-block offset: none (q8_0, q5_0), stored as an f16 after `d` (q4_1, q5_1), or −8·d
+/// A legacy 32-value block format as these kernels see it.
+pub(super) trait SimdBlock: QuantBlock {
+    /// The per-block offset: none (q8_0, q5_0), a stored f16 `m` (q4_1, q5_1), or −8·d
     /// (q4_0).
     const OFFSET: Offset;
-    /// The 32 weights of the block at `p` as i16 lanes in element order.
-    ///
-    /// # Safety
-    /// `p` points at a whole block.
-    unsafe fn weights(p: *const u8) -> [v128; 4];
+    /// The f16 bits of `d` in the low half, of a stored `m` in the high half (0 where none).
+    fn scale_bits(&self) -> u32;
+    /// The block's 32 integer weights as i16 lanes in element order.
+    fn weights(&self) -> [v128; 4];
 }
 
 #[derive(PartialEq, Eq)]
-enum Offset {
+pub(super) enum Offset {
     None,
     Stored,
     MinusEightD,
 }
 
-struct Q4_0;
-struct Q4_1;
-struct Q5_0;
-struct Q5_1;
-struct Q8_0;
-
-/// Nibbles at `p` (byte j: element j low, j + 16 high) as 32 u16 lanes.
+/// Nibbles (byte j: element j low, j + 16 high) as 32 u16 lanes.
 #[inline]
-fn nibbles(p: *const u8) -> [v128; 4] {
-    let raw = load(p);
+fn nibbles(qs: &[u8; 16]) -> [v128; 4] {
+    let raw = load(qs.as_ptr());
     let lo = v128_and(raw, u8x16_splat(0x0f));
     let hi = u8x16_shr(raw, 4);
     [
@@ -73,30 +68,50 @@ fn nibbles(p: *const u8) -> [v128; 4] {
     ]
 }
 
-impl SimdBlock for Q4_0 {
-    const BYTES: usize = 18;
+/// `d` alone, or `d` and `m` packed as `scale_bits` returns them.
+#[inline]
+fn d_bits(d: [u8; 2]) -> u32 {
+    u32::from(u16::from_le_bytes(d))
+}
+
+#[inline]
+fn dm_bits(d: [u8; 2], m: [u8; 2]) -> u32 {
+    d_bits(d) | (d_bits(m) << 16)
+}
+
+impl SimdBlock for BlockQ4_0 {
     const OFFSET: Offset = Offset::MinusEightD;
-    unsafe fn weights(p: *const u8) -> [v128; 4] {
-        // SAFETY: the nibbles are the block's last 16 bytes.
-        nibbles(unsafe { p.add(2) })
+    #[inline]
+    fn scale_bits(&self) -> u32 {
+        d_bits(self.d)
+    }
+    #[inline]
+    fn weights(&self) -> [v128; 4] {
+        nibbles(&self.qs)
     }
 }
 
-impl SimdBlock for Q4_1 {
-    const BYTES: usize = 20;
+impl SimdBlock for BlockQ4_1 {
     const OFFSET: Offset = Offset::Stored;
-    unsafe fn weights(p: *const u8) -> [v128; 4] {
-        // SAFETY: as for Q4_0.
-        nibbles(unsafe { p.add(4) })
+    #[inline]
+    fn scale_bits(&self) -> u32 {
+        dm_bits(self.d, self.m)
+    }
+    #[inline]
+    fn weights(&self) -> [v128; 4] {
+        nibbles(&self.qs)
     }
 }
 
-impl SimdBlock for Q8_0 {
-    const BYTES: usize = 34;
+impl SimdBlock for BlockQ8_0 {
     const OFFSET: Offset = Offset::None;
-    unsafe fn weights(p: *const u8) -> [v128; 4] {
-        // SAFETY: 32 weight bytes follow the 2-byte scale.
-        let (q0, q1) = unsafe { (load(p.add(2)), load(p.add(18))) };
+    #[inline]
+    fn scale_bits(&self) -> u32 {
+        d_bits(self.d)
+    }
+    #[inline]
+    fn weights(&self) -> [v128; 4] {
+        let (q0, q1) = (load(self.qs.as_ptr()), load(self.qs[16..].as_ptr()));
         [
             i16x8_extend_low_i8x16(q0),
             i16x8_extend_high_i8x16(q0),
@@ -106,37 +121,27 @@ impl SimdBlock for Q8_0 {
     }
 }
 
-impl SimdBlock for Q5_0 {
-    const BYTES: usize = 22;
+impl SimdBlock for BlockQ5_0 {
     const OFFSET: Offset = Offset::None;
-    unsafe fn weights(p: *const u8) -> [v128; 4] {
-        // SAFETY: qh and the nibbles follow the 2-byte scale.
-        unsafe { q5_values(p.add(2)) }.map(|v| i16x8_sub(v, i16x8_splat(16)))
+    #[inline]
+    fn scale_bits(&self) -> u32 {
+        d_bits(self.d)
+    }
+    #[inline]
+    fn weights(&self) -> [v128; 4] {
+        q5_values(self.qh, &self.qs).map(|v| i16x8_sub(v, i16x8_splat(16)))
     }
 }
 
-impl SimdBlock for Q5_1 {
-    const BYTES: usize = 24;
+impl SimdBlock for BlockQ5_1 {
     const OFFSET: Offset = Offset::Stored;
-    unsafe fn weights(p: *const u8) -> [v128; 4] {
-        // SAFETY: qh and the nibbles follow d and m.
-        unsafe { q5_values(p.add(4)) }
+    #[inline]
+    fn scale_bits(&self) -> u32 {
+        dm_bits(self.d, self.m)
     }
-}
-
-/// The f16 scale bits of the block at `p`: `d` in the low half, a stored `m` in the high half.
-///
-/// # Safety
-/// `p` points at a whole block.
-#[inline]
-unsafe fn scale_bits<F: SimdBlock>(p: *const u8) -> u32 {
-    // SAFETY: every block starts with its 2 (or, with a stored offset, 4) scale bytes.
-    unsafe {
-        if F::OFFSET == Offset::Stored {
-            p.cast::<u32>().read_unaligned()
-        } else {
-            u32::from(p.cast::<u16>().read_unaligned())
-        }
+    #[inline]
+    fn weights(&self) -> [v128; 4] {
+        q5_values(self.qh, &self.qs)
     }
 }
 
@@ -179,38 +184,30 @@ fn sum4([a, b, c, d]: [v128; 4]) -> v128 {
 /// block k), and the activation scales and sums of four consecutive blocks are contiguous.
 /// The accumulators are reduced once per row.
 #[inline]
-fn dot_row<F: SimdBlock, const NT: usize>(
-    row: &[u8],
-    acts: &BlockActs,
-    t0: usize,
-    blocks: usize,
-) -> [f32; NT] {
-    assert_eq!(row.len(), blocks * F::BYTES);
+fn dot_row<F: SimdBlock, const NT: usize>(row: &[F], acts: &BlockActs, t0: usize) -> [f32; NT] {
+    let blocks = row.len();
     let act_blocks = (t0 + NT) * blocks;
     assert!(
         acts.d.len() >= act_blocks
             && acts.s.len() >= act_blocks
             && acts.qs.len() >= act_blocks * ACT_BLOCK
     );
-    let p = row.as_ptr();
     let (xq, xd, xs) = (acts.qs.as_ptr(), acts.d.as_ptr(), acts.s.as_ptr());
     let mut acc = [f32x4_splat(0.0); NT];
     let mut offset_acc = [f32x4_splat(0.0); NT];
     let mut b = 0;
-    // SAFETY (loop bodies): b + k < blocks keeps every block inside `row`, and activation block
-    // (t0 + t)·blocks + b + k, t < NT, exists by the assert above.
+    // SAFETY (loop bodies): activation block (t0 + t)·blocks + b + k, t < NT, b + k < blocks,
+    // exists by the assert above.
     // Every token takes this path whatever NT is, so a token's sum is rounded the same way in a
     // batch as alone: speculative decoding's verify rows are bit-identical to decode steps.
     while b + 4 <= blocks {
-        let q = |k: usize| unsafe { p.add((b + k) * F::BYTES) };
-        let bits = unsafe {
-            u32x4(
-                scale_bits::<F>(q(0)),
-                scale_bits::<F>(q(1)),
-                scale_bits::<F>(q(2)),
-                scale_bits::<F>(q(3)),
-            )
-        };
+        let group = &row[b..b + 4];
+        let bits = u32x4(
+            group[0].scale_bits(),
+            group[1].scale_bits(),
+            group[2].scale_bits(),
+            group[3].scale_bits(),
+        );
         let d = f16_lanes_to_f32(v128_and(bits, u32x4_splat(0xffff)));
         let m = match F::OFFSET {
             Offset::None => f32x4_splat(0.0),
@@ -218,8 +215,8 @@ fn dot_row<F: SimdBlock, const NT: usize>(
             Offset::MinusEightD => f32x4_mul(d, f32x4_splat(-8.0)),
         };
         let mut dots = [[i32x4_splat(0); 4]; NT];
-        for k in 0..4 {
-            let w = unsafe { F::weights(q(k)) };
+        for (k, blk) in group.iter().enumerate() {
+            let w = blk.weights();
             for t in 0..NT {
                 let ab = (t0 + t) * blocks + b + k;
                 dots[t][k] = unsafe { dot_block(&w, xq.add(ab * ACT_BLOCK)) };
@@ -239,15 +236,14 @@ fn dot_row<F: SimdBlock, const NT: usize>(
     // The remaining blocks one at a time.
     let mut offset_tail = [0.0f32; NT];
     while b < blocks {
-        let q = unsafe { p.add(b * F::BYTES) };
-        let bits = unsafe { scale_bits::<F>(q) };
+        let bits = row[b].scale_bits();
         let d = f16_to_f32(bits as u16);
         let m = match F::OFFSET {
             Offset::None => 0.0,
             Offset::Stored => f16_to_f32((bits >> 16) as u16),
             Offset::MinusEightD => -8.0 * d,
         };
-        let w = unsafe { F::weights(q) };
+        let w = row[b].weights();
         for t in 0..NT {
             let ab = (t0 + t) * blocks + b;
             let (dot, act_d, act_s) = unsafe {
@@ -270,47 +266,15 @@ fn dot_row<F: SimdBlock, const NT: usize>(
     out
 }
 
-pub(super) fn matmul_q4<const HAS_MIN: bool>(
+pub(super) fn matmul_legacy<B: SimdBlock>(
     w: &QMatrix,
     acts: &BlockActs,
     n: usize,
     out: &mut [f32],
 ) {
-    let blocks = w.cols() / ACT_BLOCK;
-    if HAS_MIN {
-        tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
-            dot_row::<Q4_1, NT>(w.row(r), acts, t0, blocks)
-        });
-    } else {
-        tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
-            dot_row::<Q4_0, NT>(w.row(r), acts, t0, blocks)
-        });
-    }
-}
-
-pub(super) fn matmul_q8_0(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
-    let blocks = w.cols() / ACT_BLOCK;
     tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
-        dot_row::<Q8_0, NT>(w.row(r), acts, t0, blocks)
+        dot_row::<B, NT>(as_blocks::<B>(w.row(r)), acts, t0)
     });
-}
-
-pub(super) fn matmul_q5<const HAS_MIN: bool>(
-    w: &QMatrix,
-    acts: &BlockActs,
-    n: usize,
-    out: &mut [f32],
-) {
-    let blocks = w.cols() / ACT_BLOCK;
-    if HAS_MIN {
-        tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
-            dot_row::<Q5_1, NT>(w.row(r), acts, t0, blocks)
-        });
-    } else {
-        tiled_matmul!(w.rows(), n, out, |r, t0, NT| {
-            dot_row::<Q5_0, NT>(w.row(r), acts, t0, blocks)
-        });
-    }
 }
 
 /// Bits 0..8 (lanes 0..8) and 8..16 of `bits` as 0 or 16 per i16 lane.
@@ -326,14 +290,12 @@ fn fifth_bits(bits: u16) -> [v128; 2] {
     ]
 }
 
-/// 5-bit legacy values at `p` (4 bytes qh, then 16 bytes of nibbles), as u16 lanes.
-///
-/// # Safety
-/// 20 readable bytes at `p`.
+/// Unsigned 5-bit values as u16 lanes: nibbles plus bit j of `qh` as the fifth bit of
+/// element j.
 #[inline]
-unsafe fn q5_values(p: *const u8) -> [v128; 4] {
-    let qh = unsafe { p.cast::<u32>().read_unaligned() };
-    let q = nibbles(unsafe { p.add(4) });
+fn q5_values(qh: [u8; 4], qs: &[u8; 16]) -> [v128; 4] {
+    let qh = u32::from_le_bytes(qh);
+    let q = nibbles(qs);
     let [a, b] = fifth_bits(qh as u16);
     let [c, d] = fifth_bits((qh >> 16) as u16);
     [
