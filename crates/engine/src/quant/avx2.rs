@@ -301,6 +301,8 @@ fn dot_legacy<B: LegacyBlock, const NT: usize>(
     let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); NT], [_mm256_setzero_ps(); NT]);
     let (mut off0, mut off1) = ([0.0f32; NT], [0.0f32; NT]);
     let ptrs = (xq, xd, xs);
+    // The body is a #[target_feature] function of its own: a closure does not inherit this
+    // function's features, and with the body inlined into it the kernel measured 25% slower.
     let block = |b: usize, acc: &mut [__m256; NT], off: &mut [f32; NT]| {
         // SAFETY: the features are enabled in this function; block b and its activations exist.
         unsafe { legacy_block(&row[b], ptrs, (t0 * blocks + b, blocks), acc, off) }
