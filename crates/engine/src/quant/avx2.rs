@@ -21,7 +21,7 @@ use super::kquant::{BlockQ4K, BlockQ5K, BlockQ6K};
 use super::q4::{BlockQ4_0, BlockQ4_1};
 use super::q5::{BlockQ5_0, BlockQ5_1};
 use super::q8_0::BlockQ8_0;
-use super::{as_blocks, tiled_matmul, QMatrix, QuantBlock};
+use super::{as_blocks, tiled_matmul, LegacyScales, QMatrix, QuantBlock};
 
 pub(super) fn detected() -> bool {
     // std caches the CPUID answers, so this is cheap after the first call.
@@ -92,10 +92,8 @@ pub(super) enum Offset {
 }
 
 /// A legacy 32-value block format as these kernels see it.
-pub(super) trait LegacyBlock: QuantBlock {
+pub(super) trait LegacyBlock: LegacyScales {
     const OFFSET: Offset;
-    /// f16 bits of the scale `d`, and of the stored minimum `m` (0 where there is none).
-    fn scale_bits(&self) -> (u16, u16);
     /// The block's integer weights: elements 0..16 and 16..32 as i16 lanes.
     ///
     /// # Safety
@@ -157,10 +155,6 @@ fn q5_values(qh: [u8; 4], qs: &[u8; 16]) -> [__m256i; 2] {
 impl LegacyBlock for BlockQ4_0 {
     const OFFSET: Offset = Offset::MinusEightD;
     #[inline]
-    fn scale_bits(&self) -> (u16, u16) {
-        (u16::from_le_bytes(self.d), 0)
-    }
-    #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn weights(&self) -> [__m256i; 2] {
         nibbles(&self.qs)
@@ -170,10 +164,6 @@ impl LegacyBlock for BlockQ4_0 {
 impl LegacyBlock for BlockQ4_1 {
     const OFFSET: Offset = Offset::Stored;
     #[inline]
-    fn scale_bits(&self) -> (u16, u16) {
-        (u16::from_le_bytes(self.d), u16::from_le_bytes(self.m))
-    }
-    #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn weights(&self) -> [__m256i; 2] {
         nibbles(&self.qs)
@@ -182,10 +172,6 @@ impl LegacyBlock for BlockQ4_1 {
 
 impl LegacyBlock for BlockQ5_0 {
     const OFFSET: Offset = Offset::None;
-    #[inline]
-    fn scale_bits(&self) -> (u16, u16) {
-        (u16::from_le_bytes(self.d), 0)
-    }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn weights(&self) -> [__m256i; 2] {
@@ -197,10 +183,6 @@ impl LegacyBlock for BlockQ5_0 {
 impl LegacyBlock for BlockQ5_1 {
     const OFFSET: Offset = Offset::Stored;
     #[inline]
-    fn scale_bits(&self) -> (u16, u16) {
-        (u16::from_le_bytes(self.d), u16::from_le_bytes(self.m))
-    }
-    #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn weights(&self) -> [__m256i; 2] {
         q5_values(self.qh, &self.qs)
@@ -209,10 +191,6 @@ impl LegacyBlock for BlockQ5_1 {
 
 impl LegacyBlock for BlockQ8_0 {
     const OFFSET: Offset = Offset::None;
-    #[inline]
-    fn scale_bits(&self) -> (u16, u16) {
-        (u16::from_le_bytes(self.d), 0)
-    }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn weights(&self) -> [__m256i; 2] {

@@ -112,6 +112,12 @@ pub(crate) unsafe trait QuantBlock: Copy + 'static {
     fn vec_dot(row: &[Self], act: ActRow<'_>) -> f32;
 }
 
+/// A 32-value legacy block's scales as the SIMD kernels read them.
+pub(crate) trait LegacyScales: QuantBlock {
+    /// f16 bits of the scale `d`, and of the stored minimum `m` (0 where the format has none).
+    fn scale_bits(&self) -> (u16, u16);
+}
+
 /// A block format whose dot products go through 32-value sub-blocks of small integers, one per
 /// activation block: value_j ≈ scale · w_j + offset (up to f32 rounding; `to_float` is the exact
 /// dequantization).

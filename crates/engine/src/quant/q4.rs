@@ -8,7 +8,7 @@
 
 use super::act::{ActRow, ACT_BLOCK};
 use super::float::{f16_to_f32, f32_to_f16};
-use super::{DType, QuantBlock};
+use super::{DType, LegacyScales, QuantBlock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
@@ -165,4 +165,18 @@ pub(super) fn signed_extreme(x: &[f32]) -> f32 {
         }
     }
     max
+}
+
+impl LegacyScales for BlockQ4_0 {
+    #[inline]
+    fn scale_bits(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.d), 0)
+    }
+}
+
+impl LegacyScales for BlockQ4_1 {
+    #[inline]
+    fn scale_bits(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.d), u16::from_le_bytes(self.m))
+    }
 }

@@ -6,7 +6,7 @@
 
 use super::act::ActRow;
 use super::float::{f16_to_f32, f32_to_f16};
-use super::{sub_block_dot, DType, QuantBlock, SubBlocks};
+use super::{sub_block_dot, DType, LegacyScales, QuantBlock, SubBlocks};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
@@ -141,5 +141,19 @@ impl SubBlocks for BlockQ5_1 {
             f16_to_f32(u16::from_le_bytes(self.d)),
             f16_to_f32(u16::from_le_bytes(self.m)),
         )
+    }
+}
+
+impl LegacyScales for BlockQ5_0 {
+    #[inline]
+    fn scale_bits(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.d), 0)
+    }
+}
+
+impl LegacyScales for BlockQ5_1 {
+    #[inline]
+    fn scale_bits(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.d), u16::from_le_bytes(self.m))
     }
 }

@@ -2,7 +2,7 @@
 
 use super::act::{ActRow, ACT_BLOCK};
 use super::float::{f16_to_f32, f32_to_f16};
-use super::{DType, QuantBlock};
+use super::{DType, LegacyScales, QuantBlock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
@@ -58,5 +58,12 @@ unsafe impl QuantBlock for BlockQ8_0 {
             sum += blk.d() * act.d[b] * dot as f32;
         }
         sum
+    }
+}
+
+impl LegacyScales for BlockQ8_0 {
+    #[inline]
+    fn scale_bits(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.d), 0)
     }
 }

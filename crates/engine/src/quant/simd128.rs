@@ -21,7 +21,7 @@ use super::kquant::{BlockQ4K, BlockQ5K, BlockQ6K};
 use super::q4::{BlockQ4_0, BlockQ4_1};
 use super::q5::{BlockQ5_0, BlockQ5_1};
 use super::q8_0::BlockQ8_0;
-use super::{as_blocks, tiled_matmul, QMatrix, QuantBlock};
+use super::{as_blocks, tiled_matmul, LegacyScales, QMatrix, QuantBlock};
 
 #[inline]
 fn load(p: *const u8) -> v128 {
@@ -37,12 +37,10 @@ fn hsum(v: v128) -> f32 {
 }
 
 /// A legacy 32-value block format as these kernels see it.
-pub(super) trait SimdBlock: QuantBlock {
+pub(super) trait SimdBlock: LegacyScales {
     /// The per-block offset: none (q8_0, q5_0), a stored f16 `m` (q4_1, q5_1), or −8·d
     /// (q4_0).
     const OFFSET: Offset;
-    /// The f16 bits of `d` in the low half, of a stored `m` in the high half (0 where none).
-    fn scale_bits(&self) -> u32;
     /// The block's 32 integer weights as i16 lanes in element order.
     fn weights(&self) -> [v128; 4];
 }
@@ -68,23 +66,15 @@ fn nibbles(qs: &[u8; 16]) -> [v128; 4] {
     ]
 }
 
-/// `d` alone, or `d` and `m` packed as `scale_bits` returns them.
+/// A block's f16 `d` in the low half of a u32 and its stored `m` (or 0) in the high half.
 #[inline]
-fn d_bits(d: [u8; 2]) -> u32 {
-    u32::from(u16::from_le_bytes(d))
-}
-
-#[inline]
-fn dm_bits(d: [u8; 2], m: [u8; 2]) -> u32 {
-    d_bits(d) | (d_bits(m) << 16)
+fn packed_scales<B: LegacyScales>(blk: &B) -> u32 {
+    let (d, m) = blk.scale_bits();
+    u32::from(d) | (u32::from(m) << 16)
 }
 
 impl SimdBlock for BlockQ4_0 {
     const OFFSET: Offset = Offset::MinusEightD;
-    #[inline]
-    fn scale_bits(&self) -> u32 {
-        d_bits(self.d)
-    }
     #[inline]
     fn weights(&self) -> [v128; 4] {
         nibbles(&self.qs)
@@ -94,10 +84,6 @@ impl SimdBlock for BlockQ4_0 {
 impl SimdBlock for BlockQ4_1 {
     const OFFSET: Offset = Offset::Stored;
     #[inline]
-    fn scale_bits(&self) -> u32 {
-        dm_bits(self.d, self.m)
-    }
-    #[inline]
     fn weights(&self) -> [v128; 4] {
         nibbles(&self.qs)
     }
@@ -105,10 +91,6 @@ impl SimdBlock for BlockQ4_1 {
 
 impl SimdBlock for BlockQ8_0 {
     const OFFSET: Offset = Offset::None;
-    #[inline]
-    fn scale_bits(&self) -> u32 {
-        d_bits(self.d)
-    }
     #[inline]
     fn weights(&self) -> [v128; 4] {
         let (q0, q1) = (load(self.qs.as_ptr()), load(self.qs[16..].as_ptr()));
@@ -124,10 +106,6 @@ impl SimdBlock for BlockQ8_0 {
 impl SimdBlock for BlockQ5_0 {
     const OFFSET: Offset = Offset::None;
     #[inline]
-    fn scale_bits(&self) -> u32 {
-        d_bits(self.d)
-    }
-    #[inline]
     fn weights(&self) -> [v128; 4] {
         q5_values(self.qh, &self.qs).map(|v| i16x8_sub(v, i16x8_splat(16)))
     }
@@ -135,10 +113,6 @@ impl SimdBlock for BlockQ5_0 {
 
 impl SimdBlock for BlockQ5_1 {
     const OFFSET: Offset = Offset::Stored;
-    #[inline]
-    fn scale_bits(&self) -> u32 {
-        dm_bits(self.d, self.m)
-    }
     #[inline]
     fn weights(&self) -> [v128; 4] {
         q5_values(self.qh, &self.qs)
@@ -203,10 +177,10 @@ fn dot_row<F: SimdBlock, const NT: usize>(row: &[F], acts: &BlockActs, t0: usize
     while b + 4 <= blocks {
         let group = &row[b..b + 4];
         let bits = u32x4(
-            group[0].scale_bits(),
-            group[1].scale_bits(),
-            group[2].scale_bits(),
-            group[3].scale_bits(),
+            packed_scales(&group[0]),
+            packed_scales(&group[1]),
+            packed_scales(&group[2]),
+            packed_scales(&group[3]),
         );
         let d = f16_lanes_to_f32(v128_and(bits, u32x4_splat(0xffff)));
         let m = match F::OFFSET {
@@ -236,7 +210,7 @@ fn dot_row<F: SimdBlock, const NT: usize>(row: &[F], acts: &BlockActs, t0: usize
     // The remaining blocks one at a time.
     let mut offset_tail = [0.0f32; NT];
     while b < blocks {
-        let bits = row[b].scale_bits();
+        let bits = packed_scales(&row[b]);
         let d = f16_to_f32(bits as u16);
         let m = match F::OFFSET {
             Offset::None => 0.0,
