@@ -408,6 +408,17 @@ pub struct AttentionBuffers {
     key: Vec<f32>,
 }
 
+impl AttentionBuffers {
+    /// Capacity for `scores` scores (query heads per kv head × positions) and a head of
+    /// `head_dim` (lengths unchanged).
+    pub fn reserve(&mut self, scores: usize, head_dim: usize) {
+        self.scores
+            .reserve_exact(scores.saturating_sub(self.scores.len()));
+        self.key
+            .reserve_exact(head_dim.saturating_sub(self.key.len()));
+    }
+}
+
 /// Position `s`'s row for the kv head at `off` as f32: from the batch (`s >= pos`) or the cache.
 fn kv_row<'a, T: Cell>(
     rows: &'a Rows<T>,

@@ -732,6 +732,12 @@ impl Session {
         ] {
             fit(buf, n * width);
         }
+        // Everything the layers will grow is taken here, before the host starts reading layers:
+        // an allocation while a read writes into wasm memory would detach its view.
+        self.kv.reserve(needed);
+        self.scratch.reserve(n * widest);
+        self.attn
+            .reserve(c.n_heads / c.n_kv_heads.max(1) * needed, c.head_dim);
         // HF computes Gemma's scale as a Python float cast to the weights' dtype.
         let embed_scale = (dim as f64).sqrt() as f32;
         for (row, &id) in self.x.chunks_exact_mut(dim).zip(tokens) {

@@ -27,6 +27,14 @@ pub(crate) struct BlockActs {
 }
 
 impl BlockActs {
+    /// Capacity for `values` inputs (their lengths unchanged).
+    pub(crate) fn reserve(&mut self, values: usize) {
+        let blocks = values.div_ceil(ACT_BLOCK);
+        self.qs.reserve_exact(values.saturating_sub(self.qs.len()));
+        self.d.reserve_exact(blocks.saturating_sub(self.d.len()));
+        self.s.reserve_exact(blocks.saturating_sub(self.s.len()));
+    }
+
     /// Quantizes `x` (a whole number of 32-blocks). Buffers only grow, so a session that reuses
     /// one scratch allocates on its first calls and never again.
     pub(crate) fn quantize(&mut self, x: &[f32]) {

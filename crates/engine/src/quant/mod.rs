@@ -242,6 +242,14 @@ pub struct MatmulScratch {
     acts: BlockActs,
 }
 
+impl MatmulScratch {
+    /// Room for the activations of `values` inputs (a batch times the widest row), so that
+    /// matmuls of that batch allocate nothing.
+    pub fn reserve(&mut self, values: usize) {
+        self.acts.reserve(values);
+    }
+}
+
 /// out[t*rows + r] = sum_c W[r,c] * x[t*cols + c], t in 0..n.  x.len() == n*cols, out.len() == n*rows.
 ///
 /// Uses the fastest kernel this machine has. Block formats quantize `x` to 16-bit blocks first,
