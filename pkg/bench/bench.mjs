@@ -1,7 +1,9 @@
 // Benchmarks the wasm package in Node against the native CLI on the same machine, same run:
-//   node bench/bench.mjs [model.knot] [--runs 3] [--prompt-len 128] [-n 64]
+//   node bench/bench.mjs [model.knot] [--runs 3] [--rounds 3] [--prompt-len 128] [-n 64]
 // Each lruCapacity (all layers, 2, 1) runs in a fresh child process, so peak RSS and wasm memory
-// of one configuration do not leak into the next. Prints a table; `--json` prints the figures.
+// of one configuration do not leak into the next; `--rounds` rounds of the three, in rotating
+// order, so the machine's drift hits each alike (speeds are medians over rounds). Prints a table
+// and streamed decode (lruCapacity 2) over resident decode; `--json` prints the figures.
 //   node bench/bench.mjs --moa        MOA (defaults) against plain sampling at T 0.7, top-k 40,
 //                                     every layer cached, runs interleaved: decode tok/s ratio
 //   node bench/bench.mjs --constraint json
@@ -21,7 +23,7 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 function parseArgs(argv) {
   const o = {
-    model: `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.knot`, runs: 3, promptLen: 128, n: 64, json: false,
+    model: `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.knot`, runs: 3, rounds: 3, promptLen: 128, n: 64, json: false,
     child: undefined, moa: false, baseline: undefined, pkg: undefined, constraint: undefined, draft: false,
   };
   for (let i = 0; i < argv.length; i++) {
@@ -32,6 +34,7 @@ function parseArgs(argv) {
       return v;
     };
     if (a === '--runs') o.runs = next();
+    else if (a === '--rounds') o.rounds = next();
     else if (a === '--prompt-len') o.promptLen = next();
     else if (a === '-n') o.n = next();
     else if (a === '--json') o.json = true;
@@ -264,13 +267,26 @@ async function main() {
   } else {
     console.error(`no native CLI at ${bin} (cargo build --release -p knot-cli); wasm figures only`);
   }
-  const rows = [];
-  for (const cap of ['all', '2', '1']) rows.push(spawn(cap));
+  const caps = ['all', '2', '1'];
+  const rounds = caps.map(() => []);
+  for (let r = 0; r < o.rounds; r++) {
+    for (let i = 0; i < caps.length; i++) {
+      const c = (i + r) % caps.length;
+      rounds[c].push(spawn(caps[c]));
+    }
+  }
+  const rows = rounds.map((results) => ({
+    ...results[results.length - 1],
+    prefillTokS: median(results.map((x) => x.prefillTokS)),
+    decodeTokS: median(results.map((x) => x.decodeTokS)),
+  }));
+  // Each round's streamed over resident decode, then their median: a ratio of runs close in time.
+  const streamedOverResident = median(rounds[1].map((x, r) => x.decodeTokS / rounds[0][r].decodeTokS));
   if (o.json) {
-    console.log(JSON.stringify({ model: o.model, runs: o.runs, promptLen: o.promptLen, n: o.n, native, wasm: rows }, null, 1));
+    console.log(JSON.stringify({ model: o.model, runs: o.runs, rounds: o.rounds, promptLen: o.promptLen, n: o.n, native, wasm: rows, streamedOverResident }, null, 1));
     return;
   }
-  console.log(`model ${o.model}: ${o.promptLen}-token prompt, ${o.n} decode tokens, median of ${o.runs} runs; Node ${process.version}`);
+  console.log(`model ${o.model}: ${o.promptLen}-token prompt, ${o.n} decode tokens, median of ${o.runs} runs × ${o.rounds} rounds; Node ${process.version}`);
   if (native) {
     console.log(`native CLI: prefill ${native.prefill_tok_s.toFixed(1)} tok/s, decode ${native.decode_tok_s.toFixed(1)} tok/s, peak RSS ${MiB(native.peak_rss_bytes)} MiB`);
   }
@@ -292,6 +308,7 @@ async function main() {
   console.log(line(header));
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const row of table) console.log(line(row));
+  console.log(`streamed decode (lruCapacity 2, FileKnotSource) / resident: ${streamedOverResident.toFixed(2)}x (median of per-round ratios)`);
   if (native) {
     const all = rows[0];
     console.log(`prefill vs native: ${(all.prefillTokS / native.prefill_tok_s).toFixed(2)}x (all layers cached)`);

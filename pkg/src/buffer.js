@@ -1,4 +1,4 @@
-import { checkRange } from './range.js';
+import { checkRange, checkTarget } from './range.js';
 
 /** A KnotByteSource over bytes already in memory (tests, small models, data fetched whole). */
 export class BufferKnotSource {
@@ -28,5 +28,19 @@ export class BufferKnotSource {
   async rangeGet(start, end) {
     checkRange(start, end, this.#bytes.byteLength);
     return this.#bytes.subarray(start, end + 1);
+  }
+
+  /**
+   * Copies the range into `target` (the host passes a view of wasm memory).
+   * @param {number} start
+   * @param {number} end inclusive
+   * @param {Uint8Array} target exactly end - start + 1 bytes
+   * @returns {Promise<number>} the bytes written
+   */
+  async rangeGetInto(start, end, target) {
+    const length = checkRange(start, end, this.#bytes.byteLength);
+    checkTarget(target, length);
+    target.set(this.#bytes.subarray(start, end + 1));
+    return length;
   }
 }

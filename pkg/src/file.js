@@ -1,6 +1,6 @@
 // Kept apart from sources.js because node:fs exists only in Node, Bun and Deno.
 import { open } from 'node:fs/promises';
-import { checkRange } from './range.js';
+import { checkRange, checkTarget } from './range.js';
 
 /** A KnotByteSource over a local file, read with positional reads (Node, Bun, Deno). */
 export class FileKnotSource {
@@ -47,10 +47,35 @@ export class FileKnotSource {
    * @returns {Promise<Uint8Array>}
    */
   async rangeGet(start, end) {
+    const out = new Uint8Array(checkRange(start, end, this.#size));
+    await this.#readInto(start, end, out);
+    return out;
+  }
+
+  /**
+   * Reads the range straight into `target` (the host passes a view of wasm memory, so the
+   * bytes go from the OS into the layer's buffer with no copy in between).
+   * @param {number} start
+   * @param {number} end inclusive
+   * @param {Uint8Array} target exactly end - start + 1 bytes
+   * @returns {Promise<number>} the bytes written
+   */
+  async rangeGetInto(start, end, target) {
     const length = checkRange(start, end, this.#size);
+    checkTarget(target, length);
+    await this.#readInto(start, end, target);
+    return length;
+  }
+
+  /**
+   * @param {number} start
+   * @param {number} end inclusive
+   * @param {Uint8Array} out
+   */
+  async #readInto(start, end, out) {
     const handle = this.#handle;
     if (handle === null) throw new Error(`FileKnotSource: ${this.#path} is closed`);
-    const out = new Uint8Array(length);
+    const length = out.byteLength;
     let filled = 0;
     // read() may return fewer bytes than asked; a zero-byte read means the file shrank.
     while (filled < length) {
@@ -62,7 +87,6 @@ export class FileKnotSource {
       }
       filled += bytesRead;
     }
-    return out;
   }
 
   /** Closes the file; idempotent. @returns {Promise<void>} */

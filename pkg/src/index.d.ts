@@ -8,6 +8,14 @@
  */
 export interface KnotByteSource {
   rangeGet(start: number, end: number): Promise<Uint8Array>;
+  /**
+   * Optional: writes bytes start..end (inclusive) into `target` (exactly that long) and resolves
+   * to the number written. The host then reads layers straight into wasm memory (`target` is a
+   * view of it) instead of copying each `rangeGet` array in. Nothing may be written into
+   * `target` after the promise settles; if wasm memory grows while a read is in flight, `target`
+   * detaches and the host reads the range again.
+   */
+  rangeGetInto?(start: number, end: number, target: Uint8Array): Promise<number>;
   /** File size in bytes, when known: a non-negative integer, or undefined / null. */
   readonly size?: number | null | undefined;
 }
@@ -17,6 +25,8 @@ export declare class BufferKnotSource implements KnotByteSource {
   readonly size: number;
   /** A view into the buffer, not a copy. */
   rangeGet(start: number, end: number): Promise<Uint8Array>;
+  /** Copies the range into `target`. */
+  rangeGetInto(start: number, end: number, target: Uint8Array): Promise<number>;
 }
 
 /** Node, Bun and Deno only. */
@@ -24,6 +34,8 @@ export declare class FileKnotSource implements KnotByteSource, AsyncDisposable {
   static open(path: string | URL): Promise<FileKnotSource>;
   readonly size: number;
   rangeGet(start: number, end: number): Promise<Uint8Array>;
+  /** Positional reads straight into `target`. */
+  rangeGetInto(start: number, end: number, target: Uint8Array): Promise<number>;
   /** Idempotent. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;

@@ -23,3 +23,17 @@ export function checkRange(start, end, size) {
   }
   return e - s + 1;
 }
+
+/**
+ * `rangeGetInto`'s target: a Uint8Array of exactly the range's length.
+ * @param {unknown} target
+ * @param {number} length
+ */
+export function checkTarget(target, length) {
+  if (!(target instanceof Uint8Array)) {
+    throw new TypeError(`rangeGetInto: target must be a Uint8Array, got ${Object.prototype.toString.call(target)}`);
+  }
+  if (target.byteLength !== length) {
+    throw new RangeError(`rangeGetInto: target holds ${target.byteLength} bytes, the range ${length}`);
+  }
+}

@@ -7,12 +7,13 @@
 //! is the layer whose next use is furthest away in the cycle (Belady's rule, exact here): a pass
 //! then reads about n − c layers (at most n − c + 1) instead of n.
 
+use crate::pool::PooledBytes;
 use crate::source::SourceError;
 use futures::future::{FutureExt, LocalBoxFuture, Shared};
 use lru::LruCache;
 use std::rc::Rc;
 
-pub type LayerBytes = Rc<Vec<u8>>;
+pub type LayerBytes = Rc<PooledBytes>;
 pub type LayerFetch = Shared<LocalBoxFuture<'static, Result<LayerBytes, SourceError>>>;
 
 enum Slot {
@@ -226,7 +227,9 @@ mod tests {
     use super::*;
 
     fn ready(n: usize) -> LocalBoxFuture<'static, Result<LayerBytes, SourceError>> {
-        Box::pin(futures::future::ready(Ok(Rc::new(vec![0u8; n]))))
+        let pool = crate::pool::BufferPool::new(0);
+        let bytes = PooledBytes::new(vec![0u8; n], &pool);
+        Box::pin(futures::future::ready(Ok(Rc::new(bytes))))
     }
 
     fn fill(c: &mut LayerCache, layer: usize) {

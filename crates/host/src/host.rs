@@ -4,6 +4,7 @@
 use crate::cache::{CacheStats, LayerBytes, LayerCache, LayerFetch, Lookup};
 use crate::clock::now_ms;
 use crate::memory::{self, MemoryPlan, PlanInput};
+use crate::pool::BufferPool;
 use crate::prefix::{self, PrefixStatus, WindowView};
 use crate::reader::{Abort, ReadPolicy, Reader};
 use crate::source::{ByteSource, SourceError};
@@ -227,6 +228,8 @@ struct LayerStore {
     /// Where each layer's tensors sit in its span, located and checked once at open.
     layouts: Vec<LayerLayout>,
     cache: LayerCache,
+    /// Buffers of evicted layers, read into again (two: one evicted per fetch in a stream).
+    pool: Rc<BufferPool>,
 }
 
 impl LayerStore {
@@ -238,9 +241,26 @@ impl LayerStore {
         }
     }
 
+    /// Allocates, before a pass starts reading, a buffer for each layer it will read while
+    /// others are in flight (the missing ones, up to `in_flight`): memory that grows while JS
+    /// writes into it detaches the write's view, and that read has to be made again.
+    fn stock_pool(&self, in_flight: usize) {
+        if !self.reader.fills_buffers() {
+            return;
+        }
+        let missing = (0..self.ranges.len()).filter(|&l| !self.cache.contains(l));
+        let spans = missing.map(|l| self.ranges[l].end - self.ranges[l].start);
+        let (count, largest) = spans.fold((0, 0), |(c, m), s| (c + 1, m.max(s)));
+        let len = usize::try_from(largest).unwrap_or(0);
+        self.pool.stock(count.min(in_flight), len);
+    }
+
     fn start_fetch(&mut self, layer: usize) -> LayerFetch {
         let r = &self.ranges[layer];
-        let fut = self.reader.read(r.start, r.end).map(|r| r.map(Rc::new));
+        let fut = self
+            .reader
+            .read_pooled(r.start, r.end, &self.pool)
+            .map(|r| r.map(Rc::new));
         self.cache.start_fetch(layer, fut.boxed_local())
     }
 
@@ -463,6 +483,7 @@ impl Host {
                 ranges,
                 layouts,
                 cache,
+                pool: BufferPool::new(2),
             },
             knot,
             config,
@@ -731,6 +752,7 @@ impl Host {
 
     async fn run_layers(&mut self, more_follows: bool) -> Result<(), HostError> {
         let n = self.config.n_layers;
+        self.layers.stock_pool(self.prefetch_depth + 1);
         for l in 0..n {
             if self.layers.reader.abort_handle().is_aborted() {
                 return Err(HostError::Aborted);

@@ -8,6 +8,7 @@ pub mod helpers;
 pub mod host;
 pub mod memory;
 pub mod options;
+pub mod pool;
 pub mod prefix;
 pub mod reader;
 pub mod source;

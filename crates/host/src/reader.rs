@@ -3,6 +3,7 @@
 //! once when the caller aborts.
 
 use crate::clock::sleep;
+use crate::pool::{BufferPool, PooledBytes};
 use crate::source::{ByteSource, SourceError};
 use futures::future::{FutureExt, LocalBoxFuture};
 use std::cell::{Cell, RefCell};
@@ -116,6 +117,11 @@ impl Reader {
         &self.abort
     }
 
+    /// Whether the source reads into buffers it is handed (see [`Reader::read_pooled`]).
+    pub fn fills_buffers(&self) -> bool {
+        self.source.fills_buffers()
+    }
+
     /// The source's size, when it knows it.
     pub fn source_len(&self) -> Option<u64> {
         self.source.len()
@@ -129,13 +135,49 @@ impl Reader {
         start: u64,
         end: u64,
     ) -> LocalBoxFuture<'static, Result<Vec<u8>, SourceError>> {
+        self.read_with(start, end, |source, start, end| source.read(start, end))
+    }
+
+    /// Reads `[start, end)` like [`Reader::read`], into a buffer from `pool` (each attempt takes
+    /// its own: one that timed out may still be written to); the bytes go back to the pool when
+    /// the last reference is dropped.
+    pub fn read_pooled(
+        &self,
+        start: u64,
+        end: u64,
+        pool: &Rc<BufferPool>,
+    ) -> LocalBoxFuture<'static, Result<PooledBytes, SourceError>> {
+        if !self.source.fills_buffers() {
+            let read = self.read(start, end);
+            return read.map(|r| r.map(PooledBytes::unpooled)).boxed_local();
+        }
+        let (take_from, keep_in) = (pool.clone(), pool.clone());
+        let read = self.read_with(start, end, move |source, start, end| {
+            // A range too large for memory fails in the source, not here.
+            let len = usize::try_from(end.saturating_sub(start)).unwrap_or(0);
+            source.read_into(start, end, take_from.take(len))
+        });
+        read.map(move |r| r.map(|bytes| PooledBytes::new(bytes, &keep_in)))
+            .boxed_local()
+    }
+
+    fn read_with(
+        &self,
+        start: u64,
+        end: u64,
+        read: impl Fn(&dyn ByteSource, u64, u64) -> crate::source::ReadFuture + 'static,
+    ) -> LocalBoxFuture<'static, Result<Vec<u8>, SourceError>> {
         let (source, policy, abort, io) = (
             self.source.clone(),
             self.policy,
             self.abort.clone(),
             self.io.clone(),
         );
-        let mut pending = attempt(&*source, &io, start, end);
+        let attempt = move |source: &dyn ByteSource, io: &IoCounters| {
+            io.reads.set(io.reads.get() + 1);
+            read(source, start, end)
+        };
+        let mut pending = attempt(&*source, &io);
         async move {
             let mut attempts = 1u32;
             loop {
@@ -172,21 +214,11 @@ impl Reader {
                 }
                 attempts += 1;
                 io.retries.set(io.retries.get() + 1);
-                pending = attempt(&*source, &io, start, end);
+                pending = attempt(&*source, &io);
             }
         }
         .boxed_local()
     }
-}
-
-fn attempt(
-    source: &dyn ByteSource,
-    io: &IoCounters,
-    start: u64,
-    end: u64,
-) -> crate::source::ReadFuture {
-    io.reads.set(io.reads.get() + 1);
-    source.read(start, end)
 }
 
 fn length_error(start: u64, end: u64, got: u64) -> Option<SourceError> {

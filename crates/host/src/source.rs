@@ -70,6 +70,20 @@ pub trait ByteSource {
     fn len(&self) -> Option<u64>;
     /// Bytes `[start, end)`.
     fn read(&self, start: u64, end: u64) -> ReadFuture;
+    /// Bytes `[start, end)` written into `buf` (exactly `end - start` long), which the future
+    /// hands back filled. A source that can write into caller memory (a positional file read,
+    /// JS `rangeGetInto` into wasm memory) overrides this: a streamed layer then lands in the
+    /// buffer of the layer it replaces, with no span allocated, zeroed and copied per read. The
+    /// default ignores `buf` and reads.
+    fn read_into(&self, start: u64, end: u64, buf: Vec<u8>) -> ReadFuture {
+        drop(buf);
+        self.read(start, end)
+    }
+    /// Whether `read_into` fills the buffer it is handed. When false (the default) the host
+    /// hands it none and recycles nothing.
+    fn fills_buffers(&self) -> bool {
+        false
+    }
 }
 
 /// A source over bytes already in memory.
@@ -96,12 +110,38 @@ impl ByteSource for MemorySource {
             .zip(usize::try_from(end).ok())
             .and_then(|(s, e)| self.bytes.get(s..e))
             .map(<[u8]>::to_vec)
-            .ok_or_else(|| SourceError::Permanent {
-                start,
-                end,
-                message: format!("out of range for {} bytes", self.bytes.len()),
-            });
+            .ok_or_else(|| self.out_of_range(start, end));
         Box::pin(futures::future::ready(result))
+    }
+
+    fn read_into(&self, start: u64, end: u64, mut buf: Vec<u8>) -> ReadFuture {
+        let span = usize::try_from(start)
+            .ok()
+            .zip(usize::try_from(end).ok())
+            .and_then(|(s, e)| self.bytes.get(s..e));
+        let result = match span {
+            Some(span) if span.len() == buf.len() => {
+                buf.copy_from_slice(span);
+                Ok(buf)
+            }
+            Some(span) => Ok(span.to_vec()),
+            None => Err(self.out_of_range(start, end)),
+        };
+        Box::pin(futures::future::ready(result))
+    }
+
+    fn fills_buffers(&self) -> bool {
+        true
+    }
+}
+
+impl MemorySource {
+    fn out_of_range(&self, start: u64, end: u64) -> SourceError {
+        SourceError::Permanent {
+            start,
+            end,
+            message: format!("out of range for {} bytes", self.bytes.len()),
+        }
     }
 }
 
@@ -153,6 +193,10 @@ impl ByteSource for FileSource {
     }
 
     fn read(&self, start: u64, end: u64) -> ReadFuture {
+        self.read_into(start, end, Vec::new())
+    }
+
+    fn read_into(&self, start: u64, end: u64, mut buf: Vec<u8>) -> ReadFuture {
         let permanent = |message: String| SourceError::Permanent {
             start,
             end,
@@ -169,7 +213,8 @@ impl ByteSource for FileSource {
                     ))
                 })?;
             let len = usize::try_from(len).map_err(|_| permanent("range too large".into()))?;
-            let mut buf = vec![0u8; len];
+            // A recycled buffer of the right length is read into as it is: no zeroing.
+            buf.resize(len, 0);
             // An I/O error may pass (a network file system, a file being replaced): retried.
             self.read_at(&mut buf, start)
                 .map_err(|e| SourceError::Read {
@@ -180,5 +225,9 @@ impl ByteSource for FileSource {
             Ok(buf)
         })();
         Box::pin(futures::future::ready(result))
+    }
+
+    fn fills_buffers(&self) -> bool {
+        true
     }
 }

@@ -77,10 +77,13 @@ impl Drop for Abandon {
     }
 }
 
-/// A JS object with `rangeGet(start, endInclusive): Promise<Uint8Array>` and optionally `size`.
+/// A JS object with `rangeGet(start, endInclusive): Promise<Uint8Array>`, optionally
+/// `rangeGetInto(start, endInclusive, target): Promise<number>` (fills `target`, a view of wasm
+/// memory, and resolves to the bytes written) and `size`.
 struct JsSource {
     object: JsValue,
     range_get: Function,
+    range_get_into: Option<Function>,
     size: Option<u64>,
     on_progress: Option<Function>,
     progress: Rc<Cell<(u64, u64)>>,
@@ -98,6 +101,13 @@ impl JsSource {
             .map_err(|_| {
                 error("source.rangeGet must be a function (start, end) => Promise<Uint8Array>")
             })?;
+        let range_get_into = Reflect::get(&object, &"rangeGetInto".into())?;
+        let range_get_into = match range_get_into.is_undefined() || range_get_into.is_null() {
+            true => None,
+            false => Some(range_get_into.dyn_into::<Function>().map_err(|_| {
+                error("source.rangeGetInto must be a function (start, end, target) => Promise<number> or undefined")
+            })?),
+        };
         let size = Reflect::get(&object, &"size".into())?;
         let size = match size.as_f64() {
             _ if size.is_undefined() || size.is_null() => None,
@@ -118,62 +128,68 @@ impl JsSource {
         Ok(JsSource {
             object,
             range_get,
+            range_get_into,
             size,
             on_progress: None,
             progress: Rc::default(),
         })
     }
-}
 
-impl ByteSource for JsSource {
-    fn len(&self) -> Option<u64> {
-        self.size
+    /// Calls `method(start, endInclusive[, target])` now, so the transfer starts now.
+    fn call(
+        &self,
+        method: &Function,
+        name: &str,
+        start: u64,
+        end: u64,
+        target: Option<&Uint8Array>,
+    ) -> Result<Promise, SourceError> {
+        let (s, e) = (
+            JsValue::from_f64(start as f64),
+            JsValue::from_f64((end - 1) as f64),
+        );
+        let called = match target {
+            None => method.call2(&self.object, &s, &e),
+            Some(t) => method.call3(&self.object, &s, &e, t),
+        };
+        called.map(|v| Promise::resolve(&v)).map_err(|e| {
+            read_failure(
+                start,
+                end,
+                format!("{name} threw: {}", js_message(&e)),
+                is_permanent(&e),
+            )
+        })
     }
 
-    fn read(&self, start: u64, end: u64) -> ReadFuture {
-        let fail = move |message: String, permanent: bool| match permanent {
-            true => SourceError::Permanent {
-                start,
-                end,
-                message,
-            },
-            false => SourceError::Read {
-                start,
-                end,
-                message,
-            },
-        };
+    /// `rangeGet`, its answer copied into `buf` (resized to the span; a recycled buffer of the
+    /// right length is not reallocated).
+    fn copy_in(&self, start: u64, end: u64, mut buf: Vec<u8>) -> ReadFuture {
         if end <= start {
             return Box::pin(futures::future::ready(Ok(Vec::new())));
         }
-        // Called now, so the transfer starts now; `end` is inclusive on the JS side.
-        let called = self.range_get.call2(
-            &self.object,
-            &JsValue::from_f64(start as f64),
-            &JsValue::from_f64((end - 1) as f64),
-        );
-        let promise = match called {
-            Ok(v) => Promise::resolve(&v),
-            Err(e) => {
-                let msg = format!("rangeGet threw: {}", js_message(&e));
-                return Box::pin(futures::future::ready(Err(fail(msg, is_permanent(&e)))));
-            }
+        let promise = match self.call(&self.range_get, "rangeGet", start, end, None) {
+            Ok(p) => p,
+            Err(e) => return Box::pin(futures::future::ready(Err(e))),
         };
         let (raced, mut abandon) = abandonable(&promise);
         let future = JsFuture::from(raced);
-        let (progress, on_progress) = (self.progress.clone(), self.on_progress.clone());
+        let report = self.reporter();
         Box::pin(async move {
             let settled = future.await;
             abandon.disarm();
             let value = settled.map_err(|e| {
-                fail(
-                    format!("rangeGet rejected: {}", js_message(&e)),
-                    is_permanent(&e),
+                let message = format!("rangeGet rejected: {}", js_message(&e));
+                read_failure(start, end, message, is_permanent(&e))
+            })?;
+            let bytes = value.dyn_into::<Uint8Array>().map_err(|_| {
+                read_failure(
+                    start,
+                    end,
+                    "rangeGet must resolve to a Uint8Array".into(),
+                    true,
                 )
             })?;
-            let bytes = value
-                .dyn_into::<Uint8Array>()
-                .map_err(|_| fail("rangeGet must resolve to a Uint8Array".into(), true))?;
             // The length is checked before anything is copied into wasm memory: a source
             // answering with a huge array must not make the instance allocate it. Read as a
             // number, since `length()` would wrap past 2^32.
@@ -190,10 +206,20 @@ impl ByteSource for JsSource {
                     expected,
                 });
             }
-            let bytes = bytes.to_vec();
+            buf.resize(expected as usize, 0);
+            bytes.copy_to(&mut buf);
+            report(expected);
+            Ok(buf)
+        })
+    }
+
+    /// Counts a finished read and tells the progress callback.
+    fn reporter(&self) -> impl Fn(u64) + 'static {
+        let (progress, on_progress) = (self.progress.clone(), self.on_progress.clone());
+        move |len| {
             let (loaded, reads) = progress.get();
-            progress.set((loaded + bytes.len() as u64, reads + 1));
-            if let Some(f) = on_progress {
+            progress.set((loaded + len, reads + 1));
+            if let Some(f) = &on_progress {
                 let (loaded, reads) = progress.get();
                 let event = js_sys::Object::new();
                 let _ = Reflect::set(&event, &"bytesLoaded".into(), &(loaded as f64).into());
@@ -201,8 +227,117 @@ impl ByteSource for JsSource {
                 // A throwing progress callback must not break loading.
                 let _ = f.call1(&JsValue::NULL, &event);
             }
-            Ok(bytes)
+        }
+    }
+}
+
+fn read_failure(start: u64, end: u64, message: String, permanent: bool) -> SourceError {
+    match permanent {
+        true => SourceError::Permanent {
+            start,
+            end,
+            message,
+        },
+        false => SourceError::Read {
+            start,
+            end,
+            message,
+        },
+    }
+}
+
+impl ByteSource for JsSource {
+    fn len(&self) -> Option<u64> {
+        self.size
+    }
+
+    fn read(&self, start: u64, end: u64) -> ReadFuture {
+        self.copy_in(start, end, Vec::new())
+    }
+
+    fn fills_buffers(&self) -> bool {
+        true
+    }
+
+    /// Through `rangeGetInto` when the source has it: JS writes the span straight into `buf`
+    /// in wasm memory (a file read lands there from the OS), with no JS array and no copy.
+    /// Otherwise `rangeGet`'s answer is copied into `buf`.
+    fn read_into(&self, start: u64, end: u64, mut buf: Vec<u8>) -> ReadFuture {
+        let Some(method) = &self.range_get_into else {
+            return self.copy_in(start, end, buf);
+        };
+        if end <= start || buf.len() as u64 != end - start {
+            return self.copy_in(start, end, Vec::new());
+        }
+        // SAFETY: the view covers `buf`'s bytes, which stay where they are (and allocated:
+        // `Lent` keeps them until the promise settles, even if this read is dropped before).
+        // If wasm memory grows meanwhile the view detaches; that is checked below.
+        let view = unsafe { Uint8Array::view_mut_raw(buf.as_mut_ptr(), buf.len()) };
+        let promise = match self.call(method, "rangeGetInto", start, end, Some(&view)) {
+            Ok(p) => p,
+            Err(e) => return Box::pin(futures::future::ready(Err(e))),
+        };
+        let (raced, mut abandon) = abandonable(&promise);
+        let future = JsFuture::from(raced);
+        let mut lent = Lent {
+            buf: Some(buf),
+            promise,
+        };
+        let report = self.reporter();
+        Box::pin(async move {
+            let settled = future.await;
+            abandon.disarm();
+            // Settled on its own (the gate only fires when this future is dropped): JS is done
+            // with the buffer.
+            let buf = lent.buf.take().unwrap_or_default();
+            let value = settled.map_err(|e| {
+                let message = format!("rangeGetInto rejected: {}", js_message(&e));
+                read_failure(start, end, message, is_permanent(&e))
+            })?;
+            let expected = end - start;
+            let got = value.as_f64().ok_or_else(|| {
+                let message = "rangeGetInto must resolve to the number of bytes written".into();
+                read_failure(start, end, message, true)
+            })?;
+            if got != expected as f64 {
+                return Err(SourceError::Length {
+                    start,
+                    end,
+                    got: got as u64,
+                    expected,
+                });
+            }
+            // Memory that grew while the read was in flight may have moved: what was written
+            // through the old view is not trusted (another attempt writes through a new one).
+            if view.byte_length() == 0 {
+                let message = "wasm memory grew while rangeGetInto was writing".into();
+                return Err(read_failure(start, end, message, false));
+            }
+            report(expected);
+            Ok(buf)
         })
+    }
+}
+
+/// A buffer JS may be writing into. Dropped before its promise settles (a timeout, an abort),
+/// it is handed to the promise's `finally`, so the memory is freed only once JS is done with it
+/// and no later allocation can be overwritten by a late write.
+struct Lent {
+    buf: Option<Vec<u8>>,
+    promise: Promise,
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        let Some(buf) = self.buf.take() else { return };
+        // Should the call fail, the closure is never run and `buf` is never freed: a leak
+        // rather than a late write into reused memory.
+        let release = Closure::once_into_js(move || drop(buf));
+        if let Ok(finally) = Reflect::get(&self.promise, &"finally".into()) {
+            if let Ok(finally) = finally.dyn_into::<Function>() {
+                let _ = finally.call1(&self.promise, &release);
+            }
+        }
     }
 }
 
