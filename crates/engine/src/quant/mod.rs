@@ -477,51 +477,59 @@ pub fn matmul_with(
 
     let acts = &mut scratch.acts;
     acts.quantize(x);
-    let acts = &*acts;
-    match (kernel, w.dtype) {
-        (Kernel::Scalar, DType::Q8_0) => scalar_blocks::<BlockQ8_0>(w, acts, n, out),
-        (Kernel::Scalar, DType::Q4_0) => scalar_blocks::<BlockQ4_0>(w, acts, n, out),
-        (Kernel::Scalar, DType::Q4_1) => scalar_blocks::<BlockQ4_1>(w, acts, n, out),
-        (Kernel::Scalar, DType::Q5_0) => scalar_blocks::<BlockQ5_0>(w, acts, n, out),
-        (Kernel::Scalar, DType::Q5_1) => scalar_blocks::<BlockQ5_1>(w, acts, n, out),
-        (Kernel::Scalar, DType::Q4K) => scalar_blocks::<BlockQ4K>(w, acts, n, out),
-        (Kernel::Scalar, DType::Q5K) => scalar_blocks::<BlockQ5K>(w, acts, n, out),
-        (Kernel::Scalar, DType::Q6K) => scalar_blocks::<BlockQ6K>(w, acts, n, out),
-        // SAFETY (all Avx2 arms): listed by available_kernels only when detected.
-        #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q8_0) => unsafe { avx2::matmul_legacy::<BlockQ8_0>(w, acts, n, out) },
-        #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q4_0) => unsafe { avx2::matmul_legacy::<BlockQ4_0>(w, acts, n, out) },
-        #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q4_1) => unsafe { avx2::matmul_legacy::<BlockQ4_1>(w, acts, n, out) },
-        #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q5_0) => unsafe { avx2::matmul_legacy::<BlockQ5_0>(w, acts, n, out) },
-        #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q5_1) => unsafe { avx2::matmul_legacy::<BlockQ5_1>(w, acts, n, out) },
-        #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q4K) => unsafe { avx2::matmul_k::<BlockQ4K>(w, acts, n, out) },
-        #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q5K) => unsafe { avx2::matmul_k::<BlockQ5K>(w, acts, n, out) },
-        #[cfg(target_arch = "x86_64")]
-        (Kernel::Avx2, DType::Q6K) => unsafe { avx2::matmul_k::<BlockQ6K>(w, acts, n, out) },
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q8_0) => simd128::matmul_legacy::<BlockQ8_0>(w, acts, n, out),
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q4_0) => simd128::matmul_legacy::<BlockQ4_0>(w, acts, n, out),
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q4_1) => simd128::matmul_legacy::<BlockQ4_1>(w, acts, n, out),
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q5_0) => simd128::matmul_legacy::<BlockQ5_0>(w, acts, n, out),
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q5_1) => simd128::matmul_legacy::<BlockQ5_1>(w, acts, n, out),
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q4K) => simd128::matmul_k::<BlockQ4K>(w, acts, n, out),
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q5K) => simd128::matmul_k::<BlockQ5K>(w, acts, n, out),
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        (Kernel::Simd128, DType::Q6K) => simd128::matmul_k::<BlockQ6K>(w, acts, n, out),
-        (kernel, dtype) => unreachable!("{kernel:?} × {dtype}: dtype checked by QMatrix::new"),
+    let matmul = block_kernel(kernel, w.dtype);
+    // SAFETY: an architecture's kernels are listed only for it, and `kernel` was asserted to
+    // be available on this machine.
+    unsafe { matmul(w, &*acts, n, out) }
+}
+
+/// A block-format matmul over quantized activations: `out[t*rows + r] = W[r] · x[t]`.
+/// `unsafe` because architecture kernels need their CPU features.
+pub(crate) type BlockMatmul = unsafe fn(&QMatrix, &BlockActs, usize, &mut [f32]);
+
+/// The generic kernel of every block format: the reference each architecture's is tested
+/// against. Adding a format = its block type, a line here, and optionally a line in an
+/// architecture's table.
+fn generic_kernel(dtype: DType) -> BlockMatmul {
+    match dtype {
+        DType::Q8_0 => scalar_blocks::<BlockQ8_0>,
+        DType::Q4_0 => scalar_blocks::<BlockQ4_0>,
+        DType::Q4_1 => scalar_blocks::<BlockQ4_1>,
+        DType::Q5_0 => scalar_blocks::<BlockQ5_0>,
+        DType::Q5_1 => scalar_blocks::<BlockQ5_1>,
+        DType::Q4K => scalar_blocks::<BlockQ4K>,
+        DType::Q5K => scalar_blocks::<BlockQ5K>,
+        DType::Q6K => scalar_blocks::<BlockQ6K>,
+        DType::F32 | DType::F16 | DType::Bf16 => unreachable!("{dtype} is a float format"),
     }
+}
+
+/// The formats an architecture accelerates, each with its kernel (`avx2::KERNELS`,
+/// `simd128::KERNELS`: the one table, kept beside the kernels it names).
+fn arch_kernels(kernel: Kernel) -> &'static [(DType, BlockMatmul)] {
+    match kernel {
+        Kernel::Scalar => &[],
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2 => avx2::KERNELS,
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Kernel::Simd128 => simd128::KERNELS,
+        #[allow(unreachable_patterns)]
+        _ => &[],
+    }
+}
+
+/// `kernel`'s own kernel for `dtype` when its table lists one, else the generic kernel.
+fn block_kernel(kernel: Kernel, dtype: DType) -> BlockMatmul {
+    arch_kernels(kernel)
+        .iter()
+        .find(|(d, _)| *d == dtype)
+        .map_or_else(|| generic_kernel(dtype), |&(_, f)| f)
+}
+
+/// Whether `kernel` has a kernel of its own for `dtype` (rather than the generic one).
+#[doc(hidden)]
+pub fn accelerates(kernel: Kernel, dtype: DType) -> bool {
+    arch_kernels(kernel).iter().any(|(d, _)| *d == dtype)
 }
 
 /// Scalar reference for the float formats.
@@ -534,8 +542,9 @@ fn scalar_float(format: FloatFormat, w: &QMatrix, x: &[f32], n: usize, out: &mut
     }
 }
 
-/// Scalar reference for the block formats.
-fn scalar_blocks<B: QuantBlock>(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
+/// Scalar reference for the block formats (an `unsafe fn` only to share [`BlockMatmul`]'s type:
+/// it needs nothing).
+unsafe fn scalar_blocks<B: QuantBlock>(w: &QMatrix, acts: &BlockActs, n: usize, out: &mut [f32]) {
     let blocks_per_row = w.cols / ACT_BLOCK;
     for t in 0..n {
         let act = acts.token(t, blocks_per_row);

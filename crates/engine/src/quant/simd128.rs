@@ -21,7 +21,20 @@ use super::kquant::{BlockQ4K, BlockQ5K, BlockQ6K};
 use super::q4::{BlockQ4_0, BlockQ4_1};
 use super::q5::{BlockQ5_0, BlockQ5_1};
 use super::q8_0::BlockQ8_0;
-use super::{as_blocks, tiled_matmul, LegacyScales, QMatrix, QuantBlock};
+use super::DType;
+use super::{as_blocks, tiled_matmul, BlockMatmul, LegacyScales, QMatrix, QuantBlock};
+
+/// The block formats with a SIMD128 kernel (every one the engine reads).
+pub(super) const KERNELS: &[(DType, BlockMatmul)] = &[
+    (DType::Q8_0, matmul_legacy::<BlockQ8_0>),
+    (DType::Q4_0, matmul_legacy::<BlockQ4_0>),
+    (DType::Q4_1, matmul_legacy::<BlockQ4_1>),
+    (DType::Q5_0, matmul_legacy::<BlockQ5_0>),
+    (DType::Q5_1, matmul_legacy::<BlockQ5_1>),
+    (DType::Q4K, matmul_k::<BlockQ4K>),
+    (DType::Q5K, matmul_k::<BlockQ5K>),
+    (DType::Q6K, matmul_k::<BlockQ6K>),
+];
 
 #[inline]
 fn load(p: *const u8) -> v128 {

@@ -447,6 +447,19 @@ fn simd_kernels_are_offered_where_built() {
     );
 }
 
+/// The table says what each architecture accelerates: here, every block format on AVX2 and
+/// SIMD128, nothing on the generic kernel; `every_kernel_matches_scalar` checks each one listed.
+#[test]
+fn the_kernel_table_lists_each_architectures_formats() {
+    let blocks: Vec<DType> = FORMATS.into_iter().filter(|d| d.block_len() > 1).collect();
+    for dtype in &blocks {
+        assert!(!accelerates(Kernel::Scalar, *dtype));
+        for kernel in available_kernels().into_iter().skip(1) {
+            assert!(accelerates(kernel, *dtype), "{kernel:?} {dtype}");
+        }
+    }
+}
+
 /// Rough speed probe that also runs under wasm32-wasip1 (criterion does not):
 /// `cargo test -p engine --lib --release [--target wasm32-wasip1] quant::tests::matvec_speed
 /// -- --ignored --nocapture`. Prints weight GB/s per kernel for SmolLM2's shapes, and for
