@@ -140,6 +140,19 @@ impl LayerCache {
         self.pins[layer] = self.pins[layer].saturating_sub(1);
     }
 
+    /// Layers of `span` bytes that can still come in before the cache is at its bounds plus
+    /// the one layer over them it may hold for a moment (what the memory plan counts).
+    pub fn room(&self, span: u64) -> usize {
+        let by_count = (self.capacity.saturating_add(1)).saturating_sub(self.slots.len());
+        match self.max_bytes {
+            None => by_count,
+            Some(max) => {
+                let left = max.saturating_add(span).saturating_sub(self.bytes);
+                by_count.min(usize::try_from(left / span.max(1)).unwrap_or(usize::MAX))
+            }
+        }
+    }
+
     /// A pinned layer is never evicted: it is being computed or fetched.
     pub fn pin(&mut self, layer: usize) {
         self.pins[layer] += 1;
@@ -236,6 +249,19 @@ mod tests {
         let f = c.start_fetch(layer, ready(10));
         let r = futures::executor::block_on(f);
         c.finish_fetch(layer, &r);
+    }
+
+    #[test]
+    fn room_counts_the_layer_over_the_bounds_and_the_byte_bound() {
+        let mut c = LayerCache::new(vec![10; 6], 2, None);
+        assert_eq!(c.room(10), 3);
+        fill(&mut c, 0);
+        fill(&mut c, 1);
+        assert_eq!(c.room(10), 1);
+        let mut c = LayerCache::new(vec![10; 6], 5, Some(25));
+        assert_eq!(c.room(10), 3);
+        fill(&mut c, 0);
+        assert_eq!(c.room(10), 2);
     }
 
     #[test]

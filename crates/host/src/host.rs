@@ -242,7 +242,8 @@ impl LayerStore {
     }
 
     /// Allocates, before a pass starts reading, a buffer for each layer it will read while
-    /// others are in flight (the missing ones, up to `in_flight`): memory that grows while JS
+    /// others are in flight (the missing ones, up to `in_flight`, and never more than the cache
+    /// has room for, so the layer memory stays within the plan): memory that grows while JS
     /// writes into it detaches the write's view, and that read has to be made again.
     fn stock_pool(&self, in_flight: usize) {
         if !self.reader.fills_buffers() {
@@ -251,8 +252,9 @@ impl LayerStore {
         let missing = (0..self.ranges.len()).filter(|&l| !self.cache.contains(l));
         let spans = missing.map(|l| self.ranges[l].end - self.ranges[l].start);
         let (count, largest) = spans.fold((0, 0), |(c, m), s| (c + 1, m.max(s)));
-        let len = usize::try_from(largest).unwrap_or(0);
-        self.pool.stock(count.min(in_flight), len);
+        let count = count.min(in_flight).min(self.cache.room(largest));
+        self.pool
+            .stock(count, usize::try_from(largest).unwrap_or(0));
     }
 
     fn start_fetch(&mut self, layer: usize) -> LayerFetch {
