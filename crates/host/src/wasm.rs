@@ -197,15 +197,7 @@ impl JsSource {
                 .ok()
                 .and_then(|v| v.as_f64())
                 .unwrap_or(0.0);
-            let expected = end - start;
-            if got != expected as f64 {
-                return Err(SourceError::Length {
-                    start,
-                    end,
-                    got: got as u64,
-                    expected,
-                });
-            }
+            let expected = check_length(start, end, got)?;
             buf.resize(expected as usize, 0);
             bytes.copy_to(&mut buf);
             report(expected);
@@ -228,6 +220,20 @@ impl JsSource {
                 let _ = f.call1(&JsValue::NULL, &event);
             }
         }
+    }
+}
+
+/// The span's length, or a length error when a source reports `got` bytes (a JS number) for it.
+fn check_length(start: u64, end: u64, got: f64) -> Result<u64, SourceError> {
+    let expected = end - start;
+    match got == expected as f64 {
+        true => Ok(expected),
+        false => Err(SourceError::Length {
+            start,
+            end,
+            got: got as u64,
+            expected,
+        }),
     }
 }
 
@@ -294,19 +300,11 @@ impl ByteSource for JsSource {
                 let message = format!("rangeGetInto rejected: {}", js_message(&e));
                 read_failure(start, end, message, is_permanent(&e))
             })?;
-            let expected = end - start;
             let got = value.as_f64().ok_or_else(|| {
                 let message = "rangeGetInto must resolve to the number of bytes written".into();
                 read_failure(start, end, message, true)
             })?;
-            if got != expected as f64 {
-                return Err(SourceError::Length {
-                    start,
-                    end,
-                    got: got as u64,
-                    expected,
-                });
-            }
+            let expected = check_length(start, end, got)?;
             // Memory that grew while the read was in flight may have moved: what was written
             // through the old view is not trusted (another attempt writes through a new one).
             if view.byte_length() == 0 {
