@@ -252,6 +252,14 @@ impl KvCache {
         self.max_positions
     }
 
+    /// Layers it keeps keys and values for.
+    pub fn layers(&self) -> usize {
+        match &self.layers {
+            Layers::F32(l) => l.len(),
+            Layers::F16(l) => l.len(),
+        }
+    }
+
     /// Bytes allocated (pages are kept when positions are dropped, for reuse).
     pub fn bytes(&self) -> usize {
         fn sum<T: Cell>(layers: &[LayerKv<T>]) -> usize {

@@ -15,8 +15,8 @@ pub mod tokenizer;
 
 pub use kv::{KvCache, KvType};
 pub use model::{
-    EngineError, LayerLayout, LayerWeights, Model, ResidentLayout, ResidentWeights, Session,
-    SessionMemory, TensorRef, TensorSlot, TensorSource,
+    embed, EngineError, HeadBuffers, LayerLayout, LayerWeights, LmHead, Model, ResidentLayout,
+    ResidentWeights, Session, SessionMemory, TensorRef, TensorSlot, TensorSource,
 };
 pub use pipeline::{DecodeConfig, Pipeline, PipelineError, StepInfo};
 pub use sampler::{SamplerConfig, SamplerError};

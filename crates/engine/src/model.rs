@@ -48,6 +48,14 @@ pub enum EngineError {
     },
     #[error("a batch is in progress")]
     Busy,
+    #[error("this session runs layers {start}..{end}: {what}")]
+    LayerRange {
+        start: usize,
+        end: usize,
+        what: &'static str,
+    },
+    #[error("hidden states of {got} values are not whole rows of {dim}")]
+    HiddenShape { got: usize, dim: usize },
     #[error("{what} needs {bytes} bytes, more than this platform can address")]
     TooLarge { what: &'static str, bytes: u128 },
     #[error("a span of {got} bytes is too short: its tensors need {needed}")]
@@ -464,6 +472,8 @@ pub struct Session {
     /// RoPE of sliding-window layers (their base can differ from the global layers').
     rope_local: Rope,
     max_ctx: usize,
+    /// The layers this session runs and keeps KV for (all of them, or a station's range).
+    layers: Range<usize>,
     /// Tokens in the current batch, and the next layer it must go through.
     n: usize,
     next_layer: usize,
@@ -530,13 +540,33 @@ impl Session {
         max_ctx: usize,
         kv_type: KvType,
     ) -> Result<Self, EngineError> {
+        Self::for_layers(cfg, 0..cfg.n_layers, max_ctx, kv_type)
+    }
+
+    /// A session that runs only `layers` and keeps KV for those alone: a station's share of a
+    /// model split across processes. Batches enter as hidden states ([`Session::begin_hidden`])
+    /// unless the range starts at layer 0, and leave as hidden states
+    /// ([`Session::finish_hidden`]) unless it ends at the last layer.
+    pub fn for_layers(
+        cfg: &ModelConfig,
+        layers: Range<usize>,
+        max_ctx: usize,
+        kv_type: KvType,
+    ) -> Result<Self, EngineError> {
         cfg.validate()?;
+        if layers.is_empty() || layers.end > cfg.n_layers {
+            return Err(EngineError::BadConfig(format!(
+                "layer range {}..{} is not a non-empty part of 0..{}",
+                layers.start, layers.end, cfg.n_layers
+            )));
+        }
         let max_ctx = max_ctx.min(cfg.context_length.max(1));
-        // The KV cache grows with positions up to `max_ctx`: K and V, every layer.
+        // The KV cache grows with positions up to `max_ctx`: K and V, every layer it runs.
         addressable(
             "the KV cache",
-            &[max_ctx, cfg.n_layers, cfg.kv_dim(), 2, kv_type.bytes()],
+            &[max_ctx, layers.len(), cfg.kv_dim(), 2, kv_type.bytes()],
         )?;
+        let windows = &layer_windows(cfg)[layers.clone()];
         Ok(Session {
             rope: Rope::new(cfg.rope_style, cfg.rope_dim, cfg.rope_theta),
             rope_local: Rope::new(
@@ -544,11 +574,12 @@ impl Session {
                 cfg.rope_dim,
                 cfg.rope_theta_local.unwrap_or(cfg.rope_theta),
             ),
-            kv: KvCache::new(Self::kv_shape(cfg, max_ctx, kv_type), &layer_windows(cfg)),
+            kv: KvCache::new(Self::kv_shape(layers.len(), cfg, max_ctx, kv_type), windows),
             cfg: cfg.clone(),
             max_ctx,
+            next_layer: layers.start,
+            layers,
             n: 0,
-            next_layer: 0,
             x: Vec::new(),
             xb: Vec::new(),
             q: Vec::new(),
@@ -564,9 +595,9 @@ impl Session {
         })
     }
 
-    fn kv_shape(cfg: &ModelConfig, max_ctx: usize, kv_type: KvType) -> KvShape {
+    fn kv_shape(n_layers: usize, cfg: &ModelConfig, max_ctx: usize, kv_type: KvType) -> KvShape {
         KvShape {
-            n_layers: cfg.n_layers,
+            n_layers,
             kv_dim: cfg.kv_dim(),
             max_positions: max_ctx,
             kv_type,
@@ -585,7 +616,8 @@ impl Session {
         logits_rows: usize,
     ) -> SessionMemory {
         let max_ctx = max_ctx.min(cfg.context_length.max(1));
-        let kv = Self::kv_shape(cfg, max_ctx, kv_type).bytes_at(max_ctx, &layer_windows(cfg));
+        let kv = Self::kv_shape(cfg.n_layers, cfg, max_ctx, kv_type)
+            .bytes_at(max_ctx, &layer_windows(cfg));
         let (dim, q_dim, kv_dim, ffn) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim);
         let widest = dim.max(q_dim).max(ffn) as u128;
         let n = max_batch.clamp(1, max_ctx) as u128;
@@ -622,6 +654,11 @@ impl Session {
         self.max_ctx
     }
 
+    /// The layers this session runs.
+    pub fn layers(&self) -> Range<usize> {
+        self.layers.clone()
+    }
+
     pub fn kv_type(&self) -> KvType {
         self.kv.kv_type()
     }
@@ -639,8 +676,13 @@ impl Session {
     /// An empty KV cache of this session's shape, for [`Session::swap_kv`].
     pub fn new_kv(&self) -> KvCache {
         KvCache::new(
-            Self::kv_shape(&self.cfg, self.max_ctx, self.kv.kv_type()),
-            &layer_windows(&self.cfg),
+            Self::kv_shape(
+                self.layers.len(),
+                &self.cfg,
+                self.max_ctx,
+                self.kv.kv_type(),
+            ),
+            &layer_windows(&self.cfg)[self.layers.clone()],
         )
     }
 
@@ -650,7 +692,10 @@ impl Session {
         if self.n != 0 {
             return Err(EngineError::Busy);
         }
-        if other.kv_type() != self.kv.kv_type() || other.max_positions() != self.max_ctx {
+        if other.kv_type() != self.kv.kv_type()
+            || other.max_positions() != self.max_ctx
+            || other.layers() != self.layers.len()
+        {
             return Err(EngineError::BadConfig(
                 "a KV cache of another shape cannot be swapped in".into(),
             ));
@@ -663,7 +708,7 @@ impl Session {
     pub fn reset(&mut self) {
         self.kv.clear();
         self.n = 0;
-        self.next_layer = 0;
+        self.next_layer = self.layers.start;
     }
 
     /// The earliest position [`Session::rewind`] can go back to (sliding-window layers keep
@@ -692,27 +737,65 @@ impl Session {
     /// forgotten.
     pub fn abort_batch(&mut self) -> bool {
         self.n = 0;
-        self.next_layer = 0;
+        self.next_layer = self.layers.start;
         self.kv.abandon()
     }
 
     /// Starts a batch: checks the ids and embeds them into the residual stream.
     pub fn begin(&mut self, tokens: &[u32], w: &ResidentWeights) -> Result<(), EngineError> {
         let vocab = self.cfg.vocab_size;
+        if self.layers.start != 0 {
+            return Err(self.range_error("token ids enter at layer 0; pass hidden states"));
+        }
         if tokens.is_empty() {
             return Err(EngineError::EmptyBatch);
         }
         if let Some(&id) = tokens.iter().find(|&&id| id as usize >= vocab) {
             return Err(EngineError::TokenOutOfRange { id, vocab });
         }
-        let needed = self.position() + tokens.len();
+        self.start_batch(tokens.len())?;
+        let dim = self.cfg.dim;
+        for (row, &id) in self.x.chunks_exact_mut(dim).zip(tokens) {
+            embed(&self.cfg, &w.token_embd, id as usize, row);
+        }
+        Ok(())
+    }
+
+    /// Starts a batch from hidden states (`[n, dim]`, the residual stream before this session's
+    /// first layer): what a station receives from the one before it.
+    pub fn begin_hidden(&mut self, hidden: &[f32]) -> Result<(), EngineError> {
+        let dim = self.cfg.dim;
+        if hidden.is_empty() {
+            return Err(EngineError::EmptyBatch);
+        }
+        if !hidden.len().is_multiple_of(dim) {
+            return Err(EngineError::HiddenShape {
+                got: hidden.len(),
+                dim,
+            });
+        }
+        self.start_batch(hidden.len() / dim)?;
+        self.x.copy_from_slice(hidden);
+        Ok(())
+    }
+
+    fn range_error(&self, what: &'static str) -> EngineError {
+        EngineError::LayerRange {
+            start: self.layers.start,
+            end: self.layers.end,
+            what,
+        }
+    }
+
+    /// Sizes the buffers for a batch of `n` positions and takes everything its layers will grow.
+    fn start_batch(&mut self, n: usize) -> Result<(), EngineError> {
+        let needed = self.position() + n;
         if needed > self.max_ctx {
             return Err(EngineError::ContextFull {
                 needed,
                 max: self.max_ctx,
             });
         }
-        let n = tokens.len();
         let c = &self.cfg;
         let (dim, q_dim, kv_dim, ffn) = (c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim);
         let widest = dim.max(q_dim).max(ffn);
@@ -738,16 +821,8 @@ impl Session {
         self.scratch.reserve(n * widest);
         self.attn
             .reserve(c.n_heads / c.n_kv_heads.max(1) * needed, c.head_dim);
-        // HF computes Gemma's scale as a Python float cast to the weights' dtype.
-        let embed_scale = (dim as f64).sqrt() as f32;
-        for (row, &id) in self.x.chunks_exact_mut(dim).zip(tokens) {
-            w.token_embd.dequantize_row(id as usize, row);
-            if c.scale_embeddings {
-                row.iter_mut().for_each(|v| *v *= embed_scale);
-            }
-        }
         self.n = n;
-        self.next_layer = 0;
+        self.next_layer = self.layers.start;
         Ok(())
     }
 
@@ -756,7 +831,7 @@ impl Session {
         if self.n == 0 {
             return Err(EngineError::EmptyBatch);
         }
-        if layer != self.next_layer {
+        if layer != self.next_layer || layer >= self.layers.end {
             return Err(EngineError::LayerOrder {
                 expected: self.next_layer,
                 got: layer,
@@ -808,8 +883,9 @@ impl Session {
             head_dim: hd,
             scale: 1.0 / c.query_pre_attn_scalar.unwrap_or(hd as f32).sqrt(),
         };
-        self.kv.attend(layer, attention, &mut self.attn);
-        self.kv.append(layer, &self.k, &self.v);
+        let kv_layer = layer - self.layers.start;
+        self.kv.attend(kv_layer, attention, &mut self.attn);
+        self.kv.append(kv_layer, &self.k, &self.v);
         matmul(
             &w.attn_output,
             &self.att,
@@ -860,25 +936,22 @@ impl Session {
                 got: self.cfg.n_layers,
             });
         }
-        let (n, dim, vocab) = (self.n, self.cfg.dim, self.cfg.vocab_size);
-        load_vector(&w.output_norm, &mut self.norm_w);
+        let (n, dim) = (self.n, self.cfg.dim);
         let rows = if all_positions { 0..n } else { n - 1..n };
-        let m = rows.len();
-        addressable("the logits", &[m, vocab, std::mem::size_of::<f32>()])?;
-        rmsnorm(
-            &mut self.xb[..m * dim],
-            &self.x[rows.start * dim..rows.end * dim],
-            &self.norm_w,
+        let head = LmHead {
+            output_norm: &w.output_norm,
+            output: &w.output,
+        };
+        head.logits(
             self.cfg.norm_eps,
-        );
-        fit(&mut self.logits, m * vocab);
-        matmul(
-            &w.output,
-            &self.xb[..m * dim],
-            m,
-            &mut self.logits,
-            &mut self.scratch,
-        );
+            &self.x[rows.start * dim..rows.end * dim],
+            HeadBuffers {
+                norm_w: &mut self.norm_w,
+                xb: &mut self.xb,
+                logits: &mut self.logits,
+                scratch: &mut self.scratch,
+            },
+        )?;
         self.kv.commit(n);
         self.n = 0;
         Ok(&self.logits)
@@ -899,6 +972,24 @@ impl Session {
         self.kv.commit(self.n);
         self.n = 0;
         Ok(())
+    }
+
+    /// Ends the batch at the end of this session's layer range: its positions enter the KV
+    /// cache and the residual stream (`[n, dim]`) is returned for the next station.
+    pub fn finish_hidden(&mut self) -> Result<&[f32], EngineError> {
+        if self.n == 0 {
+            return Err(EngineError::EmptyBatch);
+        }
+        if self.next_layer != self.layers.end {
+            return Err(EngineError::LayerOrder {
+                expected: self.next_layer,
+                got: self.layers.end,
+            });
+        }
+        let n = self.n;
+        self.kv.commit(n);
+        self.n = 0;
+        Ok(&self.x[..n * self.cfg.dim])
     }
 
     /// The logits the last [`Session::finish`] returned, for a caller to process in place (a
@@ -960,6 +1051,69 @@ impl<'a> Model<'a> {
     }
 }
 
+/// Row `id` of the embedding table, scaled as the architecture wants: one position's residual
+/// stream before layer 0.
+pub fn embed(cfg: &ModelConfig, table: &QMatrix, id: usize, out: &mut [f32]) {
+    table.dequantize_row(id, out);
+    if cfg.scale_embeddings {
+        // HF computes Gemma's scale as a Python float cast to the weights' dtype.
+        let scale = (cfg.dim as f64).sqrt() as f32;
+        out[..cfg.dim].iter_mut().for_each(|v| *v *= scale);
+    }
+}
+
+/// The final norm and the LM head, over all of the vocabulary or (a head station's shard) the
+/// contiguous rows `output` holds.
+pub struct LmHead<'w, 'a> {
+    pub output_norm: &'w QMatrix<'a>,
+    pub output: &'w QMatrix<'a>,
+}
+
+/// The buffers [`LmHead::logits`] works in (a session's own, or a head station's).
+pub struct HeadBuffers<'b> {
+    pub norm_w: &'b mut Vec<f32>,
+    pub xb: &'b mut Vec<f32>,
+    pub logits: &'b mut Vec<f32>,
+    pub scratch: &'b mut MatmulScratch,
+}
+
+impl LmHead<'_, '_> {
+    /// Logits (`[m, output rows]`) of the `m` positions in `hidden` (`[m, dim]`) into
+    /// `bufs.logits`. Rows of a matmul do not depend on each other, so a shard's logits are
+    /// bit-identical to the same rows of the whole head's.
+    pub fn logits(
+        &self,
+        eps: f32,
+        hidden: &[f32],
+        bufs: HeadBuffers<'_>,
+    ) -> Result<(), EngineError> {
+        let dim = self.output.cols();
+        if hidden.is_empty() {
+            return Err(EngineError::EmptyBatch);
+        }
+        if !hidden.len().is_multiple_of(dim) || self.output_norm.cols() != dim {
+            return Err(EngineError::HiddenShape {
+                got: hidden.len(),
+                dim,
+            });
+        }
+        let (m, rows) = (hidden.len() / dim, self.output.rows());
+        addressable("the logits", &[m, rows, std::mem::size_of::<f32>()])?;
+        load_vector(self.output_norm, bufs.norm_w);
+        fit(bufs.xb, bufs.xb.len().max(m * dim));
+        rmsnorm(&mut bufs.xb[..m * dim], hidden, bufs.norm_w, eps);
+        fit(bufs.logits, m * rows);
+        matmul(
+            self.output,
+            &bufs.xb[..m * dim],
+            m,
+            bufs.logits,
+            bufs.scratch,
+        );
+        Ok(())
+    }
+}
+
 fn add(x: &mut [f32], y: &[f32]) {
     for (a, b) in x.iter_mut().zip(y) {
         *a += b;
@@ -1013,6 +1167,47 @@ mod tests {
             sliding_window_pattern: 6,
             rope_theta_local: Some(1e4),
         }
+    }
+
+    #[test]
+    fn a_layer_range_session_checks_its_range_and_its_input() {
+        let cfg = ModelConfig {
+            n_layers: 3,
+            ..gemma_like()
+        };
+        for bad in [0..0, 2..4, 3..3] {
+            assert!(matches!(
+                Session::for_layers(&cfg, bad, 8, KvType::F32),
+                Err(EngineError::BadConfig(_))
+            ));
+        }
+        let mut s = Session::for_layers(&cfg, 1..2, 8, KvType::F32).unwrap();
+        assert_eq!(s.layers(), 1..2);
+        assert!(matches!(s.begin_hidden(&[]), Err(EngineError::EmptyBatch)));
+        assert!(matches!(
+            s.begin_hidden(&[0.0; 12]),
+            Err(EngineError::HiddenShape { got: 12, dim: 8 })
+        ));
+        assert!(matches!(s.finish_hidden(), Err(EngineError::EmptyBatch)));
+        s.begin_hidden(&[0.5; 16]).unwrap();
+        // Layer 1 has not run: the batch cannot leave yet, nor could it end the model.
+        assert!(matches!(
+            s.finish_hidden(),
+            Err(EngineError::LayerOrder {
+                expected: 1,
+                got: 2
+            })
+        ));
+        assert!(s.abort_batch());
+        assert_eq!(s.position(), 0);
+        // A cache of another range's shape is refused.
+        let mut other = Session::for_layers(&cfg, 0..2, 8, KvType::F32)
+            .unwrap()
+            .new_kv();
+        assert!(matches!(
+            s.swap_kv(&mut other),
+            Err(EngineError::BadConfig(_))
+        ));
     }
 
     #[test]

@@ -221,6 +221,19 @@ impl<'a> QMatrix<'a> {
         self.row_bytes
     }
 
+    /// The matrix of rows `rows` alone (a head station's slice of the vocabulary); `None` when
+    /// the range is empty or passes the last row.
+    pub fn rows_slice(&self, rows: std::ops::Range<usize>) -> Option<QMatrix<'a>> {
+        if rows.is_empty() || rows.end > self.rows {
+            return None;
+        }
+        Some(QMatrix {
+            rows: rows.len(),
+            data: &self.data[rows.start * self.row_bytes..rows.end * self.row_bytes],
+            ..*self
+        })
+    }
+
     /// The stored bytes of row `r`.
     #[inline]
     fn row(&self, r: usize) -> &'a [u8] {
