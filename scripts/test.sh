@@ -29,9 +29,9 @@ scripts/fuzz.sh 20
 step "wasm32 build (the crates the wasm package is made of)"
 cargo build --target wasm32-unknown-unknown -p knot -p engine -p moa -p coltrane -p carrier -p host
 
-step "wasm32 tests in Node (WASI): kernels, tokenizer, decode pipeline, MOA and COLTRANE, parity, batch identity"
+step "wasm32 tests in Node (WASI): kernels, tokenizer, decode pipeline, MOA and COLTRANE, parity, batch identity, stations"
 cargo test --no-fail-fast --target wasm32-wasip1 -p knot -p engine -p moa -p coltrane -p carrier
-cargo test --no-fail-fast --target wasm32-wasip1 -p knot-suite --test parity --test tokenizer --test bad_input --test batch_identity
+cargo test --no-fail-fast --target wasm32-wasip1 -p knot-suite --test parity --test tokenizer --test bad_input --test batch_identity --test stations
 
 step "wasm package: build (wasm-bindgen, wasm-opt, size budget) and the JS suite in Node, Bun and Deno"
 scripts/build-wasm.sh

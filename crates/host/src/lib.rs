@@ -12,6 +12,7 @@ pub mod pool;
 pub mod prefix;
 pub mod reader;
 pub mod source;
+pub mod station;
 
 pub use host::{DecodeStats, Generated, Host, HostError, HostOptions, PrefixReport, Stats};
 pub use memory::MemoryPlan;
