@@ -10,8 +10,12 @@ use engine::{KvType, LmHead, Model, Session};
 use host::station::gather::{fold, join_logits, vocab_slices, Answer, Folded};
 use host::station::placement::layer_ranges;
 use host::station::wire::{self, Elem, Hidden};
-use host::station::{HeadStation, LayerStation, StationError};
+use host::station::{
+    open_index, EmbeddingRows, HeadShard, HeadStation, LayerShard, LayerStation, StationError,
+};
+use host::{MemorySource, ReadPolicy, Reader};
 use knot_suite::{require_model, KnotFile};
+use std::rc::Rc;
 
 const MAX_CTX: usize = 96;
 const MAX_BATCH: usize = 64;
@@ -285,4 +289,146 @@ fn a_station_refuses_more_conversations_than_it_keeps() {
     assert_eq!(station.position(2), 1);
     assert_eq!(station.position(3), 1);
     assert_eq!(station.position(1), 0);
+}
+
+/// Stations built from what they read of the file (the index, then their own part) compute
+/// what one process computes, and read nothing else: a head shard its rows of the LM head and
+/// the output norm, the coordinator one embedding row per distinct id, a layer station its
+/// layers' span.
+#[test]
+fn stations_read_only_their_part_of_the_file() {
+    use futures::executor::block_on;
+    for (name, layer_stations, head_shards) in [
+        ("SmolLM2-135M-Instruct.Q4_1.knot", 2, 2),
+        ("gemma-3-270m.knot", 4, 4),
+    ] {
+        let Some(path) = require_model(name) else {
+            continue;
+        };
+        let file = KnotFile::read(&path);
+        let model = file.model();
+        let cfg = &model.config;
+        let prompt = file
+            .tokenizer()
+            .encode_with_bos("Once upon a time, once")
+            .unwrap();
+        let (ids, want) = decode_alone(&model, &prompt, 4);
+        let source: Rc<[u8]> = file.bytes.clone().into();
+        // No timeout: the WASI build has no timer thread, and memory answers at once.
+        let policy = ReadPolicy {
+            timeout_ms: 0,
+            ..ReadPolicy::default()
+        };
+        let reader = || Reader::new(Rc::new(MemorySource::new(source.clone())), policy);
+        let opts = knot::ReadOptions::default();
+        let index_bytes = {
+            let r = reader();
+            block_on(open_index(&r, &opts)).unwrap();
+            r.io.bytes.get()
+        };
+        assert!(
+            index_bytes < 1 << 20,
+            "{name}: the index is {index_bytes} bytes"
+        );
+
+        let mut layers = Vec::new();
+        for range in layer_ranges(cfg.n_layers, layer_stations).unwrap() {
+            let r = reader();
+            let knot = block_on(open_index(&r, &opts)).unwrap();
+            let shard =
+                block_on(LayerShard::read(&r, &knot, range.clone(), Some(1 << 20))).unwrap();
+            let span = knot.layer_range(range.end - 1).unwrap().end
+                - knot.layer_range(range.start).unwrap().start;
+            assert_eq!(
+                r.io.bytes.get() - index_bytes,
+                span,
+                "{name}: layers {range:?}"
+            );
+            assert_eq!(shard.bytes() as u64, span);
+            let station =
+                LayerStation::new(cfg, range, MAX_CTX, KvType::F32, MAX_BATCH, 1).unwrap();
+            layers.push((shard, station));
+        }
+        let mut heads = Vec::new();
+        let mut head_bytes = 0;
+        for slice in vocab_slices(cfg.vocab_size, head_shards) {
+            let r = reader();
+            let knot = block_on(open_index(&r, &opts)).unwrap();
+            let shard = block_on(HeadShard::read(&r, &knot, slice.clone(), Some(1 << 20))).unwrap();
+            let (norm, rows) = shard.matrices().unwrap();
+            let expected = (norm.rows() * norm.row_bytes() + rows.rows() * rows.row_bytes()) as u64;
+            assert_eq!(rows.rows(), slice.len());
+            assert_eq!(
+                r.io.bytes.get() - index_bytes,
+                expected,
+                "{name}: head {slice:?}"
+            );
+            head_bytes += shard.bytes();
+            heads.push((
+                shard,
+                HeadStation::new(slice, cfg.dim, cfg.norm_eps, MAX_BATCH),
+            ));
+        }
+        let mib = |b: usize| b as f64 / (1 << 20) as f64;
+        let held: Vec<String> = layers
+            .iter()
+            .map(|(s, _)| format!("{:.1}", mib(s.bytes())))
+            .collect();
+        eprintln!(
+            "{name}: layer stations hold {} MiB of weights, head shards {:.1} MiB each",
+            held.join(" / "),
+            mib(head_bytes) / heads.len() as f64
+        );
+        // The head shards together hold the LM head once, not once each.
+        let out = &model.resident.output;
+        assert!(head_bytes < out.rows() * out.row_bytes() + heads.len() * 4 * cfg.dim + 64);
+
+        let coordinator = reader();
+        let knot = block_on(open_index(&coordinator, &opts)).unwrap();
+        let rows = EmbeddingRows::locate(&knot).unwrap();
+        let mut pos = 0;
+        let mut batch = prompt.clone();
+        for step in 0..=ids.len() {
+            let before = coordinator.io.bytes.get();
+            let values = block_on(rows.embed(&coordinator, cfg, &batch)).unwrap();
+            let mut distinct = batch.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let row_bytes = model.resident.token_embd.row_bytes() as u64;
+            assert_eq!(
+                coordinator.io.bytes.get() - before,
+                distinct.len() as u64 * row_bytes
+            );
+            let h = Hidden {
+                conversation: 1,
+                pos: pos as u32,
+                dim: cfg.dim as u32,
+                values,
+            };
+            let mut msg = wire::encode(&h, Elem::F32).unwrap();
+            for (shard, station) in &mut layers {
+                msg = station.step(&msg, &shard.weights().unwrap()).unwrap();
+            }
+            let mut parts = Vec::new();
+            for (shard, station) in &mut heads {
+                let (output_norm, output) = shard.matrices().unwrap();
+                let lm = LmHead {
+                    output_norm: &output_norm,
+                    output: &output,
+                };
+                parts.push(station.logits(&msg, &lm).unwrap().to_vec());
+            }
+            let slices: Vec<_> = heads.iter().map(|(s, _)| s.slice()).collect();
+            let logits = join_logits(&slices, &parts).unwrap();
+            assert!(same_bits(&logits, &want[step]), "{name}: step {step}");
+            pos += batch.len();
+            if step < ids.len() {
+                batch = vec![ids[step]];
+            }
+        }
+        // An id outside the vocabulary is refused before anything is read.
+        let before = coordinator.io.bytes.get();
+        assert!(block_on(rows.embed(&coordinator, cfg, &[cfg.vocab_size as u32])).is_err());
+        assert_eq!(coordinator.io.bytes.get(), before);
+    }
 }

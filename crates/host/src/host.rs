@@ -371,15 +371,7 @@ impl Host {
         }
         let t0 = now_ms();
         let reader = Reader::new(source, opts.read_policy);
-        let read = |s: u64, e: u64| reader.read(s, e);
-
-        let mut prefix = read(0, FIXED_HEADER_LEN as u64).await?;
-        let prefix_len = FixedHeader::parse(&prefix, &opts.read)?.prefix_len();
-        prefix.extend(read(FIXED_HEADER_LEN as u64, prefix_len).await?);
-        // Without a known length, reads past the end surface as short reads instead.
-        let knot =
-            Knot::parse_prefix(&prefix, reader.source_len().unwrap_or(u64::MAX), &opts.read)?;
-        check_architecture(&knot.meta.architecture)?;
+        let knot = read_index(&reader, &opts.read).await?;
 
         let (tok, res) = (knot.tokenizer_range(), knot.resident_range());
         fits_in_memory(|| "the tokenizer blob".into(), &tok, MAX_TOKENIZER_BYTES)?;
@@ -401,27 +393,8 @@ impl Host {
         let adjacent = res.start >= tok.end
             && res.start - tok.end < knot::TENSOR_ALIGNMENT
             && res.end - tok.start <= isize::MAX as u64;
-        // A long span comes in pieces of `max_read_bytes`, appended into one buffer, so that what
-        // the source hands over at once stays small (in a Worker, each piece is a JS buffer that
-        // counts against the isolate's memory until it is collected).
-        let read_span = |start: u64, end: u64| {
-            let reader = &reader;
-            async move {
-                match opts.max_read_bytes.filter(|&m| m > 0 && end - start > m) {
-                    None => reader.read(start, end).await,
-                    Some(piece) => {
-                        let mut all = Vec::with_capacity((end - start) as usize);
-                        let mut at = start;
-                        while at < end {
-                            let to = end.min(at.saturating_add(piece));
-                            all.extend_from_slice(&reader.read(at, to).await?);
-                            at = to;
-                        }
-                        Ok(all)
-                    }
-                }
-            }
-        };
+        // A long span comes in pieces of `max_read_bytes` (see `Reader::read_span`).
+        let read_span = |start: u64, end: u64| reader.read_span(start, end, opts.max_read_bytes);
         let (tokenizer, resident) = if adjacent {
             let mut both = read_span(tok.start, res.end).await?;
             let tokenizer = Tokenizer::from_data(&Knot::parse_tokenizer(
@@ -1162,6 +1135,18 @@ impl Host {
             messages,
         )?)
     }
+}
+
+/// Reads and checks a knot file's index: the fixed header, then the metadata (two reads, the
+/// second sized by the first and capped by `opts`). A station reads this and then only its part.
+pub(crate) async fn read_index(reader: &Reader, opts: &ReadOptions) -> Result<Knot, HostError> {
+    let mut prefix = reader.read(0, FIXED_HEADER_LEN as u64).await?;
+    let prefix_len = FixedHeader::parse(&prefix, opts)?.prefix_len();
+    prefix.extend(reader.read(FIXED_HEADER_LEN as u64, prefix_len).await?);
+    // Without a known length, reads past the end surface as short reads instead.
+    let knot = Knot::parse_prefix(&prefix, reader.source_len().unwrap_or(u64::MAX), opts)?;
+    check_architecture(&knot.meta.architecture)?;
+    Ok(knot)
 }
 
 fn ratio(a: u64, b: u64) -> f64 {

@@ -17,7 +17,7 @@ pub mod station;
 pub use host::{DecodeStats, Generated, Host, HostError, HostOptions, PrefixReport, Stats};
 pub use memory::MemoryPlan;
 pub use prefix::PrefixStatus;
-pub use reader::{Abort, ReadPolicy};
+pub use reader::{Abort, ReadPolicy, Reader};
 pub use source::{ByteSource, FileSource, MemorySource, ReadFuture, SourceError};
 
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]

@@ -138,6 +138,30 @@ impl Reader {
         self.read_with(start, end, |source, start, end| source.read(start, end))
     }
 
+    /// Reads `[start, end)` in pieces of at most `piece` bytes (all at once for `None`),
+    /// appended into one buffer, so that what the source hands over at once stays small (in a
+    /// Worker each piece is a JS buffer that counts against the isolate until collected).
+    pub async fn read_span(
+        &self,
+        start: u64,
+        end: u64,
+        piece: Option<u64>,
+    ) -> Result<Vec<u8>, SourceError> {
+        match piece.filter(|&m| m > 0 && end.saturating_sub(start) > m) {
+            None => self.read(start, end).await,
+            Some(piece) => {
+                let mut all = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
+                let mut at = start;
+                while at < end {
+                    let to = end.min(at.saturating_add(piece));
+                    all.extend_from_slice(&self.read(at, to).await?);
+                    at = to;
+                }
+                Ok(all)
+            }
+        }
+    }
+
     /// Reads `[start, end)` like [`Reader::read`], into a buffer from `pool` (each attempt takes
     /// its own: one that timed out may still be written to); the bytes go back to the pool when
     /// the last reference is dropped.

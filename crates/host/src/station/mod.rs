@@ -12,7 +12,9 @@ pub mod gather;
 pub mod head;
 pub mod layers;
 pub mod placement;
+pub mod shard;
 pub mod wire;
 
 pub use head::HeadStation;
 pub use layers::{LayerStation, StationError};
+pub use shard::{open_index, EmbeddingRows, HeadShard, LayerShard};
