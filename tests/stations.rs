@@ -432,3 +432,138 @@ fn stations_read_only_their_part_of_the_file() {
         assert_eq!(coordinator.io.bytes.get(), before);
     }
 }
+
+/// The coordinator's decode loop over stations gives what a whole host gives, token for token
+/// and text for text: greedy, seeded sampling, and under a COLTRANE constraint; and a head
+/// shard that does not answer is retried alone, while one that fails ends the request.
+#[test]
+fn the_coordinator_decodes_as_a_whole_host_does() {
+    use engine::decode::GenerateOptions;
+    use futures::executor::block_on;
+    use host::station::coordinator::{Conversation, Model as Coordinator, Pick};
+    use host::{Host, HostOptions};
+    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
+        return;
+    };
+    let file = KnotFile::read(&path);
+    let model = file.model();
+    let cfg = &model.config;
+    let bytes: Rc<[u8]> = file.bytes.clone().into();
+    let policy = ReadPolicy {
+        timeout_ms: 0,
+        ..ReadPolicy::default()
+    };
+    let reader = || Reader::new(Rc::new(MemorySource::new(bytes.clone())), policy);
+    let mut host = block_on(Host::open(
+        Rc::new(MemorySource::new(bytes.clone())),
+        HostOptions {
+            read_policy: policy,
+            max_context: MAX_CTX,
+            ..HostOptions::default()
+        },
+    ))
+    .unwrap();
+    // Batches of 8: the prompt goes through in several messages.
+    let coord = block_on(Coordinator::open(
+        reader(),
+        &Default::default(),
+        MAX_CTX,
+        8,
+        2,
+    ))
+    .unwrap();
+    let mut st = Stations::new(&model, 2, 2);
+    let prompt = file
+        .tokenizer()
+        .encode_with_bos("Write a short poem about the sea, in four lines:")
+        .unwrap();
+    assert!(prompt.len() > 8);
+    for (c, options) in [
+        r#"{"temperature": 0, "maxTokens": 24}"#,
+        r#"{"temperature": 0.9, "topP": 0.95, "seed": 7, "maxTokens": 24}"#,
+        r#"{"seed": 3, "maxTokens": 24, "moa": {"k": 3}}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let opts = GenerateOptions::from_json(options).unwrap();
+        let want = block_on(host.generate(&prompt, &opts, &mut |_| true)).unwrap();
+        let mut conv = Conversation::start(&coord, 100 + c as u64, &prompt, &opts).unwrap();
+        let (mut ids, mut text) = (Vec::new(), String::new());
+        let mut next = prompt.clone();
+        loop {
+            let messages = block_on(coord.messages(conv.id, conv.pos, &next)).unwrap();
+            let mut last = Vec::new();
+            for mut msg in messages {
+                for station in &mut st.layers {
+                    let r = station.layers();
+                    msg = station.step(&msg, &model.layers[r]).unwrap();
+                }
+                last = msg;
+            }
+            let answers = st
+                .heads
+                .iter_mut()
+                .zip(&st.slices)
+                .map(|(head, output)| {
+                    let lm = LmHead {
+                        output_norm: &model.resident.output_norm,
+                        output,
+                    };
+                    Answer::Value(head.logits(&last, &lm).unwrap().to_vec())
+                })
+                .collect();
+            let Pick::Token(e) = conv.pick(&coord, answers, next.len()).unwrap() else {
+                panic!("every shard answered")
+            };
+            ids.push(e.id);
+            text.push_str(&e.text);
+            match conv.next_ids() {
+                Some(more) => next = more,
+                None => break,
+            }
+        }
+        assert_eq!(ids, want.ids, "{options}");
+        assert_eq!(text, want.text, "{options}");
+        for s in &mut st.layers {
+            s.forget(conv.id);
+        }
+    }
+
+    // The gather: a missing answer asks for that slot alone; a failed one ends the request.
+    let opts = GenerateOptions::from_json(r#"{"temperature": 0, "maxTokens": 4}"#).unwrap();
+    let mut conv = Conversation::start(&coord, 9, &prompt, &opts).unwrap();
+    let part = vec![0.0f32; st.heads[1].slice().len()];
+    let retry = conv
+        .pick(
+            &coord,
+            vec![Answer::Missing, Answer::Value(part.clone())],
+            1,
+        )
+        .unwrap();
+    assert!(matches!(retry, Pick::Retry(ref slots) if slots == &[0]));
+    let failed = conv.pick(
+        &coord,
+        vec![Answer::Failed("boom".into()), Answer::Missing],
+        1,
+    );
+    assert!(matches!(failed, Err(host::HostError::Station(ref m)) if m.contains("boom")));
+    // Answers of the wrong length are refused, not joined.
+    let short = conv.pick(
+        &coord,
+        vec![Answer::Value(vec![0.0; 3]), Answer::Value(part)],
+        1,
+    );
+    assert!(matches!(short, Err(host::HostError::Station(_))));
+    assert_eq!(conv.pos, 0, "nothing was accepted");
+    // Options a split model cannot honour are refused up front.
+    for bad in [r#"{"draftMode": true}"#, r#"{"reusePrefix": true}"#] {
+        let opts = GenerateOptions::from_json(bad).unwrap();
+        assert!(
+            Conversation::start(&coord, 1, &prompt, &opts).is_err(),
+            "{bad}"
+        );
+    }
+    assert!(Conversation::start(&coord, 1, &[], &opts).is_err());
+    let _ = cfg;
+}

@@ -53,6 +53,8 @@ pub enum HostError {
     TooLarge { what: String, bytes: u64, max: u64 },
     #[error("the call was aborted")]
     Aborted,
+    #[error("a station failed: {0}")]
+    Station(String),
     #[error("the model does not fit the memory budget of {budget} bytes ({budget_mib:.1} MiB): at {plan}")]
     OverBudget {
         budget: u64,

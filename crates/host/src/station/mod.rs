@@ -8,6 +8,7 @@
 //! ([`wire`]), the fold of the head shards' answers into one distribution and a three-way
 //! verdict ([`gather`]), and which station runs which layers ([`placement`]).
 
+pub mod coordinator;
 pub mod gather;
 pub mod head;
 pub mod layers;
