@@ -289,6 +289,16 @@ fn a_station_refuses_more_conversations_than_it_keeps() {
     assert_eq!(station.position(2), 1);
     assert_eq!(station.position(3), 1);
     assert_eq!(station.position(1), 0);
+    // Forgetting the one in the session frees its place too: a coordinator that forgets each
+    // conversation when it ends can run any number of them.
+    station.forget(3);
+    station.forget(2);
+    for conversation in 10..20 {
+        step(&mut station, conversation).unwrap();
+        assert_eq!(station.position(conversation), 1);
+        station.forget(conversation);
+        assert_eq!(station.position(conversation), 0);
+    }
 }
 
 /// Stations built from what they read of the file (the index, then their own part) compute

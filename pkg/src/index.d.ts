@@ -674,3 +674,13 @@ export declare class ImageCarrierPipeline {
   analyzeColumnar(image: CarrierImage): ImageCarrierColumns;
   free(): void;
 }
+
+// Workers entry only (`workerd` condition): the stations of a model split across Durable
+// Objects, and the coordinator that drives them (see examples/worker, stations mode).
+export {
+  WasmLayerStation,
+  WasmHeadStation,
+  WasmCoordinator,
+} from '../dist/wasm/host.js';
+/** Bytes of this isolate's wasm memory, its high-water mark (Workers entry only). */
+export declare function wasmMemoryBytes(): number;

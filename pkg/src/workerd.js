@@ -22,3 +22,11 @@ setWasmResolver(async (wasm) => (wasm === undefined || wasm === bindings ? loadW
 bindings.initSync({ module: wasmModule });
 setHelperBindings(bindings);
 export const { CarrierMediumPipeline, ImageCarrierPipeline } = bindings;
+// A model split across Durable Objects (examples/worker, stations mode): the layer and head
+// stations and the coordinator that drives them.
+export const { WasmLayerStation, WasmHeadStation, WasmCoordinator } = bindings;
+
+/** Bytes of this isolate's wasm memory (it never shrinks: the high-water mark). */
+export function wasmMemoryBytes() {
+  return bindings.initSync({ module: wasmModule }).memory.buffer.byteLength;
+}

@@ -24,3 +24,5 @@ pub use source::{ByteSource, FileSource, MemorySource, ReadFuture, SourceError};
 mod wasm;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 mod wasm_carrier;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+mod wasm_station;

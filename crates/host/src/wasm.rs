@@ -22,7 +22,7 @@ fn js_message(v: &JsValue) -> String {
     v.as_string().unwrap_or_else(|| format!("{v:?}"))
 }
 
-fn error(msg: impl std::fmt::Display) -> JsValue {
+pub(crate) fn error(msg: impl std::fmt::Display) -> JsValue {
     js_sys::Error::new(&msg.to_string()).into()
 }
 
@@ -32,7 +32,7 @@ fn is_permanent(v: &JsValue) -> bool {
 }
 
 /// A non-negative integer option from JS: at most 2^53 (what a JS number holds exactly).
-fn check_count(v: f64, what: &str) -> Result<u64, JsValue> {
+pub(crate) fn check_count(v: f64, what: &str) -> Result<u64, JsValue> {
     const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
     if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= MAX_SAFE {
         Ok(v as u64)
@@ -80,7 +80,7 @@ impl Drop for Abandon {
 /// A JS object with `rangeGet(start, endInclusive): Promise<Uint8Array>`, optionally
 /// `rangeGetInto(start, endInclusive, target): Promise<number>` (fills `target`, a view of wasm
 /// memory, and resolves to the bytes written) and `size`.
-struct JsSource {
+pub(crate) struct JsSource {
     object: JsValue,
     range_get: Function,
     range_get_into: Option<Function>,
@@ -90,7 +90,7 @@ struct JsSource {
 }
 
 impl JsSource {
-    fn new(object: JsValue) -> Result<Self, JsValue> {
+    pub(crate) fn new(object: JsValue) -> Result<Self, JsValue> {
         if !object.is_object() {
             return Err(error(
                 "source must be an object with a rangeGet(start, end) method",
@@ -340,7 +340,25 @@ impl Drop for Lent {
 }
 
 /// A host error as a JS Error; an aborted call's is named `AbortError`, as the DOM's are.
-fn host_error(e: HostError) -> JsValue {
+/// `[{ role, content }]` from JSON.
+pub(crate) fn parse_messages(messages_json: &str) -> Result<Vec<ChatMessage>, JsValue> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        role: String,
+        content: String,
+    }
+    let list: Vec<Message> = serde_json::from_str(messages_json)
+        .map_err(|e| error(format!("messages must be [{{ role, content }}]: {e}")))?;
+    Ok(list
+        .into_iter()
+        .map(|m| ChatMessage {
+            role: m.role,
+            content: m.content,
+        })
+        .collect())
+}
+
+pub(crate) fn host_error(e: HostError) -> JsValue {
     let aborted = matches!(
         e,
         HostError::Aborted | HostError::Source(SourceError::Aborted { .. })
@@ -551,20 +569,7 @@ impl WasmHost {
     /// Renders `[{ role, content }]` (as JSON) with the model's chat template.
     #[wasm_bindgen(js_name = chatPrompt)]
     pub fn chat_prompt(&self, messages_json: &str) -> Result<String, JsValue> {
-        #[derive(serde::Deserialize)]
-        struct Message {
-            role: String,
-            content: String,
-        }
-        let list: Vec<Message> = serde_json::from_str(messages_json)
-            .map_err(|e| error(format!("messages must be [{{ role, content }}]: {e}")))?;
-        let list: Vec<ChatMessage> = list
-            .into_iter()
-            .map(|m| ChatMessage {
-                role: m.role,
-                content: m.content,
-            })
-            .collect();
+        let list = parse_messages(messages_json)?;
         check_live(&self.state)?;
         let template = self.lexicon.chat_template.as_deref();
         engine::chat::chat_prompt(template, &self.lexicon.tokenizer, &list)

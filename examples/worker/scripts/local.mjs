@@ -61,3 +61,61 @@ export async function startLocal(options = {}) {
   await r2.put(CONFIG.vars.MODEL_KEY, new Uint8Array(readFileSync(knot)));
   return { url: url.href.replace(/\/$/, ''), mf, r2, sizes, dispose: () => mf.dispose() };
 }
+
+/**
+ * Starts a model split across stations in workerd: the coordinator (this Worker with
+ * KNOT_STATIONS set) and one Worker per station, each hosting its Durable Object in an isolate of
+ * its own (so each station's wasm memory is its own, as on Cloudflare), all sharing one local R2
+ * bucket holding the model.
+ * @param {{ layers: number, heads: number, modelKey?: string, modelFile?: string, port?: number,
+ *   vars?: Record<string, string>, stationVars?: Record<number, Record<string, string>>,
+ *   quiet?: boolean }} options `stationVars[i]` adds vars to station i (layers first, then heads)
+ */
+export async function startStations(options) {
+  ensureWasm();
+  const key = options.modelKey ?? CONFIG.vars.MODEL_KEY;
+  const knot = options.modelFile ?? modelFile();
+  const { modules } = await bundle({ quiet: options.quiet ?? true });
+  const bucket = CONFIG.r2_buckets[0].binding;
+  const base = {
+    modules,
+    modulesRoot: join(modules[0].path, '..'),
+    compatibilityDate: CONFIG.compatibility_date,
+    compatibilityFlags: CONFIG.compatibility_flags,
+    r2Buckets: { [bucket]: CONFIG.r2_buckets[0].bucket_name },
+  };
+  const vars = { ...CONFIG.vars, MODEL_KEY: key, ...options.vars };
+  const stations = [
+    ...Array.from({ length: options.layers }, (_, i) => ({ name: `layers-${i}`, binding: `LAYERS_${i}`, className: 'LayerStation' })),
+    ...Array.from({ length: options.heads }, (_, i) => ({ name: `head-${i}`, binding: `HEADS_${i}`, className: 'HeadStation' })),
+  ];
+  const table = {
+    layers: stations.filter((s) => s.className === 'LayerStation').map((s) => s.binding),
+    heads: stations.filter((s) => s.className === 'HeadStation').map((s) => s.binding),
+  };
+  const mf = new Miniflare({
+    host: '127.0.0.1',
+    port: options.port ?? 0,
+    cf: false,
+    r2Persist: false,
+    durableObjectsPersist: false,
+    workers: [
+      {
+        ...base,
+        name: 'coordinator',
+        bindings: { ...vars, KNOT_STATIONS: JSON.stringify(table) },
+        durableObjects: Object.fromEntries(stations.map((s) => [s.binding, { className: s.className, scriptName: s.name }])),
+      },
+      ...stations.map((s, i) => ({
+        ...base,
+        name: s.name,
+        bindings: { ...vars, ...options.stationVars?.[i] },
+        durableObjects: { [s.binding]: s.className },
+      })),
+    ],
+  });
+  const url = await mf.ready;
+  const r2 = await mf.getR2Bucket(bucket, 'coordinator');
+  await r2.put(key, new Uint8Array(readFileSync(knot)));
+  return { url: url.href.replace(/\/$/, ''), mf, r2, stations, dispose: () => mf.dispose() };
+}

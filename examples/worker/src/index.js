@@ -6,6 +6,7 @@
 //   GET  /v1/models
 //   POST /v1/chat/completions     OpenAI's shapes, streaming or not
 //   POST /v1/completions
+//   GET  /stations                each station's figures, when the model is split (KNOT_STATIONS)
 //
 // Every generation runs inside `ctx.waitUntil`, so a client that goes away cannot cancel it
 // halfway (workerd cancels a request's pending work when its client disconnects, which would
@@ -16,12 +17,16 @@ import { currentModel, getModel } from './model.js';
 import { QueueFull, QueueTimeout } from './queue.js';
 import { StopMatcher } from './stop.js';
 
+// The Durable Object classes of a split model; a script hosting stations exports them.
+export { HeadStation, LayerStation } from './stations.js';
+
 const ROUTES = {
   '/health': ['GET'],
   '/stats': ['GET'],
   '/v1/models': ['GET'],
   '/v1/chat/completions': ['POST'],
   '/v1/completions': ['POST'],
+  '/stations': ['GET'],
 };
 
 export default {
@@ -45,6 +50,7 @@ export default {
         case '/health': return await health(env, ctx);
         case '/stats': return stats();
         case '/v1/models': return await models(env, ctx);
+        case '/stations': return await stations(env, ctx);
         default: return await complete(pathname === '/v1/chat/completions' ? 'chat' : 'completion', request, env, ctx);
       }
     } catch (e) {
@@ -98,6 +104,14 @@ function stats() {
     queue: { waiting: m.queue.waiting.length, busy: m.queue.holder !== null, served: m.queue.served, reclaimed: m.queue.reclaimed },
     recent: m.recent,
   });
+}
+
+async function stations(env, ctx) {
+  const { shim } = await getModel(env, ctx);
+  if (typeof shim.stationStats !== 'function') {
+    throw new ApiError(404, 'This Worker holds the whole model: it has no stations (KNOT_STATIONS is not set)', { code: 'unknown_url' });
+  }
+  return Response.json({ stations: await shim.stationStats(), hops: shim.stats().hops });
 }
 
 async function models(env, ctx) {

@@ -4,6 +4,7 @@
 import { HostShim } from 'knot-wasm';
 import { R2KnotSource } from './r2.js';
 import { GenerationQueue } from './queue.js';
+import { SplitModel } from './split.js';
 
 const MiB = 2 ** 20;
 
@@ -45,7 +46,9 @@ export function settings(env) {
       // counts against the isolate until collected.
       maxReadBytes: envInt(env, 'KNOT_MAX_READ_MB', 4) * MiB,
     },
-    prefixReuse: env.KNOT_PREFIX_REUSE !== '0',
+    // A split model (KNOT_STATIONS set) keeps no prefix across requests yet.
+    prefixReuse: env.KNOT_PREFIX_REUSE !== '0' && !env.KNOT_STATIONS,
+    stations: Boolean(env.KNOT_STATIONS),
     maxTokens: envInt(env, 'KNOT_MAX_TOKENS', 512),
     maxBodyBytes: envInt(env, 'KNOT_MAX_BODY_BYTES', 256 * 1024),
     queue: {
@@ -68,8 +71,10 @@ const state = { model: null, opening: null };
 /** @param {ReturnType<typeof settings>} s */
 async function open(s, env) {
   const t0 = Date.now();
-  const source = new R2KnotSource(env.MODELS, s.key);
-  const shim = await HostShim.open(source, s.open);
+  // Split across stations (Durable Objects), or whole in this isolate.
+  const split = s.stations ? await SplitModel.open(env, s) : null;
+  const source = split?.source ?? new R2KnotSource(env.MODELS, s.key);
+  const shim = split ?? await HostShim.open(source, s.open);
   const queue = new GenerationQueue({
     ...s.queue,
     // A holder silent for stallMs: its request was canceled mid-call (or is stuck for good).

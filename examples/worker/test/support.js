@@ -9,7 +9,7 @@ import OpenAI from 'openai';
 import { Agent, setGlobalDispatcher } from 'undici';
 import { CONFIG, REPO, modelFile, startLocal } from '../scripts/local.mjs';
 
-export { CONFIG, startLocal };
+export { CONFIG, REPO, startLocal };
 
 // One connection per request. Miniflare's workerd accepts no new request while another is busy
 // with R2 reads (seen: a second request waits until the first ends), and an idle keep-alive
@@ -45,10 +45,11 @@ const run = promisify(execFile);
  * @param {{ role: string, content: string }[] | string} input
  * @param {number} n
  * @param {string[]} [flags] sampling flags; greedy by default
+ * @param {string} [model] the knot file (default: the Worker's model)
  */
-export async function native(input, n, flags = ['--temperature', '0']) {
+export async function native(input, n, flags = ['--temperature', '0'], model = modelFile()) {
   if (!existsSync(KNOT_BIN)) throw new Error(`${KNOT_BIN} is missing: run scripts/prepare-model.sh`);
-  const args = ['generate', modelFile(), '-n', String(n), '--json', ...flags];
+  const args = ['generate', model, '-n', String(n), '--json', ...flags];
   if (typeof input === 'string') {
     args.push('--prompt', input);
   } else {

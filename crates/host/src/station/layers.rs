@@ -147,7 +147,9 @@ impl LayerStation {
     /// Drops everything held for `conversation`.
     pub fn forget(&mut self, conversation: u64) {
         if self.current == Some(conversation) {
+            // The session keeps the emptied cache for the next conversation to take.
             self.session.reset();
+            self.current = None;
         } else {
             self.parked.remove(&conversation);
         }

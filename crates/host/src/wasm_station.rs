@@ -1,0 +1,422 @@
+//! The stations' JS boundary: `WasmLayerStation` and `WasmHeadStation` (each in a Durable
+//! Object of the Worker) and `WasmCoordinator` (in the Worker that serves the OpenAI routes).
+//! Hidden states cross it as wire messages (`station::wire`), logits as `Float32Array`s.
+//! Nothing here may panic: a panic aborts the wasm instance, i.e. the station.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use engine::decode::GenerateOptions;
+use engine::KvType;
+use js_sys::{Array, Float32Array, Promise, Uint32Array, Uint8Array};
+use knot::ReadOptions;
+use serde::Deserialize;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::future_to_promise;
+
+use crate::reader::{ReadPolicy, Reader};
+use crate::station::coordinator::{Conversation, Model, Pick};
+use crate::station::gather::Answer;
+use crate::station::{open_index, placement, HeadShard, HeadStation, LayerShard, LayerStation};
+use crate::wasm::{check_count, error, host_error, parse_messages, JsSource};
+
+/// A station's options (JSON), each with its default.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct StationOptions {
+    max_context: usize,
+    max_batch: usize,
+    kv_cache: String,
+    max_conversations: usize,
+    /// Long spans are read in pieces of this many bytes (each R2 answer is a JS buffer).
+    max_read_bytes: u64,
+    read_timeout_ms: u64,
+    head_shards: usize,
+}
+
+impl Default for StationOptions {
+    fn default() -> Self {
+        StationOptions {
+            max_context: 2048,
+            max_batch: 64,
+            kv_cache: "f32".into(),
+            max_conversations: 4,
+            max_read_bytes: 4 << 20,
+            read_timeout_ms: 30_000,
+            head_shards: 1,
+        }
+    }
+}
+
+impl StationOptions {
+    fn parse(json: &str) -> Result<Self, JsValue> {
+        let o: StationOptions =
+            serde_json::from_str(if json.trim().is_empty() { "{}" } else { json })
+                .map_err(|e| error(format!("station options: {e}")))?;
+        if o.max_context == 0 || o.max_batch == 0 || o.max_conversations == 0 {
+            return Err(error(
+                "station options: maxContext, maxBatch and maxConversations must be at least 1",
+            ));
+        }
+        Ok(o)
+    }
+
+    fn reader(&self, source: JsValue) -> Result<Reader, JsValue> {
+        let policy = ReadPolicy {
+            timeout_ms: self.read_timeout_ms,
+            ..ReadPolicy::default()
+        };
+        Ok(Reader::new(Rc::new(JsSource::new(source)?), policy))
+    }
+
+    fn kv_type(&self) -> Result<KvType, JsValue> {
+        KvType::parse(&self.kv_cache).ok_or_else(|| {
+            error(format!(
+                "kvCache must be f32 or f16, got {:?}",
+                self.kv_cache
+            ))
+        })
+    }
+}
+
+fn conversation_id(v: f64) -> Result<u64, JsValue> {
+    check_count(v, "conversation")
+}
+
+fn range(start: f64, end: f64, what: &str) -> Result<std::ops::Range<usize>, JsValue> {
+    let (s, e) = (check_count(start, what)?, check_count(end, what)?);
+    Ok(s as usize..e as usize)
+}
+
+fn pairs(ranges: &[std::ops::Range<usize>]) -> Array {
+    ranges
+        .iter()
+        .map(|r| Array::of2(&(r.start as f64).into(), &(r.end as f64).into()))
+        .collect()
+}
+
+/// A layer station: its layers' weights, read once from the knot file, and their KV caches.
+#[wasm_bindgen]
+pub struct WasmLayerStation {
+    shard: LayerShard,
+    station: RefCell<LayerStation>,
+}
+
+#[wasm_bindgen]
+impl WasmLayerStation {
+    /// Opens layers `start..end` of the knot file behind `source` (a `KnotByteSource`).
+    pub fn open(source: JsValue, start: f64, end: f64, options_json: String) -> Promise {
+        future_to_promise(async move {
+            let o = StationOptions::parse(&options_json)?;
+            let layers = range(start, end, "layer")?;
+            let reader = o.reader(source)?;
+            let knot = open_index(&reader, &ReadOptions::default())
+                .await
+                .map_err(host_error)?;
+            let shard = LayerShard::read(&reader, &knot, layers.clone(), Some(o.max_read_bytes))
+                .await
+                .map_err(host_error)?;
+            let station = LayerStation::new(
+                &knot.meta.config,
+                layers,
+                o.max_context,
+                o.kv_type()?,
+                o.max_batch,
+                o.max_conversations,
+            )
+            .map_err(error)?;
+            Ok(WasmLayerStation {
+                shard,
+                station: RefCell::new(station),
+            }
+            .into())
+        })
+    }
+
+    /// Runs a message of hidden states through the layers; returns the next station's message.
+    pub fn step(&self, message: Uint8Array) -> Result<Uint8Array, JsValue> {
+        let weights = self.shard.weights().map_err(error)?;
+        let out = self
+            .station
+            .try_borrow_mut()
+            .map_err(|_| error("the station is busy"))?
+            .step(&message.to_vec(), &weights)
+            .map_err(error)?;
+        Ok(Uint8Array::from(out.as_slice()))
+    }
+
+    /// Positions held for `conversation`.
+    pub fn position(&self, conversation: f64) -> Result<f64, JsValue> {
+        Ok(self
+            .station
+            .borrow()
+            .position(conversation_id(conversation)?) as f64)
+    }
+
+    /// Forgets `conversation`'s positions from `pos` on.
+    pub fn rewind(&self, conversation: f64, pos: f64) -> Result<(), JsValue> {
+        let pos = check_count(pos, "pos")? as usize;
+        self.station
+            .borrow_mut()
+            .rewind(conversation_id(conversation)?, pos)
+            .map_err(error)
+    }
+
+    pub fn forget(&self, conversation: f64) -> Result<(), JsValue> {
+        self.station
+            .borrow_mut()
+            .forget(conversation_id(conversation)?);
+        Ok(())
+    }
+
+    #[wasm_bindgen(getter, js_name = weightBytes)]
+    pub fn weight_bytes(&self) -> f64 {
+        self.shard.bytes() as f64
+    }
+}
+
+/// A head station: its slice of the LM head and the output norm.
+#[wasm_bindgen]
+pub struct WasmHeadStation {
+    shard: HeadShard,
+    station: RefCell<HeadStation>,
+}
+
+#[wasm_bindgen]
+impl WasmHeadStation {
+    /// Opens rows `start..end` of the LM head of the knot file behind `source`.
+    pub fn open(source: JsValue, start: f64, end: f64, options_json: String) -> Promise {
+        future_to_promise(async move {
+            let o = StationOptions::parse(&options_json)?;
+            let slice = range(start, end, "row")?;
+            let reader = o.reader(source)?;
+            let knot = open_index(&reader, &ReadOptions::default())
+                .await
+                .map_err(host_error)?;
+            let shard = HeadShard::read(&reader, &knot, slice.clone(), Some(o.max_read_bytes))
+                .await
+                .map_err(host_error)?;
+            let cfg = &knot.meta.config;
+            let station = HeadStation::new(slice, cfg.dim, cfg.norm_eps, o.max_batch);
+            Ok(WasmHeadStation {
+                shard,
+                station: RefCell::new(station),
+            }
+            .into())
+        })
+    }
+
+    /// The slice's logits for the last position of a message.
+    pub fn logits(&self, message: Uint8Array) -> Result<Float32Array, JsValue> {
+        let (output_norm, output) = self.shard.matrices().map_err(error)?;
+        let head = engine::LmHead {
+            output_norm: &output_norm,
+            output: &output,
+        };
+        let mut station = self
+            .station
+            .try_borrow_mut()
+            .map_err(|_| error("the station is busy"))?;
+        let logits = station.logits(&message.to_vec(), &head).map_err(error)?;
+        Ok(Float32Array::from(logits))
+    }
+
+    #[wasm_bindgen(getter, js_name = weightBytes)]
+    pub fn weight_bytes(&self) -> f64 {
+        self.shard.bytes() as f64
+    }
+}
+
+/// The coordinator: tokenizer, chat template, decode loop, embedding rows.
+#[wasm_bindgen]
+pub struct WasmCoordinator {
+    model: Rc<Model>,
+    conversation: RefCell<Option<Conversation>>,
+}
+
+#[wasm_bindgen]
+impl WasmCoordinator {
+    /// Reads the index and the tokenizer of the knot file behind `source`; `headShards` in the
+    /// options is how many slices the vocabulary is cut into.
+    pub fn open(source: JsValue, options_json: String) -> Promise {
+        future_to_promise(async move {
+            let o = StationOptions::parse(&options_json)?;
+            let reader = o.reader(source)?;
+            let model = Model::open(
+                reader,
+                &ReadOptions::default(),
+                o.max_context,
+                o.max_batch,
+                o.head_shards,
+            )
+            .await
+            .map_err(host_error)?;
+            Ok(WasmCoordinator {
+                model: Rc::new(model),
+                conversation: RefCell::new(None),
+            }
+            .into())
+        })
+    }
+
+    #[wasm_bindgen(getter, js_name = vocabSize)]
+    pub fn vocab_size(&self) -> u32 {
+        self.model.config().vocab_size as u32
+    }
+
+    #[wasm_bindgen(getter, js_name = layerCount)]
+    pub fn layer_count(&self) -> u32 {
+        self.model.config().n_layers as u32
+    }
+
+    #[wasm_bindgen(getter, js_name = contextLength)]
+    pub fn context_length(&self) -> u32 {
+        self.model.context as u32
+    }
+
+    #[wasm_bindgen(getter, js_name = eosIds)]
+    pub fn eos_ids(&self) -> Uint32Array {
+        Uint32Array::from(self.model.config().eos_ids.as_slice())
+    }
+
+    /// `{ name, architecture, config, contextLength }` as JSON.
+    pub fn info(&self) -> String {
+        let m = &self.model.knot.meta;
+        serde_json::json!({
+            "name": m.name,
+            "architecture": m.architecture,
+            "config": m.config,
+            "contextLength": self.model.context,
+        })
+        .to_string()
+    }
+
+    /// Each layer station's `[start, end)` for `stations` stations (21 virtual shards).
+    #[wasm_bindgen(js_name = layerRanges)]
+    pub fn layer_ranges(&self, stations: f64) -> Result<Array, JsValue> {
+        let n = check_count(stations, "stations")? as usize;
+        let ranges = placement::layer_ranges(self.model.config().n_layers, n).map_err(error)?;
+        Ok(pairs(&ranges))
+    }
+
+    /// Each head shard's `[start, end)` of the vocabulary.
+    #[wasm_bindgen(js_name = headSlices)]
+    pub fn head_slices(&self) -> Array {
+        pairs(&self.model.slices)
+    }
+
+    pub fn encode(&self, text: &str) -> Result<Uint32Array, JsValue> {
+        let ids = self.model.tokenizer.encode_with_bos(text).map_err(error)?;
+        Ok(Uint32Array::from(ids.as_slice()))
+    }
+
+    pub fn decode(&self, ids: Uint32Array) -> Result<String, JsValue> {
+        self.model.tokenizer.decode(&ids.to_vec()).map_err(error)
+    }
+
+    #[wasm_bindgen(js_name = chatPrompt)]
+    pub fn chat_prompt(&self, messages_json: &str) -> Result<String, JsValue> {
+        let list = parse_messages(messages_json)?;
+        let template = self.model.knot.meta.chat_template.as_deref();
+        engine::chat::chat_prompt(template, &self.model.tokenizer, &list)
+            .map_err(|e| host_error(e.into()))
+    }
+
+    /// Begins generating for conversation `conversation` (new to every station) from `ids`;
+    /// resolves to the prompt's messages, to carry through the layer stations in order (the
+    /// last one then to the head shards).
+    pub fn start(&self, conversation: f64, ids: Uint32Array, options_json: String) -> Promise {
+        let model = self.model.clone();
+        let ids = ids.to_vec();
+        let started = conversation_id(conversation).and_then(|id| {
+            let opts = GenerateOptions::from_json(&options_json).map_err(error)?;
+            Conversation::start(&model, id, &ids, &opts).map_err(host_error)
+        });
+        let started = started.map(|conv| {
+            let id = conv.id;
+            *self.conversation.borrow_mut() = Some(conv);
+            id
+        });
+        future_to_promise(async move {
+            let id = started?;
+            let messages = model.messages(id, 0, &ids).await.map_err(host_error)?;
+            Ok(messages_array(messages).into())
+        })
+    }
+
+    /// Picks the next token from the head shards' answers to the last message of `positions`
+    /// positions: each a `Float32Array`, `null` (no answer in time) or an error message.
+    /// Returns `{ id, text, finishReason, step }`, or `{ retry: [slots] }` to ask those again.
+    pub fn pick(&self, answers: Array, positions: f64) -> Result<JsValue, JsValue> {
+        let positions = check_count(positions, "positions")? as usize;
+        let answers = answers
+            .iter()
+            .map(|a| {
+                if a.is_null() || a.is_undefined() {
+                    Answer::Missing
+                } else if let Some(f) = a.dyn_ref::<Float32Array>() {
+                    Answer::Value(f.to_vec())
+                } else if let Some(e) = a.dyn_ref::<js_sys::Error>() {
+                    Answer::Failed(String::from(e.message()))
+                } else {
+                    Answer::Failed(a.as_string().unwrap_or_else(|| "a bad answer".into()))
+                }
+            })
+            .collect();
+        let mut slot = self.conversation.borrow_mut();
+        let conv = slot
+            .as_mut()
+            .ok_or_else(|| error("no generation in progress: start one first"))?;
+        match conv
+            .pick(&self.model, answers, positions)
+            .map_err(host_error)?
+        {
+            Pick::Token(e) => js_sys::JSON::parse(&serde_json::to_string(&e).map_err(error)?),
+            Pick::Retry(slots) => {
+                let o = js_sys::Object::new();
+                let list: Array = slots.iter().map(|&s| JsValue::from(s as f64)).collect();
+                js_sys::Reflect::set(&o, &"retry".into(), &list)?;
+                Ok(o.into())
+            }
+        }
+    }
+
+    /// The messages of the token picked last, or `null` once the generation has ended.
+    pub fn next(&self) -> Promise {
+        let model = self.model.clone();
+        let next = self
+            .conversation
+            .borrow_mut()
+            .as_mut()
+            .and_then(|c| c.next_ids().map(|ids| (c.id, c.pos, ids)));
+        future_to_promise(async move {
+            let Some((id, pos, ids)) = next else {
+                return Ok(JsValue::NULL);
+            };
+            let messages = model.messages(id, pos, &ids).await.map_err(host_error)?;
+            Ok(messages_array(messages).into())
+        })
+    }
+
+    /// Positions the stations hold for the generation in progress.
+    #[wasm_bindgen(getter)]
+    pub fn position(&self) -> f64 {
+        self.conversation
+            .borrow()
+            .as_ref()
+            .map_or(0.0, |c| c.pos as f64)
+    }
+
+    /// Ends the generation in progress (the caller tells the stations to forget it).
+    pub fn end(&self) {
+        *self.conversation.borrow_mut() = None;
+    }
+}
+
+fn messages_array(messages: Vec<Vec<u8>>) -> Array {
+    messages
+        .iter()
+        .map(|m| JsValue::from(Uint8Array::from(m.as_slice())))
+        .collect()
+}

@@ -1,0 +1,216 @@
+// A model split across stations (Durable Objects, see stations.js), behind the interface the
+// Worker's routes use of the package's HostShim: encode, applyChatTemplate, streamTokens, stats,
+// info. This isolate holds only the index, the tokenizer and the decode loop (WasmCoordinator);
+// for each token it embeds the ids from single rows of the embedding table, carries the hidden
+// states through the layer stations in order, fans the last ones out to the head shards, and
+// folds their answers: every shard answered → the next token; some did not answer in time →
+// those slots alone are asked once more; one answered with an error (or the retry fails) → the
+// request fails with that error. Each generation is a new conversation for the stations, and is
+// forgotten by them when it ends, however it ends.
+import { WasmCoordinator, wasmMemoryBytes } from 'knot-wasm';
+import { R2KnotSource } from './r2.js';
+
+const MiB = 2 ** 20;
+
+/**
+ * The stations from `KNOT_STATIONS`: `{ "layers": [binding, ...], "heads": [binding, ...] }`,
+ * one entry per station, each the name of the Durable Object namespace binding that serves it
+ * (in production all layer stations can share one namespace; locally each runs in an isolate
+ * of its own, so each has its own binding).
+ */
+function stationTable(env) {
+  let table;
+  try {
+    table = JSON.parse(env.KNOT_STATIONS);
+  } catch (e) {
+    throw new Error(`KNOT_STATIONS must be JSON {"layers": [...], "heads": [...]}: ${e.message}`);
+  }
+  for (const kind of ['layers', 'heads']) {
+    const list = table?.[kind];
+    if (!Array.isArray(list) || list.length === 0 || list.some((b) => typeof env[b]?.idFromName !== 'function')) {
+      throw new Error(`KNOT_STATIONS.${kind} must list Durable Object bindings, got ${JSON.stringify(list)}`);
+    }
+  }
+  return table;
+}
+
+class StationError extends Error {}
+
+export class SplitModel {
+  /**
+   * @param {Record<string, any>} env
+   * @param {{ key: string, open: { maxContext: number } }} settings the Worker's
+   */
+  static async open(env, settings) {
+    const table = stationTable(env);
+    const source = new R2KnotSource(env.MODELS, settings.key);
+    const coordinator = await WasmCoordinator.open(source, JSON.stringify({
+      maxContext: settings.open.maxContext,
+      maxBatch: Number(env.KNOT_STATION_MAX_BATCH || 64),
+      headShards: table.heads.length,
+      maxReadBytes: 4 * MiB,
+    }));
+    // A stub is an I/O object of the request that made it: one per call, from the namespace.
+    const stub = (binding, name) => {
+      const ns = env[binding];
+      const id = ns.idFromName(name);
+      return () => ns.get(id);
+    };
+    const layers = coordinator.layerRanges(table.layers.length).map(([a, b], i) => ({
+      name: `layers ${a}-${b}`, query: `layers=${a}-${b}`, stub: stub(table.layers[i], `layers-${a}-${b}`),
+    }));
+    const heads = coordinator.headSlices().map(([a, b], i) => ({
+      name: `head ${a}-${b}`, query: `rows=${a}-${b}`, stub: stub(table.heads[i], `rows-${a}-${b}`),
+    }));
+    return new SplitModel(coordinator, source, layers, heads, Number(env.KNOT_STATION_TIMEOUT_MS || 60000));
+  }
+
+  constructor(coordinator, source, layers, heads, timeoutMs) {
+    this.coordinator = coordinator;
+    this.source = source;
+    this.layers = layers;
+    this.heads = heads;
+    this.timeoutMs = timeoutMs;
+    // Conversation ids: unique across coordinator isolates (a random base) and within one.
+    this.nextConversation = Math.floor(Math.random() * 2 ** 40) * 1024;
+    this.hops = { messages: 0, bytes: 0, ms: 0 };
+    this.lastPrefillMs = 0;
+    this.lastTokenMs = [];
+  }
+
+  get vocabSize() { return this.coordinator.vocabSize; }
+  get layerCount() { return this.coordinator.layerCount; }
+  get contextLength() { return this.coordinator.contextLength; }
+
+  encode(text) { return this.coordinator.encode(text); }
+  applyChatTemplate(messages) { return this.coordinator.chatPrompt(JSON.stringify(messages)); }
+  info() { return JSON.parse(this.coordinator.info()); }
+
+  stats() {
+    return {
+      wasmMemoryBytes: wasmMemoryBytes(),
+      contextLength: this.contextLength,
+      prefix: null,
+      prefillMs: this.lastPrefillMs,
+      tokenMs: this.lastTokenMs,
+      stations: { layers: this.layers.map((s) => s.name), heads: this.heads.map((s) => s.name) },
+      hops: this.hops,
+    };
+  }
+
+  /** Nothing to take back: a generation holds no lock in this isolate's wasm across awaits. */
+  async reclaim() {}
+
+  /** Each station's own figures (`GET /stats` of every station). */
+  async stationStats() {
+    const all = [...this.layers, ...this.heads];
+    return Promise.all(all.map(async (s) => {
+      const res = await s.stub().fetch(`https://station/stats?${s.query}`);
+      return { station: s.name, ...(await res.json()) };
+    }));
+  }
+
+  /**
+   * One request to a station, raced against the timeout: the answer's bytes, or null when the
+   * station did not answer in time. A station's error answer throws it.
+   */
+  async call(station, path, body, params = '') {
+    const t0 = Date.now();
+    let timer;
+    const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve(null), this.timeoutMs); });
+    try {
+      const answer = station.stub().fetch(`https://station/${path}?${station.query}${params}`, { method: 'POST', body })
+        .then(async (res) => {
+          if (!res.ok) {
+            const text = await res.text();
+            let message = text;
+            try { message = JSON.parse(text).error.message; } catch { /* not JSON */ }
+            throw new StationError(`${station.name}: ${message}`);
+          }
+          return new Uint8Array(await res.arrayBuffer());
+        });
+      const bytes = await Promise.race([answer, timeout]);
+      if (bytes !== null) {
+        this.hops.messages++;
+        this.hops.bytes += body.byteLength + bytes.byteLength;
+        this.hops.ms += Date.now() - t0;
+      }
+      return bytes;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Hidden states through every layer station in order. */
+  async throughLayers(message) {
+    let m = message;
+    for (const s of this.layers) {
+      const next = await this.call(s, 'step', m);
+      if (next === null) throw new StationError(`${s.name} did not answer within ${this.timeoutMs} ms`);
+      m = next;
+    }
+    return m;
+  }
+
+  /** The head shards' answers for `slots` (others kept from `answers`). */
+  async gather(message, slots, answers) {
+    await Promise.all(slots.map(async (i) => {
+      try {
+        const bytes = await this.call(this.heads[i], 'logits', message);
+        answers[i] = bytes === null ? null : new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+      } catch (e) {
+        answers[i] = e instanceof Error ? e : new Error(String(e));
+      }
+    }));
+    return answers;
+  }
+
+  /** The next token from the hidden states of the last message (`positions` new positions). */
+  async pick(message, positions) {
+    const answers = await this.gather(message, this.heads.map((_, i) => i), new Array(this.heads.length).fill(null));
+    let e = this.coordinator.pick(answers, positions);
+    if (e.retry !== undefined) {
+      await this.gather(message, e.retry, answers);
+      // Still missing after the retry: a failure now.
+      for (const i of e.retry) {
+        if (answers[i] === null) answers[i] = new Error(`${this.heads[i].name} did not answer within ${this.timeoutMs} ms`);
+      }
+      e = this.coordinator.pick(answers, positions);
+    }
+    return e;
+  }
+
+  /**
+   * @param {Uint32Array} ids
+   * @param {Record<string, unknown>} [options] the generation options (HostShim's), and `signal`
+   */
+  async *streamTokens(ids, options = {}) {
+    const { signal, reusePrefix, ...rest } = options;
+    if (reusePrefix) throw new Error('reusePrefix does not apply to a model split across stations');
+    const conversation = this.nextConversation++;
+    const t0 = Date.now();
+    let messages = await this.coordinator.start(conversation, ids, JSON.stringify(rest));
+    let positions = ids.length;
+    this.lastTokenMs = [];
+    try {
+      while (messages !== null) {
+        signal?.throwIfAborted();
+        const t = Date.now();
+        let last;
+        for (const m of messages) last = await this.throughLayers(m);
+        const e = await this.pick(last, positions);
+        if (positions === ids.length) this.lastPrefillMs = Date.now() - t0;
+        else this.lastTokenMs.push(Date.now() - t);
+        yield { id: e.id, text: e.text, finishReason: e.finishReason };
+        if (e.finishReason !== null) break;
+        messages = await this.coordinator.next();
+        positions = 1;
+      }
+    } finally {
+      this.coordinator.end();
+      // Every station forgets the conversation, whatever happened to it.
+      await Promise.all(this.layers.map((s) => this.call(s, 'forget', new Uint8Array(0), `&conversation=${conversation}`)
+        .then(() => {}, () => {})));
+    }
+  }
+}

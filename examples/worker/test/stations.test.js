@@ -1,0 +1,117 @@
+// A model split across stations in workerd (Miniflare): the coordinator Worker with the OpenAI
+// routes, each layer station and head shard a Durable Object in an isolate of its own, the model
+// in a local R2 bucket. Output equal to the native CLI (one process) greedy and seeded, for
+// SmolLM2 on 2 and 4 layer stations with 2 head shards and for Gemma-3-270M on 4 + 4 with every
+// isolate under the 128 MB limit; a station failing mid-generation is a clear error and the next
+// request succeeds; a bad message to a station is refused and it keeps serving.
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { MODEL, REPO, client, native, post } from './support.js';
+import { startLocal, startStations } from '../scripts/local.mjs';
+
+const MiB = 2 ** 20;
+const CAPITAL = [{ role: 'user', content: 'What is the capital of France? Answer in one sentence.' }];
+const POEM = [{ role: 'user', content: 'Write a short poem about the sea.' }];
+const HAIKU = [{ role: 'user', content: 'Write a haiku about rain.' }];
+const SAMPLED = { temperature: 0.8, top_p: 0.9, seed: 42, max_tokens: 24 };
+const running = [];
+after(async () => Promise.all(running.map((l) => l.dispose())));
+
+async function start(options) {
+  const local = await startStations({ quiet: true, ...options });
+  running.push(local);
+  return local;
+}
+
+/** What the whole model in one Worker (the same wasm, one isolate) answers, sampled as SAMPLED. */
+let whole;
+async function wholeWorker(messages) {
+  whole ??= await startLocal({ quiet: true });
+  if (!running.includes(whole)) running.push(whole);
+  return (await client(whole.url).chat.completions.create({ model: MODEL, messages, ...SAMPLED })).choices[0].message.content;
+}
+
+async function stations(url) {
+  const res = await fetch(`${url}/stations`);
+  assert.equal(res.status, 200);
+  return res.json();
+}
+
+describe('SmolLM2 split across stations', () => {
+  for (const layers of [2, 4]) {
+    test(`${layers} layer stations + 2 head shards: greedy and seeded output equal one process`, async () => {
+      const local = await start({ layers, heads: 2 });
+      const openai = client(local.url);
+      for (const messages of [CAPITAL, POEM]) {
+        const r = await openai.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 24 });
+        assert.equal(r.choices[0].message.content, (await native(messages, 24)).text);
+      }
+      // Seeded sampling: equal to the native CLI where wasm's and native's logits pick alike (their
+      // kernels sum in different orders, so a draw that lands on a near-tie may differ), and
+      // to the whole model in one Worker (the same wasm) everywhere.
+      const seeded = await openai.chat.completions.create({ model: MODEL, messages: HAIKU, ...SAMPLED });
+      const want = await native(HAIKU, 24, ['--temperature', '0.8', '--top-p', '0.9', '--top-k', '0', '--min-p', '0', '--seed', '42']);
+      assert.equal(seeded.choices[0].message.content, want.text);
+      const poem = await openai.chat.completions.create({ model: MODEL, messages: POEM, ...SAMPLED });
+      assert.equal(poem.choices[0].message.content, await wholeWorker(POEM));
+      // Streamed, through the same stations.
+      const stream = await openai.chat.completions.create({ model: MODEL, messages: CAPITAL, temperature: 0, max_tokens: 24, stream: true });
+      let text = '';
+      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+      assert.equal(text, (await native(CAPITAL, 24)).text);
+      const s = await stations(local.url);
+      assert.equal(s.stations.length, layers + 2);
+      for (const st of s.stations) assert.ok(st.wasmMemoryBytes < 128 * MiB, `${st.station}: ${st.wasmMemoryBytes}`);
+      console.log(`SmolLM2 on ${layers}+2 stations:`, JSON.stringify(s.stations.map((x) => [x.station, +(x.wasmMemoryBytes / MiB).toFixed(1)])),
+        `hops ${s.hops.messages}, ${(s.hops.bytes / s.hops.messages / 1024).toFixed(1)} KiB and ${(s.hops.ms / s.hops.messages).toFixed(1)} ms each`);
+    });
+  }
+
+  test('a station failing mid-generation is a clear error; the next request succeeds', async () => {
+    // Station 1 (the second layer station) fails its 5th request, once.
+    const local = await start({ layers: 2, heads: 2, stationVars: { 1: { KNOT_STATION_FAIL_AT: '5' } } });
+    const r = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: POEM, temperature: 0, max_tokens: 16 });
+    assert.equal(r.status, 500);
+    assert.match(r.json.error.message, /layers 16-30: .*injected failure/);
+    assert.equal(r.json.error.type, 'server_error');
+    const ok = await client(local.url).chat.completions.create({ model: MODEL, messages: POEM, temperature: 0, max_tokens: 16 });
+    assert.equal(ok.choices[0].message.content, (await native(POEM, 16)).text);
+  });
+
+  test('a station refuses a bad message or another part, and keeps serving', async () => {
+    const local = await start({ layers: 2, heads: 2 });
+    const openai = client(local.url);
+    const first = await openai.chat.completions.create({ model: MODEL, messages: CAPITAL, temperature: 0, max_tokens: 8 });
+    const ns = await local.mf.getDurableObjectNamespace('LAYERS_0', 'coordinator');
+    const stub = ns.get(ns.idFromName('layers-0-16'));
+    const bad = await stub.fetch('https://station/step?layers=0-16', { method: 'POST', body: new Uint8Array([1, 2, 3]) });
+    assert.equal(bad.status, 500);
+    assert.match((await bad.json()).error.message, /hidden states: 3 bytes/);
+    const other = await stub.fetch('https://station/step?layers=0-10', { method: 'POST', body: new Uint8Array(0) });
+    assert.equal(other.status, 409);
+    const missing = await stub.fetch('https://station/step', { method: 'POST', body: new Uint8Array(0) });
+    assert.equal(missing.status, 400);
+    const again = await openai.chat.completions.create({ model: MODEL, messages: CAPITAL, temperature: 0, max_tokens: 8 });
+    assert.equal(again.choices[0].message.content, first.choices[0].message.content);
+  });
+});
+
+describe('Gemma-3-270M split across stations', () => {
+  const gemma = join(REPO, 'models/gemma-3-270m.knot');
+  test('4 layer stations + 4 head shards: output equals one process, every isolate under 128 MB', { skip: !existsSync(gemma) && !process.env.KNOT_REQUIRE_MODELS }, async () => {
+    const local = await start({ layers: 4, heads: 4, modelKey: 'gemma-3-270m.knot', modelFile: gemma, vars: { MODEL_ID: 'gemma-3-270m' } });
+    const openai = client(local.url);
+    // The base model has no chat template: a plain completion.
+    const prompt = 'The capital of France is';
+    const r = await openai.completions.create({ model: 'gemma-3-270m', prompt, temperature: 0, max_tokens: 16 });
+    assert.equal(r.choices[0].text, (await native(prompt, 16, ['--temperature', '0'], gemma)).text);
+    const s = await stations(local.url);
+    const coordinator = await (await fetch(`${local.url}/stats`)).json();
+    const figures = [['coordinator', coordinator.wasm_memory_bytes], ...s.stations.map((x) => [x.station, x.wasmMemoryBytes])];
+    for (const [name, bytes] of figures) assert.ok(bytes < 128 * MiB, `${name}: ${(bytes / MiB).toFixed(1)} MiB`);
+    console.log('Gemma-3-270M on 4+4 stations, wasm memory (MiB):', JSON.stringify(figures.map(([n, b]) => [n, +(b / MiB).toFixed(1)])),
+      `hops ${s.hops.messages}, ${(s.hops.bytes / s.hops.messages / 1024).toFixed(1)} KiB and ${(s.hops.ms / s.hops.messages).toFixed(1)} ms each`);
+  });
+});
