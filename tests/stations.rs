@@ -260,7 +260,7 @@ fn bad_requests_leave_stations_serving() {
 }
 
 #[test]
-fn a_station_refuses_more_conversations_than_it_keeps() {
+fn a_station_keeps_its_most_recent_conversations() {
     let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
         return;
     };
@@ -279,26 +279,37 @@ fn a_station_refuses_more_conversations_than_it_keeps() {
     };
     step(&mut station, 1).unwrap();
     step(&mut station, 2).unwrap();
-    assert!(matches!(
-        step(&mut station, 3),
-        Err(StationError::Full { max: 2 })
-    ));
-    // Forgetting one makes room; the other keeps its position.
-    station.forget(1);
+    step(&mut station, 1).unwrap();
+    // A third makes room by dropping the one used least recently (2), kept record and all.
+    station.keep(2, vec![5]).unwrap();
     step(&mut station, 3).unwrap();
-    assert_eq!(station.position(2), 1);
+    assert_eq!(station.position(1), 2);
+    assert_eq!(station.position(2), 0);
     assert_eq!(station.position(3), 1);
-    assert_eq!(station.position(1), 0);
-    // Forgetting the one in the session frees its place too: a coordinator that forgets each
-    // conversation when it ends can run any number of them.
+    assert!(!station
+        .claim(2, 1, host::station::prefix_hash(&[5]))
+        .unwrap());
+    // Forgetting frees a place without dropping anyone else.
     station.forget(3);
-    station.forget(2);
+    step(&mut station, 4).unwrap();
+    assert_eq!(station.position(1), 2);
+    // A station of one conversation gives it up for the next.
+    let mut one = LayerStation::new(cfg, 0..2, MAX_CTX, KvType::F32, MAX_BATCH, 1).unwrap();
+    step(&mut one, 1).unwrap();
+    step(&mut one, 2).unwrap();
+    assert_eq!((one.position(1), one.position(2)), (0, 1));
+    station.forget(4);
     for conversation in 10..20 {
         step(&mut station, conversation).unwrap();
         assert_eq!(station.position(conversation), 1);
         station.forget(conversation);
         assert_eq!(station.position(conversation), 0);
     }
+    assert_eq!(
+        station.position(1),
+        2,
+        "forgotten ones never pushed out a live one"
+    );
 }
 
 /// Stations built from what they read of the file (the index, then their own part) compute
@@ -576,4 +587,92 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
     }
     assert!(Conversation::start(&coord, 1, &[], &opts).is_err());
     let _ = cfg;
+}
+
+/// Prefix replay: a second turn that extends the first finds the stations still holding the
+/// first turn's positions, claims them from every station, and runs only the rest, with logits
+/// equal to running the whole second prompt from scratch; a station that does not hold them
+/// (here: one that forgot) makes it a miss, and nothing is skipped.
+#[test]
+fn a_second_turn_replays_the_first_turns_prefix() {
+    use futures::executor::block_on;
+    use host::station::coordinator::{replay_verdict, Model as Coordinator, PrefixTable};
+    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
+        return;
+    };
+    let file = KnotFile::read(&path);
+    let model = file.model();
+    let tok = file.tokenizer();
+    let bytes: Rc<[u8]> = file.bytes.clone().into();
+    let policy = ReadPolicy {
+        timeout_ms: 0,
+        ..ReadPolicy::default()
+    };
+    let reader = Reader::new(Rc::new(MemorySource::new(bytes)), policy);
+    let coord = block_on(Coordinator::open(
+        reader,
+        &Default::default(),
+        MAX_CTX,
+        64,
+        2,
+    ))
+    .unwrap();
+    let mut st = Stations::new(&model, 2, 2);
+    let first = tok
+        .encode_with_bos("User: Name a colour.\nAssistant:")
+        .unwrap();
+    let (ids, _) = decode_alone(&model, &first, 6);
+    // The first turn: the prompt and the generated ids but the last (picked, never run).
+    let mut pos = 0;
+    let mut batch = first.clone();
+    for &id in &ids[..ids.len() - 1] {
+        st.step(1, pos, &batch);
+        pos += batch.len();
+        batch = vec![id];
+    }
+    st.step(1, pos, &batch);
+    let held: Vec<u32> = first.iter().chain(&ids[..ids.len() - 1]).copied().collect();
+    let mut table = PrefixTable::new(2);
+    for s in &mut st.layers {
+        s.keep(1, held.clone()).unwrap();
+    }
+    assert!(table.remember(1, held.clone()).is_empty());
+    // The second turn extends the first.
+    let mut second = held.clone();
+    second.extend(
+        tok.encode(" Blue.\nUser: And another?\nAssistant:")
+            .unwrap(),
+    );
+    let (_, want) = decode_alone(&model, &second, 0);
+    let replay = table.take_best(&second).unwrap();
+    assert_eq!((replay.conversation, replay.len), (1, held.len()));
+    let answers: Vec<Option<bool>> = st
+        .layers
+        .iter_mut()
+        .map(|s| s.claim(replay.conversation, replay.len, replay.hash).ok())
+        .collect();
+    assert!(replay_verdict(&answers), "{answers:?}");
+    let messages = block_on(coord.messages(1, replay.len, &second[replay.len..])).unwrap();
+    assert_eq!(messages.len(), 1);
+    let got = st.step(1, replay.len, &second[replay.len..]);
+    assert!(same_bits(&got, &want[0]), "the replayed turn's logits");
+
+    // A station that no longer holds the prefix answers miss: no skip.
+    for s in &mut st.layers {
+        s.keep(1, second.clone()).unwrap();
+    }
+    st.layers[1].forget(1);
+    let answers: Vec<Option<bool>> = st
+        .layers
+        .iter_mut()
+        .map(|s| s.claim(1, 4, host::station::prefix_hash(&second[..4])).ok())
+        .collect();
+    assert_eq!(answers, [Some(true), Some(false)]);
+    assert!(!replay_verdict(&answers));
+    // A wrong hash is a miss too, and changes nothing.
+    st.layers[0].keep(1, second[..4].to_vec()).unwrap();
+    assert!(!st.layers[0].claim(1, 4, 12345).unwrap());
+    assert_eq!(st.layers[0].position(1), 4);
+    // And a kept record must say what the station holds.
+    assert!(st.layers[0].keep(1, second[..3].to_vec()).is_err());
 }

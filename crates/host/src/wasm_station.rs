@@ -16,7 +16,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
 use crate::reader::{ReadPolicy, Reader};
-use crate::station::coordinator::{Conversation, Model, Pick};
+use crate::station::coordinator::{replay_verdict, Conversation, Model, Pick, PrefixTable};
 use crate::station::gather::Answer;
 use crate::station::{open_index, placement, HeadShard, HeadStation, LayerShard, LayerStation};
 use crate::wasm::{check_count, error, host_error, parse_messages, JsSource};
@@ -33,6 +33,8 @@ struct StationOptions {
     max_read_bytes: u64,
     read_timeout_ms: u64,
     head_shards: usize,
+    /// Finished conversations the coordinator asks the stations to keep for prefix replay.
+    kept_conversations: usize,
 }
 
 impl Default for StationOptions {
@@ -45,6 +47,7 @@ impl Default for StationOptions {
             max_read_bytes: 4 << 20,
             read_timeout_ms: 30_000,
             head_shards: 1,
+            kept_conversations: 2,
         }
     }
 }
@@ -170,6 +173,26 @@ impl WasmLayerStation {
         Ok(())
     }
 
+    /// Records that `conversation`'s KV holds the positions of `ids`, for a later claim.
+    pub fn keep(&self, conversation: f64, ids: Uint32Array) -> Result<(), JsValue> {
+        self.station
+            .borrow_mut()
+            .keep(conversation_id(conversation)?, ids.to_vec())
+            .map_err(error)
+    }
+
+    /// Whether this station holds the first `len` positions of `conversation` with the ids of
+    /// hash `hash` (16 hex digits); a hit rewinds the conversation to them.
+    pub fn claim(&self, conversation: f64, len: f64, hash: &str) -> Result<bool, JsValue> {
+        let hash = u64::from_str_radix(hash, 16)
+            .map_err(|_| error(format!("hash must be 16 hex digits, got {hash:?}")))?;
+        let len = check_count(len, "len")? as usize;
+        self.station
+            .borrow_mut()
+            .claim(conversation_id(conversation)?, len, hash)
+            .map_err(error)
+    }
+
     #[wasm_bindgen(getter, js_name = weightBytes)]
     pub fn weight_bytes(&self) -> f64 {
         self.shard.bytes() as f64
@@ -233,6 +256,7 @@ impl WasmHeadStation {
 pub struct WasmCoordinator {
     model: Rc<Model>,
     conversation: RefCell<Option<Conversation>>,
+    kept: RefCell<PrefixTable>,
 }
 
 #[wasm_bindgen]
@@ -255,6 +279,7 @@ impl WasmCoordinator {
             Ok(WasmCoordinator {
                 model: Rc::new(model),
                 conversation: RefCell::new(None),
+                kept: RefCell::new(PrefixTable::new(o.kept_conversations)),
             }
             .into())
         })
@@ -323,26 +348,57 @@ impl WasmCoordinator {
             .map_err(|e| host_error(e.into()))
     }
 
-    /// Begins generating for conversation `conversation` (new to every station) from `ids`;
-    /// resolves to the prompt's messages, to carry through the layer stations in order (the
-    /// last one then to the head shards).
-    pub fn start(&self, conversation: f64, ids: Uint32Array, options_json: String) -> Promise {
+    /// Begins generating for conversation `conversation` from `ids`; resolves to the messages
+    /// to carry through the layer stations in order (the last one then to the head shards).
+    /// `kept`: positions every station still holds of it (a replayed prefix; 0 for a new one).
+    pub fn start(
+        &self,
+        conversation: f64,
+        ids: Uint32Array,
+        options_json: String,
+        kept: f64,
+    ) -> Promise {
         let model = self.model.clone();
         let ids = ids.to_vec();
         let started = conversation_id(conversation).and_then(|id| {
+            let kept = check_count(kept, "kept")? as usize;
             let opts = GenerateOptions::from_json(&options_json).map_err(error)?;
-            Conversation::start(&model, id, &ids, &opts).map_err(host_error)
+            Conversation::resume(&model, id, &ids, kept, &opts).map_err(host_error)
         });
         let started = started.map(|conv| {
-            let id = conv.id;
+            let start = (conv.id, conv.pos, conv.prompt_rest().to_vec());
             *self.conversation.borrow_mut() = Some(conv);
-            id
+            start
         });
         future_to_promise(async move {
-            let id = started?;
-            let messages = model.messages(id, 0, &ids).await.map_err(host_error)?;
+            let (id, pos, rest) = started?;
+            let messages = model.messages(id, pos, &rest).await.map_err(host_error)?;
             Ok(messages_array(messages).into())
         })
+    }
+
+    /// The kept conversation sharing the longest prefix with `ids`, as `{ conversation, len,
+    /// hash }` to claim from every layer station, or `null`. It leaves the table either way.
+    #[wasm_bindgen(js_name = replayFor)]
+    pub fn replay_for(&self, ids: Uint32Array) -> Result<JsValue, JsValue> {
+        match self.kept.borrow_mut().take_best(&ids.to_vec()) {
+            None => Ok(JsValue::NULL),
+            Some(r) => {
+                let o = js_sys::Object::new();
+                js_sys::Reflect::set(&o, &"conversation".into(), &(r.conversation as f64).into())?;
+                js_sys::Reflect::set(&o, &"len".into(), &(r.len as f64).into())?;
+                js_sys::Reflect::set(&o, &"hash".into(), &format!("{:016x}", r.hash).into())?;
+                Ok(o.into())
+            }
+        }
+    }
+
+    /// Whether the claims' answers (`true` hit, `false` miss, `null` no answer) let the prefill
+    /// of the prefix be skipped: only when there are some and all are hits.
+    #[wasm_bindgen(js_name = replayVerdict)]
+    pub fn replay_verdict(&self, answers: Array) -> bool {
+        let answers: Vec<Option<bool>> = answers.iter().map(|a| a.as_bool()).collect();
+        replay_verdict(&answers)
     }
 
     /// Picks the next token from the head shards' answers to the last message of `positions`
@@ -411,6 +467,23 @@ impl WasmCoordinator {
     /// Ends the generation in progress (the caller tells the stations to forget it).
     pub fn end(&self) {
         *self.conversation.borrow_mut() = None;
+    }
+
+    /// Ends the generation in progress and keeps it for prefix replay: `{ conversation, ids,
+    /// forget }` — tell every layer station to keep `conversation` holding `ids`, and to forget
+    /// the conversations in `forget` (pushed out of the table). `null` when none was running.
+    pub fn finish(&self) -> Result<JsValue, JsValue> {
+        let Some(conv) = self.conversation.borrow_mut().take() else {
+            return Ok(JsValue::NULL);
+        };
+        let held = conv.held().to_vec();
+        let forget = self.kept.borrow_mut().remember(conv.id, held.clone());
+        let o = js_sys::Object::new();
+        js_sys::Reflect::set(&o, &"conversation".into(), &(conv.id as f64).into())?;
+        js_sys::Reflect::set(&o, &"ids".into(), &Uint32Array::from(held.as_slice()))?;
+        let forget: Array = forget.iter().map(|&c| JsValue::from(c as f64)).collect();
+        js_sys::Reflect::set(&o, &"forget".into(), &forget)?;
+        Ok(o.into())
     }
 }
 

@@ -111,7 +111,8 @@ async function stations(env, ctx) {
   if (typeof shim.stationStats !== 'function') {
     throw new ApiError(404, 'This Worker holds the whole model: it has no stations (KNOT_STATIONS is not set)', { code: 'unknown_url' });
   }
-  return Response.json({ stations: await shim.stationStats(), hops: shim.stats().hops });
+  const s = shim.stats();
+  return Response.json({ stations: await shim.stationStats(), hops: s.hops, prefix: s.prefix });
 }
 
 async function models(env, ctx) {

@@ -46,8 +46,7 @@ export function settings(env) {
       // counts against the isolate until collected.
       maxReadBytes: envInt(env, 'KNOT_MAX_READ_MB', 4) * MiB,
     },
-    // A split model (KNOT_STATIONS set) keeps no prefix across requests yet.
-    prefixReuse: env.KNOT_PREFIX_REUSE !== '0' && !env.KNOT_STATIONS,
+    prefixReuse: env.KNOT_PREFIX_REUSE !== '0',
     stations: Boolean(env.KNOT_STATIONS),
     maxTokens: envInt(env, 'KNOT_MAX_TOKENS', 512),
     maxBodyBytes: envInt(env, 'KNOT_MAX_BODY_BYTES', 256 * 1024),

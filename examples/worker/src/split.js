@@ -75,6 +75,8 @@ export class SplitModel {
     this.nextConversation = Math.floor(Math.random() * 2 ** 40) * 1024;
     this.hops = { messages: 0, bytes: 0, ms: 0 };
     this.lastPrefillMs = 0;
+    /** @type {{ status: string, reused: number } | null} */
+    this.lastPrefix = null;
     this.lastTokenMs = [];
   }
 
@@ -90,7 +92,7 @@ export class SplitModel {
     return {
       wasmMemoryBytes: wasmMemoryBytes(),
       contextLength: this.contextLength,
-      prefix: null,
+      prefix: this.lastPrefix ?? null,
       prefillMs: this.lastPrefillMs,
       tokenMs: this.lastTokenMs,
       stations: { layers: this.layers.map((s) => s.name), heads: this.heads.map((s) => s.name) },
@@ -186,11 +188,31 @@ export class SplitModel {
    */
   async *streamTokens(ids, options = {}) {
     const { signal, reusePrefix, ...rest } = options;
-    if (reusePrefix) throw new Error('reusePrefix does not apply to a model split across stations');
-    const conversation = this.nextConversation++;
+    let conversation = null;
+    let kept = 0;
+    this.lastPrefix = reusePrefix ? { status: 'miss', reused: 0 } : null;
+    if (reusePrefix) {
+      // Prefix replay: skip the prefill of a prefix only if every layer station holds it.
+      const replay = this.coordinator.replayFor(ids);
+      if (replay !== null) {
+        const params = `&conversation=${replay.conversation}&len=${replay.len}&hash=${replay.hash}`;
+        const answers = await Promise.all(this.layers.map((s) => this.call(s, 'claim', new Uint8Array(0), params)
+          .then((bytes) => (bytes === null ? null : JSON.parse(new TextDecoder().decode(bytes)).hit === true), () => null)));
+        if (this.coordinator.replayVerdict(answers)) {
+          conversation = replay.conversation;
+          kept = replay.len;
+          this.lastPrefix = { status: 'hit', reused: kept };
+        } else {
+          await this.forget(replay.conversation);
+        }
+      }
+    }
+    conversation ??= this.nextConversation++;
     const t0 = Date.now();
-    let messages = await this.coordinator.start(conversation, ids, JSON.stringify(rest));
-    let positions = ids.length;
+    let messages = await this.coordinator.start(conversation, ids, JSON.stringify(rest), kept);
+    let positions = ids.length - kept;
+    let first = true;
+    let failed = true;
     this.lastTokenMs = [];
     try {
       while (messages !== null) {
@@ -199,18 +221,35 @@ export class SplitModel {
         let last;
         for (const m of messages) last = await this.throughLayers(m);
         const e = await this.pick(last, positions);
-        if (positions === ids.length) this.lastPrefillMs = Date.now() - t0;
+        if (first) this.lastPrefillMs = Date.now() - t0;
         else this.lastTokenMs.push(Date.now() - t);
+        first = false;
         yield { id: e.id, text: e.text, finishReason: e.finishReason };
         if (e.finishReason !== null) break;
         messages = await this.coordinator.next();
         positions = 1;
       }
+      failed = false;
     } finally {
-      this.coordinator.end();
-      // Every station forgets the conversation, whatever happened to it.
-      await Promise.all(this.layers.map((s) => this.call(s, 'forget', new Uint8Array(0), `&conversation=${conversation}`)
-        .then(() => {}, () => {})));
+      // A generation that ended (or that its consumer left) is kept for prefix replay when
+      // asked to; one that failed is forgotten by every station, whatever state it left.
+      const done = !failed && reusePrefix ? this.coordinator.finish() : null;
+      if (done === null) {
+        this.coordinator.end();
+        await this.forget(conversation);
+      } else {
+        const body = new Uint8Array(done.ids.buffer, done.ids.byteOffset, done.ids.byteLength);
+        const keep = await Promise.all(this.layers.map((s) => this.call(s, 'keep', body, `&conversation=${done.conversation}`)
+          .then((b) => b !== null, () => false)));
+        if (!keep.every(Boolean)) await this.forget(done.conversation);
+        for (const c of done.forget) await this.forget(c);
+      }
     }
+  }
+
+  /** Every layer station forgets `conversation` (best effort: one that fails has lost it anyway). */
+  async forget(conversation) {
+    await Promise.all(this.layers.map((s) => this.call(s, 'forget', new Uint8Array(0), `&conversation=${conversation}`)
+      .then(() => {}, () => {})));
   }
 }

@@ -5,6 +5,8 @@
 //
 //   POST /step?layers=A-B           body: hidden states (KNHS wire message) → the next ones
 //   POST /forget?layers=A-B&conversation=N
+//   POST /keep?layers=A-B&conversation=N      body: the ids its KV holds (u32 little-endian)
+//   POST /claim?layers=A-B&conversation=N&len=L&hash=H   → { hit }: holds the first L (hash H)
 //   POST /logits?rows=A-B           body: hidden states → the slice's logits (f32, little-endian)
 //   GET  /stats?layers=A-B | ?rows=A-B   { part, weightBytes, wasmMemoryBytes, requests }
 //
@@ -120,6 +122,17 @@ export class LayerStation extends Station {
       case '/forget': {
         station.forget(Number(url.searchParams.get('conversation')));
         return Response.json({ ok: true });
+      }
+      case '/keep': {
+        const body = await request.arrayBuffer();
+        if (body.byteLength % 4 !== 0) throw Object.assign(new Error('keep: the body must be u32 ids'), { status: 400 });
+        station.keep(Number(url.searchParams.get('conversation')), new Uint32Array(body));
+        return Response.json({ ok: true });
+      }
+      case '/claim': {
+        const q = url.searchParams;
+        const hit = station.claim(Number(q.get('conversation')), Number(q.get('len')), q.get('hash') ?? '');
+        return Response.json({ hit });
       }
       default: return fail(404, `unknown route ${url.pathname}`, 'unknown_url');
     }

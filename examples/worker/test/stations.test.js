@@ -80,6 +80,23 @@ describe('SmolLM2 split across stations', () => {
     assert.equal(ok.choices[0].message.content, (await native(POEM, 16)).text);
   });
 
+  test('prefix replay: the second turn claims the first from every station and equals one process', async () => {
+    const local = await start({ layers: 2, heads: 2 });
+    const turn1 = [{ role: 'user', content: 'Tell me one fact about octopuses.' }];
+    const r1 = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: turn1, temperature: 0, max_tokens: 32 });
+    assert.equal(r1.status, 200);
+    assert.equal(r1.headers.get('x-knot-prefill'), 'miss');
+    const turn2 = [...turn1, { role: 'assistant', content: r1.json.choices[0].message.content }, { role: 'user', content: 'And one about squids?' }];
+    const r2 = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: turn2, temperature: 0, max_tokens: 32 });
+    assert.equal(r2.headers.get('x-knot-prefill'), 'hit');
+    assert.ok(Number(r2.headers.get('x-knot-prefill-reused')) >= r1.json.usage.prompt_tokens, r2.headers.get('x-knot-prefill-reused'));
+    assert.equal(r2.json.choices[0].message.content, (await native(turn2, 32)).text);
+    const other = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'Hello!' }], temperature: 0, max_tokens: 4 });
+    // Another conversation shares only the chat template's opening (its default system prompt).
+    assert.ok(Number(other.headers.get('x-knot-prefill-reused')) < r1.json.usage.prompt_tokens);
+    assert.equal(other.json.choices[0].message.content, (await native([{ role: 'user', content: 'Hello!' }], 4)).text);
+  });
+
   test('a station refuses a bad message or another part, and keeps serving', async () => {
     const local = await start({ layers: 2, heads: 2 });
     const openai = client(local.url);

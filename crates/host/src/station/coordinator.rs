@@ -5,6 +5,7 @@
 //! layer stations in order, fans the last one out to the head shards, and gives their answers
 //! back to [`Coordinator::pick`].
 
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::rc::Rc;
 
@@ -123,6 +124,8 @@ pub struct Conversation {
     pending: Option<u32>,
     /// Positions the stations hold (once the messages handed out have gone through).
     pub pos: usize,
+    /// The ids of those positions, and of the messages handed out.
+    ids: Vec<u32>,
 }
 
 impl Conversation {
@@ -134,6 +137,24 @@ impl Conversation {
         prompt: &[u32],
         opts: &GenerateOptions,
     ) -> Result<Conversation, HostError> {
+        Self::resume(model, id, prompt, 0, opts)
+    }
+
+    /// Like [`Conversation::start`], for a conversation whose first `kept` positions (a prefix
+    /// of `prompt`) every layer station still holds: only the rest of the prompt is carried.
+    pub fn resume(
+        model: &Model,
+        id: u64,
+        prompt: &[u32],
+        kept: usize,
+        opts: &GenerateOptions,
+    ) -> Result<Conversation, HostError> {
+        if kept >= prompt.len() && !prompt.is_empty() {
+            return Err(HostError::InvalidOption(format!(
+                "a kept prefix of {kept} positions leaves nothing of a {}-token prompt to run",
+                prompt.len()
+            )));
+        }
         if prompt.is_empty() {
             return Err(HostError::EmptyPrompt);
         }
@@ -165,8 +186,19 @@ impl Conversation {
             id,
             generation: Some(generation),
             pending: None,
-            pos: 0,
+            pos: kept,
+            ids: prompt.to_vec(),
         })
+    }
+
+    /// The ids still to carry through before the first pick (the prompt after the kept prefix).
+    pub fn prompt_rest(&self) -> &[u32] {
+        &self.ids[self.pos..]
+    }
+
+    /// The ids whose positions the stations hold now.
+    pub fn held(&self) -> &[u32] {
+        &self.ids[..self.pos.min(self.ids.len())]
     }
 
     /// Picks the next token from the head shards' answers (slot `i` answers `model.slices[i]`)
@@ -214,9 +246,124 @@ impl Conversation {
             .generation
             .as_ref()
             .is_some_and(|g| g.finished().is_none());
-        match open {
-            true => self.pending.take().map(|id| vec![id]),
+        let next = match open {
+            true => self.pending.take(),
             false => None,
+        };
+        next.map(|id| {
+            self.ids.push(id);
+            vec![id]
+        })
+    }
+}
+
+/// The conversations the layer stations were asked to keep, newest last, with the ids their KV
+/// holds: where a new prompt's prefix may already be.
+#[derive(Default)]
+pub struct PrefixTable {
+    max: usize,
+    entries: VecDeque<(u64, Vec<u32>)>,
+}
+
+/// A prefix the stations may hold: ask each for `(hash, len)` of `conversation`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replay {
+    pub conversation: u64,
+    pub len: usize,
+    pub hash: u64,
+}
+
+impl PrefixTable {
+    /// A table of at most `max` conversations (fewer than a station keeps, so that the one
+    /// generating always has room).
+    pub fn new(max: usize) -> Self {
+        PrefixTable {
+            max,
+            entries: VecDeque::new(),
         }
+    }
+
+    /// The kept conversation sharing the longest prefix with `prompt`, leaving at least one id
+    /// of the prompt to run; it leaves the table (a claim either continues it or drops it).
+    pub fn take_best(&mut self, prompt: &[u32]) -> Option<Replay> {
+        let limit = prompt.len().saturating_sub(1);
+        let (at, len) = self
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, (_, ids))| {
+                let common = ids.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+                (i, common.min(limit))
+            })
+            .filter(|&(_, len)| len > 0)
+            .max_by_key(|&(i, len)| (len, i))?;
+        let (conversation, _) = self.entries.remove(at)?;
+        Some(Replay {
+            conversation,
+            len,
+            hash: super::prefix_hash(&prompt[..len]),
+        })
+    }
+
+    /// Records `conversation` as kept with `ids`; returns the conversations pushed out (to be
+    /// forgotten by the stations).
+    pub fn remember(&mut self, conversation: u64, ids: Vec<u32>) -> Vec<u64> {
+        self.entries.retain(|(c, _)| *c != conversation);
+        if self.max == 0 {
+            return vec![conversation];
+        }
+        self.entries.push_back((conversation, ids));
+        let mut out = Vec::new();
+        while self.entries.len() > self.max {
+            if let Some((c, _)) = self.entries.pop_front() {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// Every conversation in the table, which it forgets (to tell the stations to, too).
+    pub fn drain(&mut self) -> Vec<u64> {
+        self.entries.drain(..).map(|(c, _)| c).collect()
+    }
+}
+
+/// Whether a prefill may be skipped: only when some stations were asked and every one answered
+/// that it holds the prefix (`Some(true)`); a miss, an error or no answer (`None`) → prefill.
+pub fn replay_verdict(answers: &[Option<bool>]) -> bool {
+    !answers.is_empty() && answers.iter().all(|a| *a == Some(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_verdict_list_never_skips_prefill() {
+        assert!(!replay_verdict(&[]));
+        assert!(replay_verdict(&[Some(true)]));
+        assert!(replay_verdict(&[Some(true), Some(true), Some(true)]));
+        assert!(!replay_verdict(&[Some(true), Some(false)]));
+        assert!(!replay_verdict(&[Some(true), None]));
+        assert!(!replay_verdict(&[None]));
+    }
+
+    #[test]
+    fn the_table_finds_the_longest_shared_prefix_and_forgets_the_oldest() {
+        let mut t = PrefixTable::new(2);
+        assert!(t.remember(1, vec![1, 2, 3, 4]).is_empty());
+        assert!(t.remember(2, vec![1, 2, 9]).is_empty());
+        assert_eq!(t.remember(3, vec![5, 6]), vec![1]);
+        // Conversation 1 is gone; 2 shares [1, 2] with this prompt.
+        let r = t.take_best(&[1, 2, 3, 4, 5]).unwrap();
+        assert_eq!((r.conversation, r.len), (2, 2));
+        assert_eq!(r.hash, crate::station::prefix_hash(&[1, 2]));
+        // Taken: asking again finds nothing for it.
+        assert!(t.take_best(&[1, 2, 3]).is_none());
+        // A prompt equal to what is kept still runs its last id.
+        let r = t.take_best(&[5, 6]).unwrap();
+        assert_eq!((r.conversation, r.len), (3, 1));
+        assert!(t.take_best(&[7]).is_none());
+        assert!(PrefixTable::new(0).remember(4, vec![1]) == vec![4]);
     }
 }

@@ -29,8 +29,6 @@ pub enum StationError {
         start: usize,
         end: usize,
     },
-    #[error("this station keeps at most {max} conversations")]
-    Full { max: usize },
 }
 
 /// One station's share of a model: its layers' run state and a KV cache per conversation.
@@ -38,7 +36,11 @@ pub struct LayerStation {
     session: Session,
     /// The conversation whose KV the session holds now.
     current: Option<u64>,
-    parked: HashMap<u64, KvCache>,
+    /// Other conversations' caches, with when each was last used.
+    parked: HashMap<u64, (KvCache, u64)>,
+    clock: u64,
+    /// The ids a kept conversation's KV holds, as the coordinator said when it ended.
+    kept: HashMap<u64, Vec<u32>>,
     max_conversations: usize,
     max_batch: usize,
 }
@@ -58,6 +60,8 @@ impl LayerStation {
             session: Session::for_layers(cfg, layers, max_ctx, kv_type)?,
             current: None,
             parked: HashMap::new(),
+            clock: 0,
+            kept: HashMap::new(),
             max_conversations: max_conversations.max(1),
             max_batch: max_batch.max(1),
         })
@@ -72,7 +76,7 @@ impl LayerStation {
         if self.current == Some(conversation) {
             self.session.position()
         } else {
-            self.parked.get(&conversation).map_or(0, KvCache::len)
+            self.parked.get(&conversation).map_or(0, |(kv, _)| kv.len())
         }
     }
 
@@ -144,8 +148,48 @@ impl LayerStation {
         Ok(self.session.rewind(pos)?)
     }
 
+    /// Records that `conversation`'s KV holds the positions of `ids` (it must hold exactly
+    /// that many), so that a later request sharing a prefix of them can claim it.
+    pub fn keep(&mut self, conversation: u64, ids: Vec<u32>) -> Result<(), StationError> {
+        let held = self.position(conversation);
+        if held != ids.len() {
+            return Err(StationError::Position {
+                conversation,
+                held,
+                got: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+            });
+        }
+        self.kept.insert(conversation, ids);
+        Ok(())
+    }
+
+    /// Whether this station holds the KV of the first `len` ids of `conversation` whose hash is
+    /// `hash`; if so, the conversation is rewound to them and continues from there (its kept
+    /// ids are dropped: they no longer describe it). A miss changes nothing.
+    pub fn claim(
+        &mut self,
+        conversation: u64,
+        len: usize,
+        hash: u64,
+    ) -> Result<bool, StationError> {
+        let matches = self
+            .kept
+            .get(&conversation)
+            .is_some_and(|ids| len <= ids.len() && super::prefix_hash(&ids[..len]) == hash);
+        if !matches || len == 0 {
+            return Ok(false);
+        }
+        self.switch_to(conversation)?;
+        if self.session.earliest_rewind() > len || self.session.rewind(len).is_err() {
+            return Ok(false);
+        }
+        self.kept.remove(&conversation);
+        Ok(true)
+    }
+
     /// Drops everything held for `conversation`.
     pub fn forget(&mut self, conversation: u64) {
+        self.kept.remove(&conversation);
         if self.current == Some(conversation) {
             // The session keeps the emptied cache for the next conversation to take.
             self.session.reset();
@@ -155,23 +199,44 @@ impl LayerStation {
         }
     }
 
-    /// Puts `conversation`'s KV cache in the session, parking the one there.
+    /// Puts `conversation`'s KV cache in the session, parking the one there. A station is a
+    /// cache: when it holds its most conversations, the one used least recently makes room
+    /// (the coordinator checks by claim before it counts on any, so a lost one is a miss).
     fn switch_to(&mut self, conversation: u64) -> Result<(), StationError> {
         if self.current == Some(conversation) {
             return Ok(());
         }
+        let held = self.parked.len() + usize::from(self.current.is_some());
         let mut incoming = match self.parked.remove(&conversation) {
-            Some(kv) => kv,
-            None if self.parked.len() + 1 >= self.max_conversations && self.current.is_some() => {
-                return Err(StationError::Full {
-                    max: self.max_conversations,
-                })
+            Some((kv, _)) => kv,
+            None if held >= self.max_conversations => {
+                let oldest = self
+                    .parked
+                    .iter()
+                    .min_by_key(|(_, (_, t))| *t)
+                    .map(|(&c, _)| c);
+                match oldest.and_then(|c| self.parked.remove(&c).map(|(kv, _)| (c, kv))) {
+                    Some((c, mut kv)) => {
+                        self.kept.remove(&c);
+                        kv.clear();
+                        kv
+                    }
+                    None => {
+                        // Only the one in the session: it goes.
+                        if let Some(c) = self.current.take() {
+                            self.kept.remove(&c);
+                        }
+                        self.session.reset();
+                        self.session.new_kv()
+                    }
+                }
             }
             None => self.session.new_kv(),
         };
         self.session.swap_kv(&mut incoming)?;
+        self.clock += 1;
         if let Some(previous) = self.current.replace(conversation) {
-            self.parked.insert(previous, incoming);
+            self.parked.insert(previous, (incoming, self.clock));
         }
         Ok(())
     }

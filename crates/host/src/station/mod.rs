@@ -19,3 +19,27 @@ pub mod wire;
 pub use head::HeadStation;
 pub use layers::{LayerStation, StationError};
 pub use shard::{open_index, EmbeddingRows, HeadShard, LayerShard};
+
+/// The hash a prefix of a conversation is known by (FNV-1a, 64 bits, over the ids as
+/// little-endian u32): the coordinator asks stations for `(hash, length)` and each checks it
+/// against the ids it was told its KV cache holds.
+pub fn prefix_hash(ids: &[u32]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in ids.iter().flat_map(|id| id.to_le_bytes()) {
+        h ^= u64::from(byte);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn prefix_hashes_tell_prefixes_apart() {
+        use super::prefix_hash;
+        assert_eq!(prefix_hash(&[]), 0xcbf2_9ce4_8422_2325);
+        assert_ne!(prefix_hash(&[1, 2]), prefix_hash(&[2, 1]));
+        assert_ne!(prefix_hash(&[1]), prefix_hash(&[1, 0]));
+        assert_eq!(prefix_hash(&[7, 8, 9]), prefix_hash(&[7, 8, 9]));
+    }
+}

@@ -1,0 +1,22 @@
+// `npm run start:stations`: the model split across stations on 127.0.0.1:${PORT:-8788} in
+// workerd (Miniflare): the coordinator Worker with the OpenAI routes, and each station a Durable
+// Object in an isolate of its own. LAYERS (default 2) layer stations, HEADS (default 2) head
+// shards; MODEL_KEY picks a knot from models/ (default: the Worker's model).
+import { join } from 'node:path';
+import { REPO, startStations } from './local.mjs';
+
+const port = Number(process.env.PORT ?? 8788);
+const key = process.env.MODEL_KEY;
+const local = await startStations({
+  port,
+  layers: Number(process.env.LAYERS ?? 2),
+  heads: Number(process.env.HEADS ?? 2),
+  ...(key ? { modelKey: key, modelFile: join(REPO, 'models', key), vars: { MODEL_ID: key.replace(/\.knot$/, '') } } : {}),
+});
+console.log(`knot stations: ${local.url}  (${local.stations.map((s) => s.name).join(', ')}; GET /stations, POST /v1/chat/completions; Ctrl-C stops)`);
+const stop = async () => {
+  await local.dispose();
+  process.exit(0);
+};
+process.on('SIGINT', stop);
+process.on('SIGTERM', stop);
