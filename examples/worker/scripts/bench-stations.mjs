@@ -59,7 +59,8 @@ if (!GEMMA) {
   configs.push({ name: 'one Worker (LRU 4)', local: await startLocal({ quiet: true, vars }) });
 }
 // The whole model resident in one isolate: over the 128 MB limit (not deployable), the bound.
-configs.push({ name: 'one Worker, all resident', local: await startLocal({ quiet: true, vars: { ...vars, KNOT_LRU_CAPACITY: '64', KNOT_MEMORY_BUDGET_MB: '400' } }) });
+// (Gemma-3-270M has no one-Worker row: its 262144-row embedding alone is past an isolate.)
+if (!GEMMA) configs.push({ name: 'one Worker, all resident', local: await startLocal({ quiet: true, vars: { ...vars, KNOT_LRU_CAPACITY: '64', KNOT_MEMORY_BUDGET_MB: '400' } }) });
 for (const [layers, heads] of model.splits) {
   configs.push({ name: `${layers} layer + ${heads} head stations`, stations: true, local: await startStations({ layers, heads, modelKey: model.key, modelFile: model.file, vars }) });
 }
@@ -96,8 +97,8 @@ try {
   }
   console.log(`${model.id}, ${TOKENS} tokens greedy, medians of ${ROUNDS} interleaved rounds, all in workerd (Miniflare)`);
   console.table(rows);
-  const base = rows.find((r) => r.config === 'one Worker, all resident');
-  for (const r of rows) console.log(`${r.config}: decode ${(r.decodeTokS / base.decodeTokS).toFixed(2)}x of the resident one-Worker run`);
+  const base = rows.find((r) => r.config === 'one Worker, all resident') ?? rows[0];
+  for (const r of rows) console.log(`${r.config}: decode ${(r.decodeTokS / base.decodeTokS).toFixed(2)}x of '${base.config}'`);
 } finally {
   await Promise.all(configs.map((c) => c.local.dispose()));
 }
