@@ -231,8 +231,9 @@ export class SplitModel {
       }
       failed = false;
     } finally {
-      // A generation that ended (or that its consumer left) is kept for prefix replay when
-      // asked to; one that failed is forgotten by every station, whatever state it left.
+      // A generation that ran to its end is kept for prefix replay when asked to; one that
+      // failed, or that its consumer left early (a stop sequence), is forgotten by every
+      // station, whatever state it left.
       const done = !failed && reusePrefix ? this.coordinator.finish() : null;
       if (done === null) {
         this.coordinator.end();
