@@ -3,6 +3,7 @@
 // decode tok/s, time to the first token, bytes and time per hop between isolates, and each
 // isolate's wasm memory.
 //   node scripts/bench-stations.mjs [--tokens 64] [--rounds 3] [--gemma]
+import { streamOnce as stream } from './stream.mjs';
 import { join } from 'node:path';
 import { REPO, startLocal, startStations } from './local.mjs';
 
@@ -23,34 +24,8 @@ const vars = { MODEL_ID: model.id, MODEL_KEY: model.key, KNOT_MAX_TOKENS: String
 const PROMPT = 'Once upon a time, in a lighthouse on a rocky island, there lived a keeper who';
 
 /** One streamed completion: time to the first token, then decode tok/s. */
-async function streamOnce(url) {
-  const t0 = performance.now();
-  const res = await fetch(`${url}/v1/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: model.id, prompt: PROMPT, temperature: 0, max_tokens: TOKENS, stream: true, stream_options: { include_usage: true } }),
-  });
-  if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let first;
-  let usage;
-  let buffer = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    for (let i; (i = buffer.indexOf('\n\n')) >= 0;) {
-      const event = buffer.slice(0, i);
-      buffer = buffer.slice(i + 2);
-      if (!event.startsWith('data: {')) continue;
-      const chunk = JSON.parse(event.slice(6));
-      if (chunk.usage) usage = chunk.usage;
-      if (first === undefined && chunk.choices?.[0]?.text) first = performance.now();
-    }
-  }
-  const end = performance.now();
-  return { firstMs: first - t0, decodeTokS: (usage.completion_tokens - 1) / ((end - first) / 1000), tokens: usage.completion_tokens };
+function streamOnce(url) {
+  return stream(url, '/v1/completions', { model: model.id, prompt: PROMPT, temperature: 0, max_tokens: TOKENS });
 }
 
 const configs = [];

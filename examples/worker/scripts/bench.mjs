@@ -2,6 +2,7 @@
 // reading the file, in the same run: open, cold first token, decode tok/s, wasm memory, R2 reads
 // per token, bundle size. Configurations: the default (wrangler.toml), and a larger resident set.
 //   node scripts/bench.mjs [--tokens 128] [--rounds 3]
+import { streamOnce as stream } from './stream.mjs';
 import { FileKnotSource, HostShim } from 'knot-wasm';
 import { startLocal, CONFIG, modelFile } from './local.mjs';
 import { freePort, inspectIsolate } from './isolate.mjs';
@@ -17,33 +18,8 @@ const MESSAGES = [{ role: 'user', content: 'Write a long story about a lighthous
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** One streamed request: time to the first content chunk, then decode tokens per second. */
-async function streamOnce(url) {
-  const t0 = performance.now();
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: CONFIG.vars.MODEL_ID, messages: MESSAGES, temperature: 0, max_tokens: TOKENS, stream: true, stream_options: { include_usage: true } }),
-  });
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let first;
-  let usage;
-  let buffer = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    for (let i; (i = buffer.indexOf('\n\n')) >= 0;) {
-      const event = buffer.slice(0, i);
-      buffer = buffer.slice(i + 2);
-      if (!event.startsWith('data: {')) continue;
-      const chunk = JSON.parse(event.slice(6));
-      if (chunk.usage) usage = chunk.usage;
-      if (first === undefined && chunk.choices?.[0]?.delta?.content) first = performance.now();
-    }
-  }
-  const end = performance.now();
-  return { firstMs: first - t0, decodeTokS: (usage.completion_tokens - 1) / ((end - first) / 1000), tokens: usage.completion_tokens };
+function streamOnce(url) {
+  return stream(url, '/v1/chat/completions', { model: CONFIG.vars.MODEL_ID, messages: MESSAGES, temperature: 0, max_tokens: TOKENS });
 }
 
 async function worker(name, vars) {
