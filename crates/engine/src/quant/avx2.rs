@@ -274,8 +274,11 @@ unsafe fn legacy_block<B: LegacyBlock, const NT: usize>(
 
 /// A row of legacy blocks against `NT` tokens starting at `t0`: one multiply-add per block
 /// and token applies both scales to the integer dot; two accumulator sets (even and odd
-/// blocks) hide its latency. (Reducing groups of eight dots first, as the K kernel does,
-/// measured slower here: one 32-value block has too little work to pay for the reduction.)
+/// blocks) hide its latency. Measured slower here (AVX2 EPYC without AVX-VNNI): reducing
+/// groups of eight dots first as the K kernel does, with lanes = blocks, rows or tokens (one
+/// 32-value block has too little work to pay for the horizontal adds and gathers), and groups
+/// of eight tokens (sixteen accumulators spill); broadcasting the activation scale from memory
+/// instead of `set1(d·act_d)` measured within noise.
 /// Every token takes this path whatever NT is, so a token's sum is rounded the same way in a
 /// batch as alone: speculative decoding's verify rows are bit-identical to decode steps.
 #[inline]
