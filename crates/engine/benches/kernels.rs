@@ -1,7 +1,8 @@
 //! Matrix kernel speed on SmolLM2-135M and Gemma-3-270M shapes: matvec (decode) per format and
 //! a 128-token matmul (prefill) for the formats those models' files hold (SmolLM2 Q4_1: q4_1 and
-//! q8_0; Gemma Q4_K_M: q5_0 and q8_0 on 640-wide rows, q4_k and q6_k on the others). Throughput is weight bytes read per second for matvec and multiply-adds
-//! (elements) per second for the 128-token matmul.
+//! q8_0; Gemma Q4_K_M: q5_0 and q8_0 on 640-wide rows, q4_k and q6_k on the others).
+//! Throughput is weight bytes read per second for matvec and multiply-adds (elements) per second
+//! for the 128-token matmul.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use engine::quant::{available_kernels, matmul_with, quantize, DType, MatmulScratch, QMatrix};
