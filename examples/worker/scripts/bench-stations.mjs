@@ -23,7 +23,7 @@ const model = GEMMA
 const vars = { MODEL_ID: model.id, MODEL_KEY: model.key, KNOT_MAX_TOKENS: String(TOKENS) };
 const PROMPT = 'Once upon a time, in a lighthouse on a rocky island, there lived a keeper who';
 
-/** One streamed completion: time to the first token, then decode tok/s. */
+/** The completion request this bench times (`streamOnce` in stream.mjs). */
 function streamOnce(url) {
   return stream(url, '/v1/completions', { model: model.id, prompt: PROMPT, temperature: 0, max_tokens: TOKENS });
 }

@@ -17,7 +17,7 @@ const MiB = 2 ** 20;
 const MESSAGES = [{ role: 'user', content: 'Write a long story about a lighthouse keeper and a storm.' }];
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-/** One streamed request: time to the first content chunk, then decode tokens per second. */
+/** The chat request this bench times (`streamOnce` in stream.mjs). */
 function streamOnce(url) {
   return stream(url, '/v1/chat/completions', { model: CONFIG.vars.MODEL_ID, messages: MESSAGES, temperature: 0, max_tokens: TOKENS });
 }
