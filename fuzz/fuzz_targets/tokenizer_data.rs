@@ -25,5 +25,5 @@ fuzz_target!(|data: &[u8]| {
     let all: Vec<u32> = (0..tok.vocab_size() as u32 + 1).collect();
     let _ = tok.decode(&all);
     let eos: Vec<u32> = tok.eos_id().into_iter().collect();
-    let _ = tok.constraint_vocab(&eos);
+    let _ = tok.constraint_index(&eos);
 });

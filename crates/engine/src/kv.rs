@@ -11,6 +11,7 @@
 //! batch that produced it (the batch's rows are rounded to the storage type first), so a batch of
 //! positions gives bit for bit what one position at a time gives.
 
+use crate::buffer::reserve_exactly;
 use crate::ops::{axpy, dot, softmax};
 use crate::quant::float::{f16_to_f32, f32_to_f16};
 
@@ -420,10 +421,8 @@ impl AttentionBuffers {
     /// Capacity for `scores` scores (query heads per kv head × positions) and a head of
     /// `head_dim` (lengths unchanged).
     pub fn reserve(&mut self, scores: usize, head_dim: usize) {
-        self.scores
-            .reserve_exact(scores.saturating_sub(self.scores.len()));
-        self.key
-            .reserve_exact(head_dim.saturating_sub(self.key.len()));
+        reserve_exactly(&mut self.scores, scores);
+        reserve_exactly(&mut self.key, head_dim);
     }
 }
 

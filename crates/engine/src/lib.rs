@@ -1,17 +1,23 @@
 //! The transformer runtime. No I/O, no async: callers hand it weight bytes and token ids.
 //!
-//! Read [`model`] first: the whole forward pass of one layer fits on a screen.
+//! Read [`model`] first, and in it [`Session::run_layer`]: the whole forward pass of one layer
+//! fits on a screen.
 
+mod buffer;
 pub mod chat;
 pub mod decode;
 pub mod draft;
 pub mod kv;
 pub mod model;
 pub mod ops;
+pub mod options;
 pub mod pipeline;
 pub mod quant;
 pub mod sampler;
 pub mod tokenizer;
+
+#[cfg(test)]
+mod test_support;
 
 pub use kv::{KvCache, KvType};
 pub use model::{

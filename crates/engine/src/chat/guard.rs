@@ -17,7 +17,7 @@
 use std::fmt::{self, Write as _};
 use std::io;
 
-use minijinja::value::{Rest, Value, ValueKind};
+use minijinja::value::{Rest, Value, ValueKind, ValueOrKwargs};
 use minijinja::{filters, Environment, Error, ErrorKind, State};
 
 /// Longest rendered prompt, in bytes: the tokenizer's input cap, as a longer prompt could not be
@@ -92,7 +92,9 @@ impl io::Write for CappedOutput {
 /// [`method`].
 pub fn install(env: &mut Environment<'_>) {
     for (name, builtin) in builtin_filters() {
-        env.add_filter(name, move |state: &State, args: Rest<Value>| {
+        // `ValueOrKwargs`: a plain `Value` argument refuses keyword arguments (`indent(width=2)`).
+        env.add_filter(name, move |state: &mut State, args: Rest<ValueOrKwargs>| {
+            let args = args.into_values();
             check_filter(name, &args)?;
             builtin.call(state, &args)
         });
@@ -154,7 +156,7 @@ fn check_filter(name: &str, args: &[Value]) -> Result<(), Error> {
 }
 
 /// Python-style methods (`.strip()`, `.items()`, …) from `pycompat`, sizes checked first.
-fn method(state: &State, value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
+fn method(state: &mut State, value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
     check_items(value)?;
     for arg in args {
         check_items(arg)?;

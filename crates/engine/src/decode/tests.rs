@@ -1,30 +1,8 @@
 use super::*;
-use crate::tokenizer::bpe::byte_to_char;
-use knot::TokenizerData;
-
-/// 256 byte tokens plus an end-of-text token, id 256.
-fn bytes_tokenizer() -> Rc<Tokenizer> {
-    let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_to_char(b).to_string()).collect();
-    tokens.push("<|end|>".into());
-    let mut token_types = vec![1; 256];
-    token_types.push(3);
-    let data = TokenizerData {
-        model: "gpt2".into(),
-        pre: Some("smollm".into()),
-        tokens,
-        token_types,
-        eos_id: Some(256),
-        ..Default::default()
-    };
-    Rc::new(Tokenizer::from_data(&data).unwrap())
-}
-
-/// Logits that make greedy pick `id`.
-fn pointing_at(id: u32) -> Vec<f32> {
-    let mut l = vec![0.0f32; 257];
-    l[id as usize] = 10.0;
-    l
-}
+use crate::draft::DraftConfig;
+use crate::test_support::{bytes_tokenizer, pointing_at};
+use coltrane::{EddyConfig, Preset, ProsodyMode};
+use moa::{Merge, MoaConfig};
 
 fn generation(max_tokens: usize, room: usize, ignore_eos: bool) -> Generation {
     let opts = GenerateOptions {
@@ -357,6 +335,11 @@ fn coltrane_options() {
         (
             r#"{"coltrane": {"schema": {"type": "string", "pattern": "a"}}}"#,
             "unsupported JSON Schema keyword \"pattern\"",
+        ),
+        (
+            r##"{"coltrane": {"schema": {"anyOf": [{"$ref": "#/$defs/d"}, {"type": "null"}],
+                "$defs": {"d": {"$ref": "#/$defs/d"}}}}}"##,
+            "the schema refers to itself at #/$defs/d without entering an object or array",
         ),
         (
             r#"{"coltrane": {"maxDepth": 0}}"#,

@@ -1,6 +1,9 @@
 //! Pickers: the last stage of a step, turning processed logits into a distribution.
 
-use super::{Distribution, PickReport, Picker, PipelineError};
+use super::distribution::Distribution;
+use super::error::PipelineError;
+use super::report::PickReport;
+use super::stage::Picker;
 use crate::sampler::{det_exp, greedy, SamplerConfig};
 use moa::{Moa, MoaConfig, MoaError};
 

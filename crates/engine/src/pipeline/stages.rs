@@ -1,7 +1,9 @@
 //! Logits stages that ship with the engine.
 
-use super::{LogitsStage, PipelineError, StageReport, StepContext, MAX_ROLLBACK};
-use coltrane::{Coltrane, ColtraneConfig, Vocab};
+use super::error::PipelineError;
+use super::report::StageReport;
+use super::stage::{LogitsStage, StepContext, MAX_ROLLBACK};
+use coltrane::{Coltrane, ColtraneConfig, Index};
 use std::sync::Arc;
 
 /// Pushes the logits of recently seen tokens toward "less likely", the HF / llama.cpp
@@ -162,9 +164,9 @@ pub struct ColtraneStage {
 }
 
 impl ColtraneStage {
-    pub fn new(vocab: Arc<Vocab>, cfg: ColtraneConfig) -> Result<Self, PipelineError> {
+    pub fn new(index: Arc<Index>, cfg: ColtraneConfig) -> Result<Self, PipelineError> {
         Ok(ColtraneStage {
-            fsm: Coltrane::new(vocab, cfg)?,
+            fsm: Coltrane::new(index, cfg)?,
         })
     }
 }

@@ -1,5 +1,6 @@
 use super::*;
-use crate::sampler::SamplerConfig;
+use crate::sampler::{SamplerConfig, SamplerError};
+use moa::MoaConfig;
 
 fn logits() -> Vec<f32> {
     (0..100)

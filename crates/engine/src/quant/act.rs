@@ -9,6 +9,8 @@
 //! rounding, and the integer dot products still fit i32 for every weight format up to 8 bits:
 //! |w| ≤ 128 and |x| ≤ 32767 give pair sums ≤ 2^23 and block sums ≤ 2^27.
 
+use crate::buffer::{fit, reserve_exactly};
+
 /// Elements per activation block; every block format of this module has rows of whole 32-blocks.
 pub(crate) const ACT_BLOCK: usize = 32;
 
@@ -30,9 +32,9 @@ impl BlockActs {
     /// Capacity for `values` inputs (their lengths unchanged).
     pub(crate) fn reserve(&mut self, values: usize) {
         let blocks = values.div_ceil(ACT_BLOCK);
-        self.qs.reserve_exact(values.saturating_sub(self.qs.len()));
-        self.d.reserve_exact(blocks.saturating_sub(self.d.len()));
-        self.s.reserve_exact(blocks.saturating_sub(self.s.len()));
+        reserve_exactly(&mut self.qs, values);
+        reserve_exactly(&mut self.d, blocks);
+        reserve_exactly(&mut self.s, blocks);
     }
 
     /// Quantizes `x` (a whole number of 32-blocks). Buffers only grow, so a session that reuses
@@ -40,9 +42,9 @@ impl BlockActs {
     pub(crate) fn quantize(&mut self, x: &[f32]) {
         debug_assert_eq!(x.len() % ACT_BLOCK, 0);
         let blocks = x.len() / ACT_BLOCK;
-        crate::model::fit(&mut self.qs, x.len());
-        crate::model::fit(&mut self.d, blocks);
-        crate::model::fit(&mut self.s, blocks);
+        fit(&mut self.qs, x.len());
+        fit(&mut self.d, blocks);
+        fit(&mut self.s, blocks);
         for (b, xb) in x.chunks_exact(ACT_BLOCK).enumerate() {
             let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
             let d = amax / ACT_MAX;

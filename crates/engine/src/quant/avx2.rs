@@ -16,13 +16,16 @@
 use std::arch::x86_64::*;
 
 use super::act::{BlockActs, ACT_BLOCK};
+use super::block::{as_blocks, LegacyScales, QuantBlock};
 use super::float::{f16_to_f32, FloatFormat};
+use super::format::BlockMatmul;
 use super::kquant::{BlockQ4K, BlockQ5K, BlockQ6K};
+use super::matrix::QMatrix;
 use super::q4::{BlockQ4_0, BlockQ4_1};
 use super::q5::{BlockQ5_0, BlockQ5_1};
 use super::q8_0::BlockQ8_0;
-use super::DType;
-use super::{as_blocks, tiled_matmul, BlockMatmul, LegacyScales, QMatrix, QuantBlock};
+use super::tile::tiled_matmul;
+use knot::DType;
 
 /// The block formats with an AVX2 kernel (every one the engine reads).
 pub(super) const KERNELS: &[(DType, BlockMatmul)] = &[
@@ -530,8 +533,8 @@ impl KBlock for BlockQ6K {
             offsets: _mm256_setzero_ps(),
         }
     }
-    /// Sub-block s = 4h + k: low (k < 2) or high nibbles of ql[64h + 32(k % 2)..][..32] and
-    /// bits 2k, 2k+1 of qh[32h..][..32] (see `kquant::q6_values`), minus 32.
+    /// Sub-block s = 4h + k: low (k < 2) or high nibbles of `ql[64h + 32(k % 2)..][..32]` and
+    /// bits 2k, 2k+1 of `qh[32h..][..32]` (see `kquant::q6_values`), minus 32.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn values(&self, s: usize) -> [__m256i; 2] {

@@ -12,8 +12,9 @@
 //! 16-bit activations and apply d (and dmin·m through the activation block sum) per block.
 
 use super::act::ActRow;
+use super::block::{sub_block_dot, QuantBlock, SubBlocks};
 use super::float::{f16_to_f32, f32_to_f16};
-use super::{sub_block_dot, DType, QuantBlock, SubBlocks};
+use knot::DType;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]

@@ -7,8 +7,9 @@
 //! share one integer kernel; Q4_0 is the case m = −8·d.
 
 use super::act::{ActRow, ACT_BLOCK};
+use super::block::{LegacyScales, QuantBlock};
 use super::float::{f16_to_f32, f32_to_f16};
-use super::{DType, LegacyScales, QuantBlock};
+use knot::DType;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]

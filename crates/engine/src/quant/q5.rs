@@ -5,8 +5,9 @@
 //! - Q5_1: f16 scale `d` and f16 minimum `m`; value = q · d + m.
 
 use super::act::ActRow;
+use super::block::{sub_block_dot, LegacyScales, QuantBlock, SubBlocks};
 use super::float::{f16_to_f32, f32_to_f16};
-use super::{sub_block_dot, DType, LegacyScales, QuantBlock, SubBlocks};
+use knot::DType;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]

@@ -1,8 +1,9 @@
 //! Q8_0: 32 elements as an f16 scale `d` and 32 signed bytes; value = q · d.
 
 use super::act::{ActRow, ACT_BLOCK};
+use super::block::{LegacyScales, QuantBlock};
 use super::float::{f16_to_f32, f32_to_f16};
-use super::{DType, LegacyScales, QuantBlock};
+use knot::DType;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]

@@ -16,13 +16,16 @@
 use std::arch::wasm32::*;
 
 use super::act::{BlockActs, ACT_BLOCK};
+use super::block::{as_blocks, LegacyScales, QuantBlock};
 use super::float::{f16_to_f32, FloatFormat};
+use super::format::BlockMatmul;
 use super::kquant::{BlockQ4K, BlockQ5K, BlockQ6K};
+use super::matrix::QMatrix;
 use super::q4::{BlockQ4_0, BlockQ4_1};
 use super::q5::{BlockQ5_0, BlockQ5_1};
 use super::q8_0::BlockQ8_0;
-use super::DType;
-use super::{as_blocks, tiled_matmul, BlockMatmul, LegacyScales, QMatrix, QuantBlock};
+use super::tile::tiled_matmul;
+use knot::DType;
 
 /// The block formats with a SIMD128 kernel (every one the engine reads).
 pub(super) const KERNELS: &[(DType, BlockMatmul)] = &[

@@ -7,71 +7,42 @@
 //! alphabet and merged by rank; bytes whose symbol is missing from the vocabulary are dropped, as
 //! HF's BPE does without an unknown token. Decoding maps tokens back to bytes; invalid UTF-8
 //! becomes U+FFFD.
+//!
+//! Files, each using only those listed before it:
+//! - `error.rs` ([`TokenizerError`]), `token_type.rs` (GGUF token types: which tokens match
+//!   literally, which are never text, which are bytes), `letters.rs` (the `\p{L}` table);
+//! - `pretokenize.rs` ([`PreTokenizer`]), `bpe.rs` (the GPT-2 byte alphabet and the merge loop),
+//!   `sentencepiece.rs` (SentencePiece's merge loop and byte fallback), `specials.rs` (the
+//!   literal-match tokens);
+//! - this file, on top: [`Tokenizer`] (built from the vocabulary, `encode`, `decode`) and
+//!   [`StreamDecoder`], in one file because each uses the other (`decode` of a SentencePiece
+//!   text streams; the stream reads the tokenizer's tables).
 
 pub(crate) mod bpe;
+mod error;
 mod letters;
 mod pretokenize;
 mod sentencepiece;
 mod specials;
+mod token_type;
 
 use coltrane::TokenKind;
 use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
+pub use error::TokenizerError;
 pub use pretokenize::{is_letter, PreTokenizer};
 
 use bpe::{byte_to_char, char_to_byte_table, Merges};
 use sentencepiece::{byte_token_value, is_space_run, SentencePiece, SPACE_MARK};
 use specials::Specials;
-
-/// GGUF token types. Control and user-defined tokens are matched literally in text and decoded
-/// as their own text.
-const TOKEN_TYPE_NORMAL: i32 = 1;
-const TOKEN_TYPE_CONTROL: i32 = 3;
-const TOKEN_TYPE_USER_DEFINED: i32 = 4;
-const TOKEN_TYPE_BYTE: i32 = 6;
+use token_type::{special_type, TOKEN_TYPE_BYTE, TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED};
 
 /// Longest text [`Tokenizer::encode`] accepts, in bytes: 8 MiB, about two million tokens of
 /// English, far past any model's context. Encoding keeps a few tens of bytes per character, so
 /// this bounds its memory to a few hundred MB in the worst case.
 pub const MAX_ENCODE_BYTES: usize = 8 << 20;
-
-#[derive(Debug, thiserror::Error)]
-pub enum TokenizerError {
-    #[error(
-        "unsupported tokenizer model {0:?} (supported: byte-level BPE \"gpt2\", SentencePiece \"llama\")"
-    )]
-    UnknownModel(String),
-    #[error("unsupported pre-tokenizer {0:?}")]
-    UnknownPreTokenizer(String),
-    #[error("the vocabulary is empty")]
-    EmptyVocabulary,
-    #[error("the vocabulary has {0} tokens, more than u32 ids can address")]
-    VocabularyTooLarge(usize),
-    #[error("{types} token types for {tokens} tokens")]
-    TokenTypeCount { types: usize, tokens: usize },
-    #[error("{scores} scores for {tokens} tokens")]
-    ScoreCount { scores: usize, tokens: usize },
-    #[error("merge {index} ({merge:?}) is not two tokens separated by one space")]
-    MalformedMerge { index: usize, merge: String },
-    #[error("merge {index} ({merge:?}) uses or makes {token:?}, which is not in the vocabulary")]
-    MergeTokenUnknown {
-        index: usize,
-        merge: String,
-        token: String,
-    },
-    #[error("{which} token id {id} is outside the vocabulary of {vocab_size}")]
-    SpecialIdOutOfRange {
-        which: &'static str,
-        id: u32,
-        vocab_size: usize,
-    },
-    #[error("token id {id} is outside the vocabulary of {vocab_size}")]
-    IdOutOfRange { id: u32, vocab_size: usize },
-    #[error("the text to encode is {len} bytes, more than the {max} a tokenizer accepts")]
-    InputTooLong { len: usize, max: usize },
-}
 
 /// The encoding algorithm and its tables.
 #[derive(Debug)]
@@ -99,13 +70,7 @@ pub struct Tokenizer {
     /// How each token decodes, for constraints: text, a special token, or one raw byte.
     kinds: Vec<TokenKind>,
     /// COLTRANE's index of this vocabulary, built on first use (for the end-of-text ids given).
-    constraint_vocab: OnceLock<(Vec<u32>, Arc<coltrane::Vocab>)>,
-}
-
-/// Token types that are never text: unknown, control (`<|im_end|>`, `<unused0>`), unused.
-/// User-defined tokens decode to their own text (Gemma's newline runs are user-defined).
-fn special_type(t: Option<i32>) -> bool {
-    matches!(t, Some(2 | TOKEN_TYPE_CONTROL | 5))
+    constraint_index: OnceLock<(Vec<u32>, Arc<coltrane::Index>)>,
 }
 
 impl Tokenizer {
@@ -228,7 +193,7 @@ impl Tokenizer {
             eos_id: data.eos_id,
             add_bos: data.add_bos,
             kinds,
-            constraint_vocab: OnceLock::new(),
+            constraint_index: OnceLock::new(),
         })
     }
 
@@ -300,7 +265,7 @@ impl Tokenizer {
             eos_id: data.eos_id,
             add_bos: data.add_bos,
             kinds,
-            constraint_vocab: OnceLock::new(),
+            constraint_index: OnceLock::new(),
         })
     }
 
@@ -309,12 +274,13 @@ impl Tokenizer {
         self.kinds.get(id as usize).copied()
     }
 
-    /// COLTRANE's index of this vocabulary (trie, classes, fold costs) with these end-of-text
-    /// ids; built once and shared (a second set of ids builds a new one).
-    pub fn constraint_vocab(
+    /// COLTRANE's index of this vocabulary (trie, classes, fold costs, and the JSON matchers
+    /// built over it) with these end-of-text ids; built once and shared (a second set of ids
+    /// builds a new one).
+    pub fn constraint_index(
         &self,
         eos_ids: &[u32],
-    ) -> Result<Arc<coltrane::Vocab>, coltrane::VocabError> {
+    ) -> Result<Arc<coltrane::Index>, coltrane::VocabError> {
         let build = || {
             let tokens = (0..self.vocab_size() as u32).map(|id| {
                 (
@@ -322,16 +288,16 @@ impl Tokenizer {
                     self.token_bytes(id).unwrap_or_default(),
                 )
             });
-            coltrane::Vocab::new(tokens, eos_ids).map(Arc::new)
+            coltrane::Vocab::new(tokens, eos_ids).map(|v| Arc::new(coltrane::Index::new(v)))
         };
-        if let Some((ids, v)) = self.constraint_vocab.get() {
+        if let Some((ids, v)) = self.constraint_index.get() {
             return match ids.as_slice() == eos_ids {
                 true => Ok(v.clone()),
                 false => build(),
             };
         }
         let v = build()?;
-        let _ = self.constraint_vocab.set((eos_ids.to_vec(), v.clone()));
+        let _ = self.constraint_index.set((eos_ids.to_vec(), v.clone()));
         Ok(v)
     }
 

@@ -10,8 +10,8 @@
 //! table (15.1), Rust's std and Oniguruma, so code points assigned in the newest Unicode releases
 //! may classify differently.
 
+use super::error::TokenizerError;
 use super::letters::LETTER_RANGES;
-use super::TokenizerError;
 
 /// The regex family named by GGUF `tokenizer.ggml.pre`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

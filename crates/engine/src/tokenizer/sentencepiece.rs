@@ -14,7 +14,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::{TokenizerError, TOKEN_TYPE_BYTE, TOKEN_TYPE_NORMAL, TOKEN_TYPE_USER_DEFINED};
+use super::error::TokenizerError;
+use super::token_type::{TOKEN_TYPE_BYTE, TOKEN_TYPE_NORMAL, TOKEN_TYPE_USER_DEFINED};
 
 /// The SentencePiece space marker.
 pub const SPACE_MARK: char = '\u{2581}';

@@ -541,8 +541,12 @@ fn sentencepiece_bad_data_is_a_typed_error() {
 /// Gemma 3's tokenizer (262144 tokens, too large to commit) from the git-ignored models/ cache:
 /// the converted models/gemma-3-270m.knot when present, else models/gemma3-tokenizer.json
 /// (written by scripts/gemma3-tokenizer.sh). Neither: skipped, or a failure under
-/// `KNOT_REQUIRE_MODELS`.
+/// `KNOT_REQUIRE_MODELS`. Skipped under `KNOT_SKIP_MODELS` (the quick tier).
 fn gemma3_data() -> Option<TokenizerData> {
+    if std::env::var_os("KNOT_SKIP_MODELS").is_some() {
+        eprintln!("skipping: Gemma 3's tokenizer (KNOT_SKIP_MODELS: the tiny-model tier)");
+        return None;
+    }
     let models = format!("{}/../../models", env!("CARGO_MANIFEST_DIR"));
     if let Ok(file) = std::fs::read(format!("{models}/gemma-3-270m.knot")) {
         let knot = knot::Knot::from_bytes(&file).unwrap();

@@ -1,0 +1,558 @@
+//! The run state of one sequence and the forward pass over it. [`Session::run_layer`] comes
+//! first: one transformer block, a whole layer on one screen. Then a batch's way in and out
+//! ([`Session::begin`] embeds it, [`Session::finish`] applies the final norm and the LM head),
+//! then construction, memory and the KV cache's bookkeeping (rewind, swap, abort).
+
+use super::config::ConfigExt;
+use super::error::EngineError;
+use super::head::{embed, load_vector, HeadBuffers, LmHead};
+use super::layout::{LayerWeights, ResidentWeights};
+use crate::buffer::{addressable, fit};
+use crate::kv::{Attention, AttentionBuffers, KvCache, KvShape, KvType};
+use crate::ops::{gelu_tanh_gated, rmsnorm, rmsnorm_in_place, swiglu, Rope};
+use crate::quant::{matmul, MatmulScratch};
+use knot::{FfnActivation, ModelConfig};
+use std::ops::Range;
+
+/// The run state of one sequence: activations for the current batch and the KV cache.
+pub struct Session {
+    cfg: ModelConfig,
+    rope: Rope,
+    /// RoPE of sliding-window layers (their base can differ from the global layers').
+    rope_local: Rope,
+    max_ctx: usize,
+    /// The layers this session runs and keeps KV for (all of them, or a station's range).
+    layers: Range<usize>,
+    /// Tokens in the current batch, and the next layer it must go through.
+    n: usize,
+    next_layer: usize,
+    kv: KvCache,
+    // Batch activations, row-major [n, width].
+    x: Vec<f32>,
+    xb: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    hb: Vec<f32>,
+    hb2: Vec<f32>,
+    attn: AttentionBuffers,
+    norm_w: Vec<f32>,
+    logits: Vec<f32>,
+    scratch: MatmulScratch,
+}
+
+impl Session {
+    /// Runs the current batch through layer `layer` (layers must come in order).
+    pub fn run_layer(&mut self, layer: usize, w: &LayerWeights) -> Result<(), EngineError> {
+        if self.n == 0 {
+            return Err(EngineError::EmptyBatch);
+        }
+        if layer != self.next_layer || layer >= self.layers.end {
+            return Err(EngineError::LayerOrder {
+                expected: self.next_layer,
+                got: layer,
+            });
+        }
+        let (n, pos, eps) = (self.n, self.position(), self.cfg.norm_eps);
+        let (hd, q_dim, kv_dim) = (self.cfg.head_dim, self.cfg.q_dim(), self.cfg.kv_dim());
+
+        // Attention: x += [post_norm] Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
+        load_vector(&w.attn_norm, &mut self.norm_w);
+        rmsnorm(&mut self.xb, &self.x, &self.norm_w, eps);
+        matmul(&w.attn_q, &self.xb, n, &mut self.q, &mut self.scratch);
+        matmul(&w.attn_k, &self.xb, n, &mut self.k, &mut self.scratch);
+        matmul(&w.attn_v, &self.xb, n, &mut self.v, &mut self.scratch);
+        if let Some([bq, bk, bv]) = &w.attn_qkv_bias {
+            // qwen2
+            for (b, out) in [(bq, &mut self.q), (bk, &mut self.k), (bv, &mut self.v)] {
+                load_vector(b, &mut self.norm_w);
+                add_rows(out, &self.norm_w);
+            }
+        }
+        if let Some([q_norm, k_norm]) = &w.attn_qk_norm {
+            // qwen3, gemma3: each head normalised on its own, before RoPE.
+            for (nw, buf) in [(q_norm, &mut self.q), (k_norm, &mut self.k)] {
+                load_vector(nw, &mut self.norm_w);
+                rmsnorm_in_place(buf, &self.norm_w, eps);
+            }
+        }
+        let rope = match self.cfg.is_local_layer(layer) {
+            true => &mut self.rope_local,
+            false => &mut self.rope,
+        };
+        for t in 0..n {
+            rope.apply(&mut self.q[t * q_dim..(t + 1) * q_dim], hd, pos + t);
+            rope.apply(&mut self.k[t * kv_dim..(t + 1) * kv_dim], hd, pos + t);
+        }
+        // The batch sees its own keys and values as the cache will store them.
+        self.kv.round(&mut self.k);
+        self.kv.round(&mut self.v);
+        let c = &self.cfg;
+        let attention = Attention {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            out: &mut self.att,
+            n,
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            head_dim: hd,
+            scale: 1.0 / c.query_pre_attn_scalar.unwrap_or(hd as f32).sqrt(),
+        };
+        let kv_layer = layer - self.layers.start;
+        self.kv.attend(kv_layer, attention, &mut self.attn);
+        self.kv.append(kv_layer, &self.k, &self.v);
+        matmul(
+            &w.attn_output,
+            &self.att,
+            n,
+            &mut self.xb,
+            &mut self.scratch,
+        );
+        if let Some(post) = &w.post_attention_norm {
+            // gemma3's sandwich norm
+            load_vector(post, &mut self.norm_w);
+            rmsnorm_in_place(&mut self.xb, &self.norm_w, eps);
+        }
+        add(&mut self.x, &self.xb);
+
+        // Feed-forward: x += [post_norm] Wdown · (act(Wgate·norm(x)) * Wup·norm(x))
+        load_vector(&w.ffn_norm, &mut self.norm_w);
+        rmsnorm(&mut self.xb, &self.x, &self.norm_w, eps);
+        matmul(&w.ffn_gate, &self.xb, n, &mut self.hb, &mut self.scratch);
+        matmul(&w.ffn_up, &self.xb, n, &mut self.hb2, &mut self.scratch);
+        match self.cfg.ffn_activation {
+            FfnActivation::Silu => swiglu(&mut self.hb, &self.hb2),
+            FfnActivation::GeluTanh => gelu_tanh_gated(&mut self.hb, &self.hb2),
+        }
+        matmul(&w.ffn_down, &self.hb, n, &mut self.xb, &mut self.scratch);
+        if let Some(post) = &w.post_ffw_norm {
+            load_vector(post, &mut self.norm_w);
+            rmsnorm_in_place(&mut self.xb, &self.norm_w, eps);
+        }
+        add(&mut self.x, &self.xb);
+
+        self.next_layer += 1;
+        Ok(())
+    }
+}
+
+/// A batch's way in (token ids or a station's hidden states) and out (logits, nothing, or
+/// hidden states for the next station).
+impl Session {
+    /// Starts a batch: checks the ids and embeds them into the residual stream.
+    pub fn begin(&mut self, tokens: &[u32], w: &ResidentWeights) -> Result<(), EngineError> {
+        if self.layers.start != 0 {
+            return Err(self.range_error("token ids enter at layer 0; pass hidden states"));
+        }
+        if tokens.is_empty() {
+            return Err(EngineError::EmptyBatch);
+        }
+        self.cfg.check_tokens(tokens)?;
+        self.start_batch(tokens.len())?;
+        let dim = self.cfg.dim;
+        for (row, &id) in self.x.chunks_exact_mut(dim).zip(tokens) {
+            embed(&self.cfg, &w.token_embd, id as usize, row);
+        }
+        Ok(())
+    }
+
+    /// Starts a batch from hidden states (`[n, dim]`, the residual stream before this session's
+    /// first layer): what a station receives from the one before it.
+    pub fn begin_hidden(&mut self, hidden: &[f32]) -> Result<(), EngineError> {
+        let dim = self.cfg.dim;
+        if hidden.is_empty() {
+            return Err(EngineError::EmptyBatch);
+        }
+        if !hidden.len().is_multiple_of(dim) {
+            return Err(EngineError::HiddenShape {
+                got: hidden.len(),
+                dim,
+            });
+        }
+        self.start_batch(hidden.len() / dim)?;
+        self.x.copy_from_slice(hidden);
+        Ok(())
+    }
+
+    fn range_error(&self, what: &'static str) -> EngineError {
+        EngineError::LayerRange {
+            start: self.layers.start,
+            end: self.layers.end,
+            what,
+        }
+    }
+
+    /// Sizes the buffers for a batch of `n` positions and takes everything its layers will grow.
+    fn start_batch(&mut self, n: usize) -> Result<(), EngineError> {
+        let needed = self.position() + n;
+        if needed > self.max_ctx {
+            return Err(EngineError::ContextFull {
+                needed,
+                max: self.max_ctx,
+            });
+        }
+        let c = &self.cfg;
+        let (dim, q_dim, kv_dim, ffn) = (c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim);
+        let widest = dim.max(q_dim).max(ffn);
+        addressable(
+            "the batch's activations",
+            &[n, widest, std::mem::size_of::<f32>()],
+        )?;
+        for (buf, width) in [
+            (&mut self.x, dim),
+            (&mut self.xb, dim),
+            (&mut self.q, q_dim),
+            (&mut self.k, kv_dim),
+            (&mut self.v, kv_dim),
+            (&mut self.att, q_dim),
+            (&mut self.hb, ffn),
+            (&mut self.hb2, ffn),
+        ] {
+            fit(buf, n * width);
+        }
+        // Everything the layers will grow is taken here, before the host starts reading layers:
+        // an allocation while a read writes into wasm memory would detach its view.
+        self.kv.reserve(needed);
+        self.scratch.reserve(n * widest);
+        self.attn
+            .reserve(c.n_heads / c.n_kv_heads.max(1) * needed, c.head_dim);
+        self.n = n;
+        self.next_layer = self.layers.start;
+        Ok(())
+    }
+
+    /// Ends the batch: final norm and LM head. Returns the logits of the last position, or of
+    /// every position (`[n, vocab]`) when `all_positions`.
+    pub fn finish(
+        &mut self,
+        w: &ResidentWeights,
+        all_positions: bool,
+    ) -> Result<&[f32], EngineError> {
+        if self.n == 0 {
+            return Err(EngineError::EmptyBatch);
+        }
+        if self.next_layer != self.cfg.n_layers {
+            return Err(EngineError::LayerOrder {
+                expected: self.next_layer,
+                got: self.cfg.n_layers,
+            });
+        }
+        let (n, dim) = (self.n, self.cfg.dim);
+        let rows = if all_positions { 0..n } else { n - 1..n };
+        let head = LmHead {
+            output_norm: &w.output_norm,
+            output: &w.output,
+        };
+        head.logits(
+            self.cfg.norm_eps,
+            &self.x[rows.start * dim..rows.end * dim],
+            HeadBuffers {
+                norm_w: &mut self.norm_w,
+                xb: &mut self.xb,
+                logits: &mut self.logits,
+                scratch: &mut self.scratch,
+            },
+        )?;
+        self.kv.commit(n);
+        self.n = 0;
+        Ok(&self.logits)
+    }
+
+    /// Ends the batch without the LM head: its positions enter the KV cache and no logits are
+    /// computed (a prompt's earlier chunks, whose logits nobody reads).
+    pub fn finish_without_logits(&mut self) -> Result<(), EngineError> {
+        if self.n == 0 {
+            return Err(EngineError::EmptyBatch);
+        }
+        if self.next_layer != self.cfg.n_layers {
+            return Err(EngineError::LayerOrder {
+                expected: self.next_layer,
+                got: self.cfg.n_layers,
+            });
+        }
+        self.kv.commit(self.n);
+        self.n = 0;
+        Ok(())
+    }
+
+    /// Ends the batch at the end of this session's layer range: its positions enter the KV
+    /// cache and the residual stream (`[n, dim]`) is returned for the next station.
+    pub fn finish_hidden(&mut self) -> Result<&[f32], EngineError> {
+        if self.n == 0 {
+            return Err(EngineError::EmptyBatch);
+        }
+        if self.next_layer != self.layers.end {
+            return Err(EngineError::LayerOrder {
+                expected: self.next_layer,
+                got: self.layers.end,
+            });
+        }
+        let n = self.n;
+        self.kv.commit(n);
+        self.n = 0;
+        Ok(&self.x[..n * self.cfg.dim])
+    }
+
+    /// The logits the last [`Session::finish`] returned, for a caller to process in place (a
+    /// decode pipeline masks and penalizes them); they stay until the next `finish`.
+    pub fn logits_mut(&mut self) -> &mut [f32] {
+        &mut self.logits
+    }
+}
+
+/// Construction, the memory a session takes, and the KV cache between batches.
+impl Session {
+    /// A session holding at most `max_ctx` positions (capped by the model's context length),
+    /// with an f32 KV cache.
+    pub fn new(cfg: &ModelConfig, max_ctx: usize) -> Result<Self, EngineError> {
+        Self::with_kv(cfg, max_ctx, KvType::F32)
+    }
+
+    /// A session whose KV cache stores `kv_type`.
+    pub fn with_kv(
+        cfg: &ModelConfig,
+        max_ctx: usize,
+        kv_type: KvType,
+    ) -> Result<Self, EngineError> {
+        Self::for_layers(cfg, 0..cfg.n_layers, max_ctx, kv_type)
+    }
+
+    /// A session that runs only `layers` and keeps KV for those alone: a station's share of a
+    /// model split across processes. Batches enter as hidden states ([`Session::begin_hidden`])
+    /// unless the range starts at layer 0, and leave as hidden states
+    /// ([`Session::finish_hidden`]) unless it ends at the last layer.
+    pub fn for_layers(
+        cfg: &ModelConfig,
+        layers: Range<usize>,
+        max_ctx: usize,
+        kv_type: KvType,
+    ) -> Result<Self, EngineError> {
+        cfg.validate()?;
+        if layers.is_empty() || layers.end > cfg.n_layers {
+            return Err(EngineError::BadConfig(format!(
+                "layer range {}..{} is not a non-empty part of 0..{}",
+                layers.start, layers.end, cfg.n_layers
+            )));
+        }
+        let max_ctx = max_ctx.min(cfg.context_length.max(1));
+        // The KV cache grows with positions up to `max_ctx`: K and V, every layer it runs.
+        addressable(
+            "the KV cache",
+            &[max_ctx, layers.len(), cfg.kv_dim(), 2, kv_type.bytes()],
+        )?;
+        let windows = &layer_windows(cfg)[layers.clone()];
+        Ok(Session {
+            rope: Rope::new(cfg.rope_style, cfg.rope_dim, cfg.rope_theta),
+            rope_local: Rope::new(
+                cfg.rope_style,
+                cfg.rope_dim,
+                cfg.rope_theta_local.unwrap_or(cfg.rope_theta),
+            ),
+            kv: KvCache::new(Self::kv_shape(layers.len(), cfg, max_ctx, kv_type), windows),
+            cfg: cfg.clone(),
+            max_ctx,
+            next_layer: layers.start,
+            layers,
+            n: 0,
+            x: Vec::new(),
+            xb: Vec::new(),
+            q: Vec::new(),
+            k: Vec::new(),
+            v: Vec::new(),
+            att: Vec::new(),
+            hb: Vec::new(),
+            hb2: Vec::new(),
+            attn: AttentionBuffers::default(),
+            norm_w: Vec::new(),
+            logits: Vec::new(),
+            scratch: MatmulScratch::default(),
+        })
+    }
+
+    fn kv_shape(n_layers: usize, cfg: &ModelConfig, max_ctx: usize, kv_type: KvType) -> KvShape {
+        KvShape {
+            n_layers,
+            kv_dim: cfg.kv_dim(),
+            max_positions: max_ctx,
+            kv_type,
+        }
+    }
+
+    /// The most memory a session takes: its KV cache holding `max_ctx` positions (capped by the
+    /// model's context length; sliding-window layers keep only their window), batches of up to
+    /// `max_batch` positions, and passes keeping `logits_rows` rows of logits. `None` when it
+    /// cannot be addressed.
+    pub fn memory(
+        cfg: &ModelConfig,
+        max_ctx: usize,
+        kv_type: KvType,
+        max_batch: usize,
+        logits_rows: usize,
+    ) -> SessionMemory {
+        let max_ctx = max_ctx.min(cfg.context_length.max(1));
+        let kv = Self::kv_shape(cfg.n_layers, cfg, max_ctx, kv_type)
+            .bytes_at(max_ctx, &layer_windows(cfg));
+        let (dim, q_dim, kv_dim, ffn) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim);
+        let widest = dim.max(q_dim).max(ffn) as u128;
+        let n = max_batch.clamp(1, max_ctx) as u128;
+        let f32s = |k: u128| k.saturating_mul(4);
+        // x, xb; q, att; k, v; hb, hb2 — then the quantized activations (i16 + two f32 per 32)
+        // of the widest input, the norm weights, and attention's scores over the context.
+        let rows = 2 * (dim + q_dim + kv_dim + ffn) as u128;
+        let group = (cfg.n_heads / cfg.n_kv_heads.max(1)) as u128;
+        let activations = f32s(n.saturating_mul(rows))
+            .saturating_add(n.saturating_mul(widest).saturating_mul(9) / 4)
+            .saturating_add(f32s(widest))
+            .saturating_add(f32s(
+                group.saturating_mul(max_ctx as u128) + cfg.head_dim as u128,
+            ));
+        let logits = f32s((logits_rows.max(1) as u128).saturating_mul(cfg.vocab_size as u128));
+        let clamp = |b: u128| u64::try_from(b).unwrap_or(u64::MAX);
+        SessionMemory {
+            kv_cache: clamp(kv),
+            activations: clamp(activations),
+            logits: clamp(logits),
+        }
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// Positions already processed (the KV cache length).
+    pub fn position(&self) -> usize {
+        self.kv.len()
+    }
+
+    pub fn max_context(&self) -> usize {
+        self.max_ctx
+    }
+
+    /// The layers this session runs.
+    pub fn layers(&self) -> Range<usize> {
+        self.layers.clone()
+    }
+
+    pub fn kv_type(&self) -> KvType {
+        self.kv.kv_type()
+    }
+
+    /// Bytes the KV cache has allocated.
+    pub fn kv_bytes(&self) -> usize {
+        self.kv.bytes()
+    }
+
+    /// Allocates the KV cache for the whole context now.
+    pub fn reserve_kv(&mut self) {
+        self.kv.reserve(self.max_ctx);
+    }
+
+    /// An empty KV cache of this session's shape, for [`Session::swap_kv`].
+    pub fn new_kv(&self) -> KvCache {
+        KvCache::new(
+            Self::kv_shape(
+                self.layers.len(),
+                &self.cfg,
+                self.max_ctx,
+                self.kv.kv_type(),
+            ),
+            &layer_windows(&self.cfg)[self.layers.clone()],
+        )
+    }
+
+    /// Exchanges the session's KV cache (its conversation) with `other`, between batches; the
+    /// caches must come from [`Session::new_kv`] of a session like this one.
+    pub fn swap_kv(&mut self, other: &mut KvCache) -> Result<(), EngineError> {
+        if self.n != 0 {
+            return Err(EngineError::Busy);
+        }
+        if other.kv_type() != self.kv.kv_type()
+            || other.max_positions() != self.max_ctx
+            || other.layers() != self.layers.len()
+        {
+            return Err(EngineError::BadConfig(
+                "a KV cache of another shape cannot be swapped in".into(),
+            ));
+        }
+        std::mem::swap(&mut self.kv, other);
+        Ok(())
+    }
+
+    /// Forgets the sequence; buffers are kept for reuse.
+    pub fn reset(&mut self) {
+        self.kv.clear();
+        self.n = 0;
+        self.next_layer = self.layers.start;
+    }
+
+    /// The earliest position [`Session::rewind`] can go back to (sliding-window layers keep
+    /// only their window and a little more).
+    pub fn earliest_rewind(&self) -> usize {
+        self.kv.earliest_rewind()
+    }
+
+    /// Forgets every position from `pos` on, keeping the first `pos` (a verifier drops the
+    /// positions of rejected draft tokens). Only between batches, only backwards, and no
+    /// further back than [`Session::earliest_rewind`].
+    pub fn rewind(&mut self, pos: usize) -> Result<(), EngineError> {
+        if self.n != 0 || !self.kv.truncate(pos) {
+            return Err(EngineError::Rewind {
+                to: pos,
+                held: self.kv.len(),
+                earliest: self.kv.earliest_rewind(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Abandons the current batch (e.g. a layer could not be fetched): the KV cache goes back to
+    /// where it was before `begin`, so the session can carry on. Returns false when that is
+    /// impossible (a long batch overwrote a sliding window's ring): the conversation is then
+    /// forgotten.
+    pub fn abort_batch(&mut self) -> bool {
+        self.n = 0;
+        self.next_layer = self.layers.start;
+        self.kv.abandon()
+    }
+}
+
+/// What a session's buffers take at most, in bytes (see [`Session::memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMemory {
+    /// The KV cache once it holds the whole context.
+    pub kv_cache: u64,
+    /// Activations and scratch of the largest batch.
+    pub activations: u64,
+    /// Logits of the most rows one pass keeps.
+    pub logits: u64,
+}
+
+impl SessionMemory {
+    pub fn total(&self) -> u64 {
+        self.kv_cache + self.activations + self.logits
+    }
+}
+
+/// Each layer's sliding window (`None`: a global layer).
+fn layer_windows(cfg: &ModelConfig) -> Vec<Option<usize>> {
+    (0..cfg.n_layers)
+        .map(|l| cfg.sliding_window.filter(|_| cfg.is_local_layer(l)))
+        .collect()
+}
+
+/// x += y, element by element (the residual connections).
+fn add(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// Adds `row` to every `row.len()`-wide row of `x`.
+fn add_rows(x: &mut [f32], row: &[f32]) {
+    for r in x.chunks_exact_mut(row.len()) {
+        add(r, row);
+    }
+}

@@ -1,0 +1,175 @@
+//! [`Pipeline`]: builds the chain a config describes, runs a step through it (stages, picker,
+//! draw, accept) and keeps count of what a rollback may undo.
+
+use super::config::DecodeConfig;
+use super::distribution::Distribution;
+use super::error::PipelineError;
+use super::pickers::{Greedy, MoaPicker, Sample};
+use super::report::{PickReport, StageReport, StepInfo};
+use super::stage::{LogitsStage, Picker, StepContext, MAX_ROLLBACK};
+use super::stages::{CountPenalty, RepeatPenalty};
+use crate::sampler::Pcg32;
+
+/// Stages, a picker, and the seeded generator every draw uses.
+pub struct Pipeline {
+    stages: Vec<Box<dyn LogitsStage>>,
+    picker: Box<dyn Picker>,
+    rng: Pcg32,
+    dist: Distribution,
+    /// Tokens accepted since the last reset, up to MAX_ROLLBACK (what rollback may undo).
+    undoable: usize,
+}
+
+impl Pipeline {
+    /// The pipeline a config describes: a repetition penalty stage when the penalty is not 1,
+    /// a presence/frequency penalty stage when either is not 0,
+    /// then MOA, sampling or greedy as the picker.
+    pub fn new(cfg: &DecodeConfig) -> Result<Pipeline, PipelineError> {
+        cfg.validate()?;
+        let s = &cfg.sampling;
+        let mut stages: Vec<Box<dyn LogitsStage>> = Vec::new();
+        if s.repeat_penalty != 1.0 {
+            stages.push(Box::new(RepeatPenalty::new(
+                s.repeat_penalty,
+                s.repeat_last_n,
+            )));
+        }
+        if s.presence_penalty != 0.0 || s.frequency_penalty != 0.0 {
+            stages.push(Box::new(CountPenalty::new(
+                s.presence_penalty,
+                s.frequency_penalty,
+            )));
+        }
+        let picker: Box<dyn Picker> = match (&cfg.moa, s.temperature) {
+            (Some(m), _) => Box::new(MoaPicker::new(m.clone())?),
+            (None, 0.0) => Box::new(Greedy),
+            (None, _) => Box::new(Sample::new(s)),
+        };
+        Ok(Pipeline::from_parts(stages, picker, s.seed))
+    }
+
+    pub fn from_parts(
+        stages: Vec<Box<dyn LogitsStage>>,
+        picker: Box<dyn Picker>,
+        seed: u64,
+    ) -> Pipeline {
+        Pipeline {
+            stages,
+            picker,
+            rng: Pcg32::new(seed),
+            dist: Distribution::default(),
+            undoable: 0,
+        }
+    }
+
+    /// Adds a stage after the existing ones (before the picker).
+    pub fn push_stage(&mut self, stage: Box<dyn LogitsStage>) {
+        self.stages.push(stage);
+    }
+
+    /// Runs the stages over `logits`, in order.
+    pub fn apply(
+        &mut self,
+        logits: &mut [f32],
+        ctx: &StepContext,
+    ) -> Result<Vec<StageReport>, PipelineError> {
+        self.stages
+            .iter_mut()
+            .map(|s| s.apply(logits, ctx))
+            .collect()
+    }
+
+    /// How many leading tokens of `draft` every stage could let through (drafts are trimmed to
+    /// it before a verify pass, so no position is spent on a token a mask forbids).
+    pub fn allowed_prefix(&mut self, draft: &[u32], remaining: Option<usize>) -> usize {
+        self.stages
+            .iter_mut()
+            .fold(draft.len(), |n, s| s.allowed_prefix(&draft[..n], remaining))
+    }
+
+    /// The constraint's metrics over the generation, if a stage keeps them.
+    pub fn constraint_metrics(&self) -> Option<coltrane::Metrics> {
+        self.stages.iter().find_map(|s| s.metrics())
+    }
+
+    /// The picker's distribution for logits the stages have processed.
+    pub fn distribution(&mut self, logits: &[f32]) -> Result<PickReport, PipelineError> {
+        self.picker.distribution(logits, &mut self.dist)
+    }
+
+    /// The distribution computed by the last [`Pipeline::distribution`].
+    pub fn last_distribution(&self) -> &Distribution {
+        &self.dist
+    }
+
+    /// The generator draws come from (speculative acceptance tests draw from it too).
+    pub fn rng(&mut self) -> &mut Pcg32 {
+        &mut self.rng
+    }
+
+    /// One decode decision: stages, picker, draw, accept.
+    pub fn sample(&mut self, logits: &mut [f32]) -> Result<StepInfo, PipelineError> {
+        self.sample_in(logits, &StepContext::default())
+    }
+
+    /// [`Pipeline::sample`] with what the stages may know about the step.
+    pub fn sample_in(
+        &mut self,
+        logits: &mut [f32],
+        ctx: &StepContext,
+    ) -> Result<StepInfo, PipelineError> {
+        let stages = self.apply(logits, ctx)?;
+        let pick = self.distribution(logits)?;
+        let token = self.dist.draw(&mut self.rng)?;
+        self.accept(token);
+        Ok(StepInfo {
+            token,
+            stages,
+            candidates: self.dist.candidates(),
+            pick,
+        })
+    }
+
+    /// Tells every stage a picked token was accepted.
+    pub fn accept(&mut self, token: u32) {
+        for s in &mut self.stages {
+            s.accept(token);
+        }
+        self.picker.accept(token);
+        self.undoable = (self.undoable + 1).min(MAX_ROLLBACK);
+    }
+
+    /// Tells every stage a context token (prompt, earlier turns) was accepted.
+    pub fn accept_context(&mut self, token: u32) {
+        for s in &mut self.stages {
+            s.accept_context(token);
+        }
+        self.picker.accept(token);
+        self.undoable = (self.undoable + 1).min(MAX_ROLLBACK);
+    }
+
+    /// Undoes the last `n` accepts in every stage.
+    pub fn rollback(&mut self, n: usize) -> Result<(), PipelineError> {
+        if n > self.undoable {
+            return Err(PipelineError::Rollback {
+                requested: n,
+                available: self.undoable,
+            });
+        }
+        for s in &mut self.stages {
+            s.rollback(n);
+        }
+        self.picker.rollback(n);
+        self.undoable -= n;
+        Ok(())
+    }
+
+    /// Forgets every accepted token (the generator keeps its place).
+    pub fn reset(&mut self) {
+        for s in &mut self.stages {
+            s.reset();
+        }
+        self.picker.reset();
+        self.undoable = 0;
+    }
+}

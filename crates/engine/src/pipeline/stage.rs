@@ -1,0 +1,64 @@
+//! The two roles in a step: [`LogitsStage`] (any number, in order) and [`Picker`] (the last),
+//! with what a stage may know of the step and how far back every stage can roll.
+
+use super::distribution::Distribution;
+use super::error::PipelineError;
+use super::report::{PickReport, StageReport};
+
+/// Accepted tokens any pipeline can roll back (the stages keep that much history).
+pub const MAX_ROLLBACK: usize = 64;
+const _: () = assert!(MAX_ROLLBACK <= moa::HISTORY);
+
+/// What a stage may know about the step besides its logits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StepContext {
+    /// Tokens the generation may still produce, this one included (`None`: no limit known).
+    pub remaining: Option<usize>,
+    /// A clock in milliseconds, for stages that time themselves (none in plain engine use:
+    /// `Instant` is unavailable on wasm32-unknown-unknown, the host passes the JS clock).
+    pub clock: Option<fn() -> f64>,
+}
+
+/// A stage that reads or changes a step's logits before the pick.
+pub trait LogitsStage {
+    fn name(&self) -> &'static str;
+    /// Changes `logits` in place (masking writes −inf) and says what it did.
+    fn apply(
+        &mut self,
+        logits: &mut [f32],
+        ctx: &StepContext,
+    ) -> Result<StageReport, PipelineError>;
+    /// A picked token was accepted.
+    fn accept(&mut self, token: u32);
+    /// A token of the context (prompt, earlier turns) was accepted: by default the same as a
+    /// picked one; a constraint on the output ignores it.
+    fn accept_context(&mut self, token: u32) {
+        self.accept(token);
+    }
+    /// How many leading tokens of a speculative draft this stage could let through, each after
+    /// the ones before it, leaving no trace (a mask answers; others allow all). `remaining` is
+    /// the budget at the draft's first token.
+    fn allowed_prefix(&mut self, draft: &[u32], _remaining: Option<usize>) -> usize {
+        draft.len()
+    }
+    /// What the stage measured over the generation, if it keeps such numbers.
+    fn metrics(&self) -> Option<coltrane::Metrics> {
+        None
+    }
+    /// Undoes the last `n` accepts; the pipeline guarantees `n` ≤ [`MAX_ROLLBACK`] and ≤ the
+    /// tokens accepted since the last reset.
+    fn rollback(&mut self, n: usize);
+    fn reset(&mut self);
+}
+
+/// The last stage: the distribution a token is drawn from, given the processed logits.
+pub trait Picker {
+    fn distribution(
+        &mut self,
+        logits: &[f32],
+        out: &mut Distribution,
+    ) -> Result<PickReport, PipelineError>;
+    fn accept(&mut self, _token: u32) {}
+    fn rollback(&mut self, _n: usize) {}
+    fn reset(&mut self) {}
+}
