@@ -47,7 +47,7 @@ fn main() {
         let tokenizer = file.tokenizer();
         let eos = file.knot.meta.config.eos_ids.clone();
         let t = Instant::now();
-        let vocab = tokenizer.constraint_vocab(&eos).expect("vocab");
+        let index = tokenizer.constraint_index(&eos).expect("vocab");
         let index_ms = t.elapsed().as_secs_f64() * 1e3;
         let cases = [
             (
@@ -73,7 +73,7 @@ fn main() {
             let mut times = Vec::new();
             // Three passes over fresh constraints: the first of each pays the cold caches.
             for _ in 0..3 {
-                let mut c = Coltrane::new(vocab.clone(), cfg.clone()).expect("constraint");
+                let mut c = Coltrane::new(index.clone(), cfg.clone()).expect("constraint");
                 for (at, &id) in ids.iter().enumerate() {
                     let t = Instant::now();
                     let allowed = c.compute_mask(None).contains(id);
@@ -87,7 +87,7 @@ fn main() {
                     assert!(
                         allowed,
                         "{name}: token {id} {:?} refused",
-                        String::from_utf8_lossy(vocab.token_bytes(id))
+                        String::from_utf8_lossy(index.vocab.token_bytes(id))
                     );
                     c.accept(id).expect("accept");
                 }
@@ -97,7 +97,7 @@ fn main() {
             println!(
                 "{{\"target\":\"{}\",\"vocab\":{},\"constraint\":\"{name}\",\"steps\":{},\"p50_us\":{:.2},\"p90_us\":{:.2},\"p99_us\":{:.2},\"mean_us\":{:.2},\"index_ms\":{index_ms:.1}}}",
                 std::env::consts::ARCH,
-                vocab.len(),
+                index.vocab.len(),
                 times.len(),
                 percentile(&times, 0.5),
                 percentile(&times, 0.9),

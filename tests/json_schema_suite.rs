@@ -1,5 +1,5 @@
 //! The official JSON Schema Test Suite (draft 2020-12) against COLTRANE's schema matcher, through
-//! the real SmolLM2 vocabulary. For every test group whose schema `coltrane::Schema::compile`
+//! the real SmolLM2 vocabulary. For every test group whose schema `coltrane::compile_schema`
 //! supports, each instance is serialized compactly, tokenized, and forced token by token through
 //! a fresh `Coltrane` (JSON Schema preset, no fallback): the instance must be accepted (every
 //! token in the mask, and the document may end) exactly when the suite says it is valid; no
@@ -12,7 +12,7 @@
 //! cache); `KNOT_JSON_SCHEMA_SUITE` points elsewhere. A missing suite or model skips the test,
 //! or fails it when `KNOT_REQUIRE_MODELS` is set.
 
-use coltrane::{Coltrane, ColtraneConfig, Preset, Schema, SchemaError, TokenKind, Vocab};
+use coltrane::{compile_schema, Coltrane, ColtraneConfig, Index, Preset, SchemaError, TokenKind};
 use engine::tokenizer::Tokenizer;
 use knot_suite::{require_model, KnotFile};
 use serde_json::Value;
@@ -143,13 +143,14 @@ fn unsupported_kind(e: &SchemaError) -> String {
         SchemaError::Invalid { reason, .. } => format!("invalid: {reason}"),
         SchemaError::NoInstance => "no finite instance".into(),
         SchemaError::TooLarge(_) => "too large".into(),
+        SchemaError::Loop { .. } => "a $ref loop entering no object or array".into(),
     }
 }
 
 /// Forces `text` through the tokenizer and a fresh matcher.
 struct Forcer {
     tokenizer: Tokenizer,
-    vocab: Arc<Vocab>,
+    index: Arc<Index>,
     /// A single-byte text token for each byte, for texts that do not round-trip.
     byte_tokens: Vec<Option<u32>>,
     /// Instances forced byte by byte.
@@ -167,18 +168,18 @@ impl Forcer {
     fn new(file: &KnotFile) -> Forcer {
         let tokenizer = file.tokenizer();
         let eos_ids = file.knot.meta.config.eos_ids.clone();
-        let vocab = tokenizer.constraint_vocab(&eos_ids).expect("vocab");
+        let index = tokenizer.constraint_index(&eos_ids).expect("vocab");
         let mut byte_tokens = vec![None; 256];
         for id in 0..tokenizer.vocab_size() as u32 {
             if let Some(&[b]) = tokenizer.token_bytes(id) {
-                if vocab.kind(id) != Some(TokenKind::Special) {
+                if index.vocab.kind(id) != Some(TokenKind::Special) {
                     byte_tokens[b as usize].get_or_insert(id);
                 }
             }
         }
         Forcer {
             tokenizer,
-            vocab,
+            index,
             byte_tokens,
             byte_forced: 0,
         }
@@ -205,7 +206,7 @@ impl Forcer {
             fallback_mass: 0.0,
             ..ColtraneConfig::default()
         };
-        let mut c = Coltrane::new(self.vocab.clone(), cfg).expect("a supported schema");
+        let mut c = Coltrane::new(self.index.clone(), cfg).expect("a supported schema");
         for (i, &tok) in tokens.iter().enumerate() {
             let mask = c.compute_mask(None);
             // Every state the matcher reaches can still finish the document: no dead ends.
@@ -220,7 +221,7 @@ impl Forcer {
         }
         // The mask offers end-of-text exactly when the document may end.
         let mask = c.compute_mask(None);
-        let eos_allowed = self.vocab.eos_ids().iter().any(|&e| mask.contains(e));
+        let eos_allowed = self.index.vocab.eos_ids().iter().any(|&e| mask.contains(e));
         assert_eq!(eos_allowed, c.can_end(), "{text}: end-of-text in the mask");
         match c.can_end() {
             true => Forced::Accepted,
@@ -331,7 +332,7 @@ fn json_schema_test_suite_draft2020_12() {
             let tests = group["tests"].as_array().expect("a group's tests");
             counts.groups += 1;
             counts.cases += tests.len();
-            if let Err(e) = Schema::compile(schema) {
+            if let Err(e) = compile_schema(schema) {
                 let t = unsupported.entry(unsupported_kind(&e)).or_default();
                 t.0 += 1;
                 t.1 += tests.len();

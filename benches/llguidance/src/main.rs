@@ -13,7 +13,7 @@
 //!
 //! The forced token is then checked against both masks (a token either refuses is reported with
 //! the text before it) and each matcher consumes it. Nothing is pre-warmed: the per-tokenizer
-//! indexes (COLTRANE's `Vocab`; llguidance's `TokTrie` and `ParserFactory`) are built once, as
+//! indexes (COLTRANE's `Index`; llguidance's `TokTrie` and `ParserFactory`) are built once, as
 //! a server builds them, and timed apart; every document gets new matchers, so each first visit
 //! of a state (lazy DFA states, cached masks) is inside the numbers. The libraries run in
 //! separate passes over a document, alternating which goes first, so neither evicts the other's

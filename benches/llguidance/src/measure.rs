@@ -3,7 +3,7 @@
 
 use crate::docs::{self, Rfc};
 use crate::llg;
-use coltrane::{Coltrane, ColtraneConfig, Preset, TokenKind, Vocab};
+use coltrane::{Coltrane, ColtraneConfig, Index, Preset, TokenKind};
 use engine::tokenizer::Tokenizer;
 use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::{SimpleVob, TokEnv};
@@ -222,7 +222,7 @@ impl Pass {
 
 struct Bench<'a> {
     model: &'a Model,
-    vocab: Arc<Vocab>,
+    index: Arc<Index>,
     env: TokEnv,
     factory: ParserFactory,
     grammar: TopLevelGrammar,
@@ -246,7 +246,7 @@ impl Bench<'_> {
             ..ColtraneConfig::default()
         };
         let t = Instant::now();
-        let mut c = Coltrane::new(self.vocab.clone(), cfg).expect("the JSON preset");
+        let mut c = Coltrane::new(self.index.clone(), cfg).expect("the JSON preset");
         let mut pass = Pass::new(ids.len(), us(t));
         for (i, &tok) in ids.iter().chain(&[self.eos()]).enumerate() {
             if keep {
@@ -478,8 +478,8 @@ pub fn show(s: &str) -> String {
 pub fn run(model: &Model, runs: usize) -> Result<Report, String> {
     let tok = &model.tokenizer;
     let t = Instant::now();
-    let vocab = tok
-        .constraint_vocab(&model.eos_ids)
+    let index = tok
+        .constraint_index(&model.eos_ids)
         .map_err(|e| format!("COLTRANE vocabulary: {e}"))?;
     let coltrane_vocab_ms = us(t) / 1e3;
     let t = Instant::now();
@@ -490,7 +490,7 @@ pub fn run(model: &Model, runs: usize) -> Result<Report, String> {
     let llguidance_factory_ms = us(t) / 1e3;
     let bench = Bench {
         model,
-        vocab,
+        index,
         env,
         factory,
         grammar: llg::any_json(),

@@ -479,7 +479,7 @@ mod tests {
     fn the_budget_closes_the_document() {
         let v = vocab(&["[", "]", "1", ",", "[1", "1,", "11111"]);
         let mut dfa = Dfa::new(
-            Schema::compile(&json!({"type": "array", "items": {"type": "integer"}})).unwrap(),
+            crate::compile_schema(&json!({"type": "array", "items": {"type": "integer"}})).unwrap(),
         );
         let mut m = TokenSet::empty(v.len());
         let s = dfa.walk(dfa.start(), b"[1,[");
@@ -501,7 +501,7 @@ mod tests {
     #[test]
     fn required_parts_that_cannot_fit_are_reported() {
         let v = vocab(&["{", "}", "\"", "a", ":", "0"]);
-        let schema = Schema::compile(
+        let schema = crate::compile_schema(
             &json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}),
         )
         .unwrap();

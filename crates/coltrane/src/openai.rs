@@ -3,7 +3,7 @@
 //! `{ "type": "json_schema", "json_schema": { "name": …, "schema": {…}, "strict": … } }` →
 //! `json_schema` with that schema (checked when the constraint is built).
 
-use crate::{ColtraneError, Preset};
+use crate::config::{ColtraneError, Preset};
 use serde_json::Value;
 
 pub fn preset_from_response_format(rf: &Value) -> Result<Option<Preset>, ColtraneError> {

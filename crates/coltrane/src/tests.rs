@@ -1,10 +1,11 @@
 use super::*;
 use proptest::prelude::*;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// Every single byte as a token, a few hundred multi-byte fragments like a BPE vocabulary's,
 /// special tokens, and end-of-text (the last id).
-fn test_vocab() -> Arc<Vocab> {
+fn test_vocab() -> Vocab {
     let mut tokens: Vec<(TokenKind, Vec<u8>)> =
         (0..=255u8).map(|b| (TokenKind::Text, vec![b])).collect();
     let fragments = [
@@ -20,7 +21,11 @@ fn test_vocab() -> Arc<Vocab> {
     tokens.push((TokenKind::Special, b"<|im_start|>".to_vec()));
     tokens.push((TokenKind::Special, b"<|end|>".to_vec()));
     let eos = tokens.len() as u32 - 1;
-    Arc::new(Vocab::new(tokens.iter().map(|(k, b)| (*k, b.as_slice())), &[eos]).unwrap())
+    Vocab::new(tokens.iter().map(|(k, b)| (*k, b.as_slice())), &[eos]).unwrap()
+}
+
+fn test_index() -> Arc<Index> {
+    Arc::new(Index::new(test_vocab()))
 }
 
 fn eos(v: &Vocab) -> u32 {
@@ -47,7 +52,7 @@ fn tokenize(v: &Vocab, text: &[u8]) -> Vec<u32> {
 }
 
 fn coltrane(cfg: ColtraneConfig) -> Coltrane {
-    Coltrane::new(test_vocab(), cfg).unwrap()
+    Coltrane::new(test_index(), cfg).unwrap()
 }
 
 fn preset(p: Preset) -> ColtraneConfig {
@@ -146,7 +151,7 @@ fn schema_documents_validate() {
     // `{"age":1}` misses the name: `}` is refused.
     assert_eq!(force(&mut c, &tokenize(&v, br#"{"age":1}"#), None), Some(4));
     let err = Coltrane::new(
-        test_vocab(),
+        test_index(),
         preset(Preset::JsonSchema(
             json!({"type": "string", "pattern": "a+"}),
         )),
@@ -155,6 +160,19 @@ fn schema_documents_validate() {
     assert!(matches!(
         err,
         Some(ColtraneError::Schema(SchemaError::Unsupported { .. }))
+    ));
+    // A ref loop that enters no object or array: an error, not a matcher recursing forever.
+    let err = Coltrane::new(
+        test_index(),
+        preset(Preset::JsonSchema(
+            json!({"anyOf": [{"$ref": "#/$defs/d"}, {"type": "null"}],
+            "$defs": {"d": {"$ref": "#/$defs/d"}}}),
+        )),
+    )
+    .err();
+    assert!(matches!(
+        err,
+        Some(ColtraneError::Schema(SchemaError::Loop { .. }))
     ));
 }
 
@@ -364,7 +382,7 @@ fn bad_configs_are_named() {
             "eddy",
         ),
     ] {
-        let err = Coltrane::new(test_vocab(), cfg).err().unwrap().to_string();
+        let err = Coltrane::new(test_index(), cfg).err().unwrap().to_string();
         assert!(err.contains(msg), "{err}");
     }
 }

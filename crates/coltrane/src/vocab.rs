@@ -4,7 +4,6 @@
 //! class, so that most of a mask is word-wide bit operations.
 
 use crate::bitset::TokenSet;
-use crate::dfa::MatcherCache;
 use crate::fold::{fold_cost, FoldCost};
 
 /// How a token decodes.
@@ -186,8 +185,6 @@ pub struct Vocab {
     string_safe: TokenSet,
     string_unsafe: Trie,
     max_token_len: usize,
-    /// JSON matchers built over this vocabulary, shared by later sequences.
-    matchers: MatcherCache,
 }
 
 /// Whether `bytes` can sit anywhere inside a JSON string without changing its state.
@@ -295,7 +292,6 @@ impl Vocab {
             string_safe: safe,
             string_unsafe,
             max_token_len,
-            matchers: MatcherCache::default(),
         })
     }
 
@@ -381,10 +377,6 @@ impl Vocab {
 
     pub fn max_token_len(&self) -> usize {
         self.max_token_len
-    }
-
-    pub fn matchers(&self) -> &MatcherCache {
-        &self.matchers
     }
 }
 

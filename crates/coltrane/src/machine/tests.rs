@@ -1,4 +1,6 @@
+use super::step::accepts;
 use super::*;
+use crate::schema::INF;
 use serde_json::json;
 
 fn any() -> Schema {
@@ -6,7 +8,7 @@ fn any() -> Schema {
 }
 
 fn schema(v: serde_json::Value) -> Schema {
-    Schema::compile(&v).unwrap()
+    crate::compile_schema(&v).unwrap()
 }
 
 /// The state (live threads) after `text`, or None once every thread died.
@@ -361,4 +363,39 @@ fn nesting_is_bounded_at_max_nesting() {
     let objects = |n: usize| format!("{}1{}", "{\"a\":".repeat(n), "}".repeat(n));
     assert!(accepts(&s, objects(MAX_NESTING).as_bytes()));
     assert!(!accepts(&s, objects(MAX_NESTING + 1).as_bytes()));
+}
+
+/// Unions inside unions (refs to refs, an anyOf in an anyOf) are flattened with a stack of the
+/// matcher's own, each node once: a chain of thousands of refs costs no call stack, and a
+/// diamond of them (each level two refs to the next) does not double its work per level.
+#[test]
+fn nested_unions_cost_no_stack_and_no_repeated_work() {
+    // A chain of 3000 refs, entered in segments of 200 so that compiling it never nests more
+    // than the compiler allows: the matcher expands all of it before reading the first byte.
+    let n = 3000;
+    let mut defs = serde_json::Map::new();
+    for i in 0..n {
+        defs.insert(
+            format!("a{i}"),
+            json!({"$ref": format!("#/$defs/a{}", i + 1)}),
+        );
+    }
+    defs.insert(format!("a{n}"), json!({"type": "null"}));
+    let entries: Vec<_> = (0..n)
+        .step_by(200)
+        .rev()
+        .map(|i| json!({"$ref": format!("#/$defs/a{i}")}))
+        .collect();
+    let chain = schema(json!({"anyOf": entries, "$defs": defs}));
+    assert!(accepts(&chain, b"null") && !accepts(&chain, b"1"));
+    // 2^64 ways down to `null`, one thread.
+    let mut defs = serde_json::Map::new();
+    for i in 0..64 {
+        let next = json!({"$ref": format!("#/$defs/d{}", i + 1)});
+        defs.insert(format!("d{i}"), json!({"anyOf": [next, next]}));
+    }
+    defs.insert("d64".into(), json!({"type": "null"}));
+    let diamond = schema(json!({"$ref": "#/$defs/d0", "$defs": defs}));
+    assert_eq!(run(&diamond, b"n").map(|t| t.len()), Some(1));
+    assert!(accepts(&diamond, b"null") && !accepts(&diamond, b"[]"));
 }

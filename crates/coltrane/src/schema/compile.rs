@@ -1,140 +1,10 @@
-//! A JSON Schema subset compiled to a graph of shapes the byte matcher walks. Supported: `type`
-//! (one or a list), `properties`, `required`, `additionalProperties` (boolean or schema),
-//! `items`, `prefixItems` (and draft-4 `items: [...]` with `additionalItems`), `enum`, `const`,
-//! `minItems`/`maxItems`, `minLength`/`maxLength`, `anyOf`, `$ref` to `$defs`/`definitions`
-//! (or any JSON pointer into the document, recursion included), boolean schemas, and the
-//! annotations (`title`, `description`, `default`, `examples`, `format`, `$schema`, `$id`,
-//! `$comment`, `deprecated`, `readOnly`, `writeOnly`). Any other keyword is an error naming it.
-//!
-//! `json` (any JSON value) is the schema `true`.
+//! Compiling a JSON Schema document into the shape graph: keywords to shapes, `$ref`s resolved
+//! (every JSON pointer compiled once, so recursion shares nodes), the limits that keep the graph
+//! small, and the refusal of cycles that enter no container.
 
+use super::{ByteTrie, NodeId, Prop, Schema, SchemaError, Shape};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-
-pub type NodeId = u32;
-
-/// A value's shape.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Shape {
-    /// Any JSON value.
-    Any,
-    /// No value (the schema `false`).
-    Never,
-    Null,
-    Boolean,
-    Number {
-        integer: bool,
-    },
-    String {
-        min_len: u32,
-        max_len: u32,
-    },
-    Object {
-        props: Vec<Prop>,
-        /// Bit i set: `props[i]` is required.
-        required: u64,
-        /// The schema of other keys; `None`: no other keys.
-        additional: Option<NodeId>,
-        keys: KeyTrie,
-    },
-    Array {
-        prefix: Vec<NodeId>,
-        /// The schema of elements past the prefix; `None`: no more elements.
-        items: Option<NodeId>,
-        min_items: u32,
-        max_items: u32,
-    },
-    /// One of these exact values (`enum`, `const`), matched in their compact serialization.
-    Literal(LiteralTrie),
-    /// Any of these shapes (`anyOf`, a list of types).
-    Union(Vec<NodeId>),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Prop {
-    /// The key as it appears between the quotes (JSON-escaped, compact).
-    pub key: Vec<u8>,
-    pub node: NodeId,
-}
-
-/// A byte trie over a set of strings; node 0 is the root.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ByteTrie {
-    children: Vec<Vec<(u8, u32)>>,
-    /// The string index ending at each node, if any.
-    end: Vec<Option<u32>>,
-    /// Fewest bytes from each node to the end of some string.
-    to_end: Vec<u32>,
-}
-
-impl ByteTrie {
-    pub fn new<'a>(strings: impl IntoIterator<Item = &'a [u8]>) -> ByteTrie {
-        let mut t = ByteTrie {
-            children: vec![Vec::new()],
-            end: vec![None],
-            to_end: Vec::new(),
-        };
-        for (i, s) in strings.into_iter().enumerate() {
-            let mut node = 0usize;
-            for &b in s {
-                node = match t.children[node].iter().find(|c| c.0 == b) {
-                    Some(&(_, next)) => next as usize,
-                    None => {
-                        t.children.push(Vec::new());
-                        t.end.push(None);
-                        let next = t.children.len() - 1;
-                        t.children[node].push((b, next as u32));
-                        next
-                    }
-                };
-            }
-            t.end[node].get_or_insert(i as u32);
-        }
-        // Children are created after their parents: one backward pass finds the distances.
-        t.to_end = vec![u32::MAX; t.children.len()];
-        for n in (0..t.children.len()).rev() {
-            let below = t.children[n]
-                .iter()
-                .map(|&(_, c)| t.to_end[c as usize].saturating_add(1))
-                .min()
-                .unwrap_or(u32::MAX);
-            t.to_end[n] = if t.end[n].is_some() { 0 } else { below };
-        }
-        t
-    }
-
-    pub fn child(&self, node: u32, b: u8) -> Option<u32> {
-        self.children[node as usize]
-            .iter()
-            .find(|c| c.0 == b)
-            .map(|c| c.1)
-    }
-
-    pub fn end(&self, node: u32) -> Option<u32> {
-        self.end[node as usize]
-    }
-
-    pub fn to_end(&self, node: u32) -> u32 {
-        self.to_end[node as usize]
-    }
-}
-
-pub type KeyTrie = ByteTrie;
-pub type LiteralTrie = ByteTrie;
-
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SchemaError {
-    #[error("unsupported JSON Schema keyword {keyword:?} at {path}")]
-    Unsupported { keyword: String, path: String },
-    #[error("invalid schema at {path}: {reason}")]
-    Invalid { path: String, reason: String },
-    #[error("$ref {0:?} does not resolve in this document (only local refs: \"#\", \"#/$defs/…\", \"#/definitions/…\")")]
-    Ref(String),
-    #[error("the schema admits no finite JSON value")]
-    NoInstance,
-    #[error("the schema is too large: {0}")]
-    TooLarge(String),
-}
 
 /// Keywords that only annotate.
 const ANNOTATIONS: &[&str] = &[
@@ -159,121 +29,53 @@ const ANNOTATIONS: &[&str] = &[
 const MAX_NODES: usize = 4096;
 /// Declared properties of one object (tracked as bits of a u64).
 const MAX_PROPS: usize = 64;
+/// Schemas being compiled inside one another (every `$ref` followed is a level): compilation
+/// recurses once per level, so this bounds its stack. A parsed document nests at most 128 JSON
+/// levels (serde_json's limit), so without refs a schema stays well under it; a chain of refs
+/// through `$defs` nests no JSON at all, and would otherwise recurse once per ref.
+pub(super) const MAX_DEPTH: usize = 256;
 
-/// A compiled schema.
+/// An `enum` or `const` as compiled: every value it lists, before narrowing.
 #[derive(Debug, Clone)]
-pub struct Schema {
-    nodes: Vec<Shape>,
-    root: NodeId,
-    /// Fewest bytes of any value of each node.
-    min_bytes: Vec<u32>,
+pub(crate) struct Listed {
+    /// The literal's node.
+    pub node: NodeId,
+    /// The rest of the schema where the values are listed (its types, lengths, properties…): a
+    /// value is kept only if this node admits it too.
+    pub base: NodeId,
+    /// Each value's compact serialization, in the order listed.
+    pub texts: Vec<Vec<u8>>,
+    /// Nodes still being compiled when the values were listed (the literal's own, and any
+    /// enclosing schema a `$ref` may lead back to): they admit nothing when it is narrowed, as
+    /// they did when narrowing ran during compilation.
+    pub unfinished: Vec<NodeId>,
 }
 
-/// "Unreachable" for byte counts.
-pub const INF: u32 = u32::MAX / 4;
+/// A compiled schema whose literals still hold every listed value.
+pub(crate) struct Draft {
+    /// The graph; `min_bytes` is not computed yet.
+    pub schema: Schema,
+    /// The literals, in the order their compilation finished (inner ones first, so narrowing
+    /// one sees the literals inside its base already narrowed).
+    pub listed: Vec<Listed>,
+}
 
-impl Schema {
-    /// Any JSON value (the `json` preset).
-    pub fn any() -> Schema {
-        let mut s = Schema {
-            nodes: vec![Shape::Any],
-            root: 0,
-            min_bytes: Vec::new(),
-        };
-        s.compute_min_bytes();
-        s
-    }
-
-    pub fn compile(schema: &Value) -> Result<Schema, SchemaError> {
+impl Draft {
+    /// Compiles a JSON Schema, every `enum`/`const` value kept.
+    pub fn compile(schema: &Value) -> Result<Draft, SchemaError> {
         let mut c = Compiler {
             doc: schema,
             nodes: Vec::new(),
             by_pointer: HashMap::new(),
+            unfinished: Vec::new(),
+            listed: Vec::new(),
         };
         let root = c.compile_at("#", schema)?;
-        let mut s = Schema {
-            nodes: c.nodes,
-            root,
-            min_bytes: Vec::new(),
-        };
-        s.compute_min_bytes();
-        if s.min_bytes[root as usize] >= INF {
-            return Err(SchemaError::NoInstance);
-        }
-        Ok(s)
-    }
-
-    pub fn root(&self) -> NodeId {
-        self.root
-    }
-
-    pub fn shape(&self, id: NodeId) -> &Shape {
-        &self.nodes[id as usize]
-    }
-
-    pub fn min_bytes(&self, id: NodeId) -> u32 {
-        self.min_bytes[id as usize]
-    }
-
-    /// Fewest bytes of each node's values, by fixed-point iteration (refs may recurse).
-    fn compute_min_bytes(&mut self) {
-        let n = self.nodes.len();
-        self.min_bytes = vec![INF; n];
-        for _ in 0..n + 2 {
-            let mut changed = false;
-            for i in 0..n {
-                let m = self.min_of(&self.nodes[i]);
-                if m < self.min_bytes[i] {
-                    self.min_bytes[i] = m;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-    }
-
-    fn min_of(&self, shape: &Shape) -> u32 {
-        let mb = |id: NodeId| self.min_bytes[id as usize];
-        let add = |a: u32, b: u32| a.saturating_add(b).min(INF);
-        match shape {
-            Shape::Any | Shape::Number { .. } => 1,
-            Shape::Never => INF,
-            Shape::Null | Shape::Boolean => 4,
-            Shape::String { min_len, .. } => add(2, *min_len),
-            Shape::Literal(t) => match t.to_end(0) {
-                u32::MAX => INF,
-                d => d,
-            },
-            Shape::Union(alts) => alts.iter().map(|&a| mb(a)).min().unwrap_or(INF),
-            Shape::Object {
-                props, required, ..
-            } => {
-                let mut total = 2u32;
-                let mut k = 0;
-                for (i, p) in props.iter().enumerate() {
-                    if required & (1 << i) != 0 {
-                        total = add(total, add(p.key.len() as u32 + 3, mb(p.node)));
-                        k += 1;
-                    }
-                }
-                add(total, k.max(1) - 1)
-            }
-            Shape::Array {
-                prefix,
-                items,
-                min_items,
-                ..
-            } => {
-                let mut total = 2u32;
-                for i in 0..*min_items as usize {
-                    let elem = prefix.get(i).copied().or(*items);
-                    total = add(total, elem.map_or(INF, mb));
-                }
-                add(total, min_items.saturating_sub(1))
-            }
-        }
+        c.refuse_loops()?;
+        Ok(Draft {
+            schema: Schema::from_nodes(c.nodes, root),
+            listed: c.listed,
+        })
     }
 }
 
@@ -282,6 +84,9 @@ struct Compiler<'a> {
     nodes: Vec<Shape>,
     /// Nodes already compiled for a JSON pointer (refs and recursion share them).
     by_pointer: HashMap<String, NodeId>,
+    /// Nodes reserved by `compile_at` whose shape is not filled in yet, outermost first.
+    unfinished: Vec<NodeId>,
+    listed: Vec<Listed>,
 }
 
 impl<'a> Compiler<'a> {
@@ -293,6 +98,67 @@ impl<'a> Compiler<'a> {
         }
         self.nodes.push(shape);
         Ok((self.nodes.len() - 1) as NodeId)
+    }
+
+    /// Refuses a cycle of unions (`$ref`, `anyOf`). The matcher expands a union before it reads
+    /// a byte, so such a cycle (`{"$defs": {"d": {"$ref": "#/$defs/d"}}}`, `a` → `b` → `a`, or
+    /// one through an `anyOf` with other alternatives) would be expanded forever. A cycle
+    /// through an object property or an array item is ordinary recursion and stays: each turn
+    /// opens a container, which takes a byte and a nesting level (`MAX_NESTING`). Every node is
+    /// checked, literals' bases included (narrowing matches against them). Iterative: a long
+    /// chain of refs costs no stack.
+    fn refuse_loops(&self) -> Result<(), SchemaError> {
+        const NEW: u8 = 0;
+        const ON_PATH: u8 = 1;
+        const DONE: u8 = 2;
+        let mut mark = vec![NEW; self.nodes.len()];
+        // A depth-first walk over union edges from each node not yet walked: (node, next alt).
+        let mut path: Vec<(usize, usize)> = Vec::new();
+        for start in 0..self.nodes.len() {
+            if mark[start] != NEW {
+                continue;
+            }
+            mark[start] = ON_PATH;
+            path.push((start, 0));
+            while let Some(&(node, next)) = path.last() {
+                let alts: &[NodeId] = match &self.nodes[node] {
+                    Shape::Union(alts) => alts,
+                    _ => &[],
+                };
+                let Some(&alt) = alts.get(next) else {
+                    mark[node] = DONE;
+                    path.pop();
+                    continue;
+                };
+                if let Some(top) = path.last_mut() {
+                    top.1 += 1;
+                }
+                match mark[alt as usize] {
+                    NEW => {
+                        mark[alt as usize] = ON_PATH;
+                        path.push((alt as usize, 0));
+                    }
+                    // Back on the walk's own path: a cycle, named where it was entered.
+                    ON_PATH => {
+                        return Err(SchemaError::Loop {
+                            path: self.pointer_of(alt),
+                        })
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The JSON pointer node `id` was compiled for. Every node on a cycle of unions has one:
+    /// the nodes made without one (a type list's types, a literal's base) are never on such a
+    /// cycle, as the types are not unions and no union leads to a base.
+    fn pointer_of(&self, id: NodeId) -> String {
+        self.by_pointer
+            .iter()
+            .find(|&(_, &n)| n == id)
+            .map_or_else(|| format!("node {id}"), |(p, _)| p.clone())
     }
 
     fn invalid(path: &str, reason: impl Into<String>) -> SchemaError {
@@ -307,15 +173,28 @@ impl<'a> Compiler<'a> {
         if let Some(&id) = self.by_pointer.get(path) {
             return Ok(id);
         }
+        if self.unfinished.len() >= MAX_DEPTH {
+            return Err(SchemaError::TooLarge(format!(
+                "{path}: schemas nest more than {MAX_DEPTH} deep (counting every $ref followed)"
+            )));
+        }
         // Reserve the node first: a recursive `$ref` back here finds it.
         let id = self.add(Shape::Never)?;
         self.by_pointer.insert(path.to_string(), id);
-        let shape = self.compile_value(path, v)?;
+        self.unfinished.push(id);
+        let shape = self.compile_value(id, path, v)?;
+        self.unfinished.pop();
         self.nodes[id as usize] = shape;
         Ok(id)
     }
 
-    fn compile_value(&mut self, path: &str, v: &'a Value) -> Result<Shape, SchemaError> {
+    /// The shape of the schema `v` at `path`, which will be node `id`.
+    fn compile_value(
+        &mut self,
+        id: NodeId,
+        path: &str,
+        v: &'a Value,
+    ) -> Result<Shape, SchemaError> {
         let obj = match v {
             Value::Bool(true) => return Ok(Shape::Any),
             Value::Bool(false) => return Ok(Shape::Never),
@@ -447,7 +326,7 @@ impl<'a> Compiler<'a> {
                 Shape::Union(ids)
             }
         };
-        // enum / const: the listed values that the rest of the schema admits.
+        // enum / const: the listed values (narrowed later to those the rest of the schema admits).
         let listed: Option<Vec<&Value>> = match (obj.get("enum"), obj.get("const")) {
             (Some(_), Some(_)) => {
                 return Err(SchemaError::Unsupported {
@@ -462,25 +341,19 @@ impl<'a> Compiler<'a> {
         };
         if let Some(values) = listed {
             let base = self.add(shape)?;
-            let admitted: Vec<Vec<u8>> = values
+            let texts: Vec<Vec<u8>> = values
                 .into_iter()
                 .map(|v| serde_json::to_vec(v).unwrap_or_default())
-                .filter(|text| self.admits(base, text))
                 .collect();
-            shape = Shape::Literal(ByteTrie::new(admitted.iter().map(Vec::as_slice)));
+            shape = Shape::Literal(ByteTrie::new(texts.iter().map(Vec::as_slice)));
+            self.listed.push(Listed {
+                node: id,
+                base,
+                texts,
+                unfinished: self.unfinished.clone(),
+            });
         }
         Ok(shape)
-    }
-
-    /// Whether node `id` (as compiled so far) accepts `text` exactly.
-    fn admits(&self, id: NodeId, text: &[u8]) -> bool {
-        let mut schema = Schema {
-            nodes: self.nodes.clone(),
-            root: id,
-            min_bytes: Vec::new(),
-        };
-        schema.compute_min_bytes();
-        crate::machine::accepts(&schema, text)
     }
 
     fn count(path: &str, obj: &Map<String, Value>, key: &str) -> Result<Option<u32>, SchemaError> {
@@ -675,76 +548,4 @@ fn percent_decode(s: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn unsupported_keywords_are_named() {
-        for (schema, keyword) in [
-            (json!({"type": "integer", "minimum": 3}), "minimum"),
-            (json!({"properties": {"a": {"pattern": "x"}}}), "pattern"),
-            (json!({"allOf": [true]}), "allOf"),
-            (json!({"oneOf": [true]}), "oneOf"),
-            (json!({"not": true}), "not"),
-            (
-                json!({"anyOf": [true], "type": "string"}),
-                "anyOf with sibling constraints",
-            ),
-        ] {
-            match Schema::compile(&schema) {
-                Err(SchemaError::Unsupported { keyword: k, .. }) => assert_eq!(k, keyword),
-                other => panic!("{schema}: {other:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn refs_resolve_and_recursion_terminates() {
-        let s = Schema::compile(&json!({
-            "$defs": {"node": {"type": "object", "properties": {
-                "next": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/node"}]}}}},
-            "$ref": "#/$defs/node"
-        }))
-        .unwrap();
-        assert_eq!(s.min_bytes(s.root()), 2);
-        assert!(matches!(
-            Schema::compile(&json!({"$ref": "#/$defs/missing"})),
-            Err(SchemaError::Ref(_))
-        ));
-        // A required recursion has no finite instance.
-        assert_eq!(
-            Schema::compile(&json!({"$defs": {"a": {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}, "required": ["x"]}}, "$ref": "#/$defs/a"}))
-                .unwrap_err(),
-            SchemaError::NoInstance
-        );
-    }
-
-    #[test]
-    fn minimal_sizes() {
-        let s = Schema::compile(&json!({"type": "object", "properties": {
-            "name": {"type": "string", "minLength": 2}, "age": {"type": "integer"}},
-            "required": ["name", "age"]}))
-        .unwrap();
-        // {"name":"xx","age":0}
-        assert_eq!(
-            s.min_bytes(s.root()),
-            r#"{"name":"xx","age":0}"#.len() as u32
-        );
-        let s = Schema::compile(&json!({"enum": ["abc", 12, null]})).unwrap();
-        assert_eq!(s.min_bytes(s.root()), 2);
-    }
-
-    #[test]
-    fn byte_trie_distances() {
-        let t = ByteTrie::new([&b"abc"[..], b"ab", b"x"]);
-        assert_eq!(t.to_end(0), 1);
-        let a = t.child(0, b'a').unwrap();
-        assert_eq!(t.to_end(a), 1);
-        let ab = t.child(a, b'b').unwrap();
-        assert_eq!((t.to_end(ab), t.end(ab)), (0, Some(1)));
-    }
 }

@@ -1,0 +1,96 @@
+//! Compiling a JSON Schema for the matcher: `schema.rs` builds the graph with every `enum` and
+//! `const` value it lists, then this pass keeps the values the rest of their schema admits
+//! (`{"type": "string", "enum": ["a", 1]}` keeps `"a"`), by running the matcher over each.
+//! A pass of its own, after compilation, so the schema compiler needs nothing of the matcher.
+
+use crate::machine::step::accepts;
+use crate::schema::{ByteTrie, Draft, Listed, Schema, SchemaError, Shape, INF};
+use serde_json::Value;
+
+/// Compiles a JSON Schema (the subset in `schema.rs`) into the matcher's graph. An error names
+/// an unsupported keyword or an invalid part, or says the schema admits no finite value (which
+/// narrowing can cause: an `enum` none of whose values has the declared type).
+pub fn compile_schema(schema: &Value) -> Result<Schema, SchemaError> {
+    let Draft {
+        schema: mut graph,
+        listed,
+    } = Draft::compile(schema)?;
+    let root = graph.root();
+    // In the order compiled: a literal inside another's base is narrowed before it.
+    for lit in &listed {
+        let kept = narrow(&mut graph, lit);
+        graph.replace_shape(lit.node, Shape::Literal(kept));
+    }
+    graph.reroot(root);
+    if graph.min_bytes(root) >= INF {
+        return Err(SchemaError::NoInstance);
+    }
+    Ok(graph)
+}
+
+/// The values of `lit` its base admits, matched against the graph as it stood when they were
+/// listed: the nodes then still being compiled admit nothing. Leaves the graph's shapes as they
+/// were (its root and `min_bytes` are the caller's to restore).
+fn narrow(graph: &mut Schema, lit: &Listed) -> ByteTrie {
+    let saved: Vec<Shape> = lit
+        .unfinished
+        .iter()
+        .map(|&n| graph.replace_shape(n, Shape::Never))
+        .collect();
+    graph.reroot(lit.base);
+    let kept: Vec<&[u8]> = lit
+        .texts
+        .iter()
+        .map(Vec::as_slice)
+        .filter(|text| accepts(graph, text))
+        .collect();
+    for (&n, shape) in lit.unfinished.iter().zip(saved) {
+        graph.replace_shape(n, shape);
+    }
+    ByteTrie::new(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn accepted(schema: &Schema, texts: &[&str]) -> Vec<bool> {
+        texts
+            .iter()
+            .map(|t| accepts(schema, t.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn literals_keep_what_the_rest_of_their_schema_admits() {
+        let s = compile_schema(&json!({"type": "string", "enum": ["a", 1, "bc"], "maxLength": 1}))
+            .unwrap();
+        assert_eq!(
+            accepted(&s, &["\"a\"", "1", "\"bc\""]),
+            [true, false, false]
+        );
+        // An inner literal is narrowed before the one whose base holds it.
+        let s = compile_schema(
+            &json!({"type": "array", "items": {"type": "integer", "enum": [1, "a"]},
+            "enum": [[1], ["a"], []]}),
+        )
+        .unwrap();
+        assert_eq!(accepted(&s, &["[1]", "[\"a\"]", "[]"]), [true, false, true]);
+        assert_eq!(
+            compile_schema(&json!({"type": "string", "enum": [1, null]})).unwrap_err(),
+            SchemaError::NoInstance
+        );
+    }
+
+    #[test]
+    fn a_schema_still_being_compiled_admits_nothing() {
+        // While `a` was compiled its own node was a placeholder, so `{"x":{}}` (whose `x` is an
+        // `a`) was dropped; the pass after compilation keeps that result.
+        let s = compile_schema(&json!({"$defs": {"a": {"type": "object",
+            "properties": {"x": {"$ref": "#/$defs/a"}}, "enum": [{"x": {}}, {}]}},
+            "$ref": "#/$defs/a"}))
+        .unwrap();
+        assert_eq!(accepted(&s, &["{}", "{\"x\":{}}"]), [true, false]);
+    }
+}

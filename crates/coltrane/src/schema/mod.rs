@@ -1,0 +1,213 @@
+//! A JSON Schema subset compiled to a graph of shapes the byte matcher walks. Supported: `type`
+//! (one or a list), `properties`, `required`, `additionalProperties` (boolean or schema),
+//! `items`, `prefixItems` (and draft-4 `items: [...]` with `additionalItems`), `enum`, `const`,
+//! `minItems`/`maxItems`, `minLength`/`maxLength`, `anyOf`, `$ref` to `$defs`/`definitions`
+//! (or any JSON pointer into the document, recursion included, as long as every cycle enters an
+//! object or an array: a cycle of `$ref`s and `anyOf`s alone is `SchemaError::Loop`), boolean
+//! schemas, and the annotations (`title`, `description`, `default`, `examples`, `format`,
+//! `$schema`, `$id`, `$comment`, `deprecated`, `readOnly`, `writeOnly`). Any other keyword is an
+//! error naming it.
+//!
+//! `json` (any JSON value) is the schema `true`.
+//!
+//! `enum` and `const` compile to every value they list; keeping only the values the rest of
+//! their schema admits takes the matcher, which is built on this module, so that narrowing is a
+//! pass of its own run after compilation (`compile_schema` in `narrow.rs`).
+
+mod byte_trie;
+mod compile;
+
+pub use byte_trie::ByteTrie;
+pub(crate) use compile::{Draft, Listed};
+
+pub type NodeId = u32;
+
+/// A value's shape.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shape {
+    /// Any JSON value.
+    Any,
+    /// No value (the schema `false`).
+    Never,
+    Null,
+    Boolean,
+    Number {
+        integer: bool,
+    },
+    String {
+        min_len: u32,
+        max_len: u32,
+    },
+    Object {
+        props: Vec<Prop>,
+        /// Bit i set: `props[i]` is required.
+        required: u64,
+        /// The schema of other keys; `None`: no other keys.
+        additional: Option<NodeId>,
+        keys: KeyTrie,
+    },
+    Array {
+        prefix: Vec<NodeId>,
+        /// The schema of elements past the prefix; `None`: no more elements.
+        items: Option<NodeId>,
+        min_items: u32,
+        max_items: u32,
+    },
+    /// One of these exact values (`enum`, `const`), matched in their compact serialization.
+    Literal(LiteralTrie),
+    /// Any of these shapes (`anyOf`, a list of types, a `$ref`'s target). No cycle runs through
+    /// unions alone: the compiler refuses one (`SchemaError::Loop`).
+    Union(Vec<NodeId>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prop {
+    /// The key as it appears between the quotes (JSON-escaped, compact).
+    pub key: Vec<u8>,
+    pub node: NodeId,
+}
+
+pub type KeyTrie = ByteTrie;
+pub type LiteralTrie = ByteTrie;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SchemaError {
+    #[error("unsupported JSON Schema keyword {keyword:?} at {path}")]
+    Unsupported { keyword: String, path: String },
+    #[error("invalid schema at {path}: {reason}")]
+    Invalid { path: String, reason: String },
+    #[error("$ref {0:?} does not resolve in this document (only local refs: \"#\", \"#/$defs/…\", \"#/definitions/…\")")]
+    Ref(String),
+    #[error("the schema admits no finite JSON value")]
+    NoInstance,
+    #[error("the schema is too large: {0}")]
+    TooLarge(String),
+    /// A cycle of `$ref`s and `anyOf`s that never enters an object or an array: the matcher
+    /// would expand it forever without reading a byte.
+    #[error("the schema refers to itself at {path} without entering an object or array")]
+    Loop { path: String },
+}
+
+/// A compiled schema.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    nodes: Vec<Shape>,
+    root: NodeId,
+    /// Fewest bytes of any value of each node.
+    min_bytes: Vec<u32>,
+}
+
+/// "Unreachable" for byte counts.
+pub const INF: u32 = u32::MAX / 4;
+
+impl Schema {
+    /// The graph as compiled (`min_bytes` is computed once literals are narrowed).
+    fn from_nodes(nodes: Vec<Shape>, root: NodeId) -> Schema {
+        Schema {
+            nodes,
+            root,
+            min_bytes: Vec::new(),
+        }
+    }
+
+    /// Any JSON value (the `json` preset).
+    pub fn any() -> Schema {
+        let mut s = Schema {
+            nodes: vec![Shape::Any],
+            root: 0,
+            min_bytes: Vec::new(),
+        };
+        s.compute_min_bytes();
+        s
+    }
+
+    pub fn root(&self) -> NodeId {
+        self.root
+    }
+
+    pub fn shape(&self, id: NodeId) -> &Shape {
+        &self.nodes[id as usize]
+    }
+
+    pub fn min_bytes(&self, id: NodeId) -> u32 {
+        self.min_bytes[id as usize]
+    }
+
+    /// Sets node `id`'s shape, returning the old one; `min_bytes` is stale until [`reroot`].
+    /// For the narrowing pass, which edits a draft's graph in place.
+    ///
+    /// [`reroot`]: Schema::reroot
+    pub(crate) fn replace_shape(&mut self, id: NodeId, shape: Shape) -> Shape {
+        std::mem::replace(&mut self.nodes[id as usize], shape)
+    }
+
+    /// Roots the schema at node `root` and recomputes `min_bytes`.
+    pub(crate) fn reroot(&mut self, root: NodeId) {
+        self.root = root;
+        self.compute_min_bytes();
+    }
+
+    /// Fewest bytes of each node's values, by fixed-point iteration (refs may recurse).
+    fn compute_min_bytes(&mut self) {
+        let n = self.nodes.len();
+        self.min_bytes = vec![INF; n];
+        for _ in 0..n + 2 {
+            let mut changed = false;
+            for i in 0..n {
+                let m = self.min_of(&self.nodes[i]);
+                if m < self.min_bytes[i] {
+                    self.min_bytes[i] = m;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+    }
+
+    fn min_of(&self, shape: &Shape) -> u32 {
+        let mb = |id: NodeId| self.min_bytes[id as usize];
+        let add = |a: u32, b: u32| a.saturating_add(b).min(INF);
+        match shape {
+            Shape::Any | Shape::Number { .. } => 1,
+            Shape::Never => INF,
+            Shape::Null | Shape::Boolean => 4,
+            Shape::String { min_len, .. } => add(2, *min_len),
+            Shape::Literal(t) => match t.to_end(0) {
+                u32::MAX => INF,
+                d => d,
+            },
+            Shape::Union(alts) => alts.iter().map(|&a| mb(a)).min().unwrap_or(INF),
+            Shape::Object {
+                props, required, ..
+            } => {
+                let mut total = 2u32;
+                let mut k = 0;
+                for (i, p) in props.iter().enumerate() {
+                    if required & (1 << i) != 0 {
+                        total = add(total, add(p.key.len() as u32 + 3, mb(p.node)));
+                        k += 1;
+                    }
+                }
+                add(total, k.max(1) - 1)
+            }
+            Shape::Array {
+                prefix,
+                items,
+                min_items,
+                ..
+            } => {
+                let mut total = 2u32;
+                for i in 0..*min_items as usize {
+                    let elem = prefix.get(i).copied().or(*items);
+                    total = add(total, elem.map_or(INF, mb));
+                }
+                add(total, min_items.saturating_sub(1))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
