@@ -2,8 +2,6 @@
 
 use knot::{FfnActivation, RopeStyle};
 
-use super::ConvertError;
-
 /// Architectures the converters accept.
 pub const SUPPORTED: [&str; 4] = ["llama", "qwen2", "qwen3", "gemma3"];
 
@@ -51,18 +49,19 @@ const LLAMA: ArchSpec = ArchSpec {
     gguf_swa: None,
 };
 
-pub fn spec(architecture: &str) -> Result<ArchSpec, ConvertError> {
+/// The spec of a GGUF `general.architecture`, if it is one the converters accept.
+pub fn spec(architecture: &str) -> Option<ArchSpec> {
     match architecture {
-        "llama" => Ok(LLAMA),
+        "llama" => Some(LLAMA),
         // Q/K/V biases are detected from the tensors (`attn_q.bias`), not assumed.
-        "qwen2" => Ok(ArchSpec {
+        "qwen2" => Some(ArchSpec {
             name: "qwen2",
             hf_model_type: "qwen2",
             gguf_rope_style: RopeStyle::Neox,
             default_norm_eps: 1e-6,
             ..LLAMA
         }),
-        "qwen3" => Ok(ArchSpec {
+        "qwen3" => Some(ArchSpec {
             name: "qwen3",
             hf_model_type: "qwen3",
             gguf_rope_style: RopeStyle::Neox,
@@ -72,7 +71,7 @@ pub fn spec(architecture: &str) -> Result<ArchSpec, ConvertError> {
         }),
         // llama.cpp (llama-model.cpp, LLM_ARCH_GEMMA3): every 6th layer global, local RoPE base
         // 10000, attention scale 1/sqrt(head_dim).
-        "gemma3" => Ok(ArchSpec {
+        "gemma3" => Some(ArchSpec {
             name: "gemma3",
             hf_model_type: "gemma3_text",
             gguf_rope_style: RopeStyle::Neox,
@@ -87,17 +86,17 @@ pub fn spec(architecture: &str) -> Result<ArchSpec, ConvertError> {
                 rope_theta_local: 10000.0,
             }),
         }),
-        other => Err(ConvertError::UnsupportedArchitecture(other.to_string())),
+        _ => None,
     }
 }
 
 /// The spec of an HF `model_type`.
-pub fn spec_for_hf(model_type: &str) -> Result<ArchSpec, ConvertError> {
+pub fn spec_for_hf(model_type: &str) -> Option<ArchSpec> {
     SUPPORTED
         .iter()
-        .filter_map(|a| spec(a).ok())
+        .copied()
+        .filter_map(spec)
         .find(|s| s.hf_model_type == model_type)
-        .ok_or_else(|| ConvertError::UnsupportedArchitecture(model_type.to_string()))
 }
 
 /// Tokens that end an assistant turn in common chat formats; added to `eos_ids` when present.
@@ -123,13 +122,11 @@ mod tests {
     }
 
     #[test]
-    fn unknown_architectures_are_named() {
+    fn unknown_architectures_have_no_spec() {
         for bad in ["mamba", "phi3"] {
-            let e = spec(bad).unwrap_err();
-            assert!(e.to_string().contains(bad), "{e}");
+            assert!(spec(bad).is_none(), "{bad}");
         }
         // The multimodal `gemma3` HF config is not a text checkpoint (`gemma3_text`).
-        let e = spec_for_hf("gemma3").unwrap_err();
-        assert!(e.to_string().contains("\"gemma3\""), "{e}");
+        assert!(spec_for_hf("gemma3").is_none());
     }
 }

@@ -42,7 +42,8 @@ fn model_source(g: &GgufFile, input: &Path) -> Result<ModelSource, ConvertError>
             expected: "string",
             found: architecture.type_name().into(),
         })?;
-    let spec = arch::spec(architecture)?;
+    let spec = arch::spec(architecture)
+        .ok_or_else(|| ConvertError::UnsupportedArchitecture(architecture.to_string()))?;
 
     let mut tok = tokenizer::from_gguf(g)?;
     let extra_eos = tokenizer::gguf_extra_eos(g)?;

@@ -228,7 +228,8 @@ impl HfConfig {
             .get("model_type")
             .and_then(Value::as_str)
             .ok_or_else(|| ConvertError::MissingKey("config.json: model_type".into()))?;
-        let spec = arch::spec_for_hf(model_type)?;
+        let spec = arch::spec_for_hf(model_type)
+            .ok_or_else(|| ConvertError::UnsupportedArchitecture(model_type.to_string()))?;
         if c.get("rope_scaling").is_some_and(|v| !v.is_null()) {
             return Err(ConvertError::Unsupported(
                 "config.json: rope_scaling (scaled RoPE frequencies)".into(),
