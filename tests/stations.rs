@@ -1,18 +1,20 @@
 //! A model split across stations computes what one process computes, bit for bit: layer
 //! stations fed hidden states through the wire format, head stations each computing a slice of
 //! the vocabulary, their answers folded by the gather. Checked on the real models (SmolLM2 on 2
-//! and 4 layer stations with 2 head shards, Gemma-3-270M on 4 with 3), with two conversations
-//! interleaved on the same stations, a rewind, and bad requests that must leave the stations
-//! serving.
+//! and 4 layer stations with 2 head shards, Gemma-3-270M on 4 with 3; in wasm32 one real split,
+//! SmolLM2 on 2 with 2), with two conversations interleaved on the same stations, a rewind, and
+//! bad requests that must leave the stations serving. The coordinator embeds from a table it
+//! read whole at open or from rows the head stations hand over, and after open reads nothing.
 
 use engine::sampler::greedy;
 use engine::{KvType, LmHead, Model, Session};
+use host::station::coordinator::{Conversation, Model as Coordinator, ModelOptions, Pick};
+use host::station::embedding::EmbeddingOptions;
 use host::station::gather::{fold, join_logits, vocab_slices, Answer, Folded};
 use host::station::placement::layer_ranges;
+use host::station::rows::RowsMessage;
 use host::station::wire::{self, Elem, Hidden};
-use host::station::{
-    open_index, EmbeddingRows, HeadShard, HeadStation, LayerShard, LayerStation, StationError,
-};
+use host::station::{open_index, HeadShard, HeadStation, LayerShard, LayerStation, StationError};
 use host::{MemorySource, ReadPolicy, Reader};
 use knot_suite::{require_model, KnotFile};
 use std::rc::Rc;
@@ -110,12 +112,22 @@ fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
+/// The splits checked: natively every one; in wasm32 (WASI) one real split, SmolLM2 on 2 layer
+/// stations and 2 head shards (the same code, and the split arithmetic is target-independent).
+fn splits() -> &'static [(&'static str, &'static [(usize, usize)])] {
+    if cfg!(target_family = "wasm") {
+        &[("SmolLM2-135M-Instruct.Q4_1.knot", &[(2, 2)])]
+    } else {
+        &[
+            ("SmolLM2-135M-Instruct.Q4_1.knot", &[(2, 2), (4, 2)]),
+            ("gemma-3-270m.knot", &[(4, 3)]),
+        ]
+    }
+}
+
 #[test]
 fn split_models_match_one_process_bit_for_bit() {
-    for (name, splits) in [
-        ("SmolLM2-135M-Instruct.Q4_1.knot", &[(2, 2), (4, 2)][..]),
-        ("gemma-3-270m.knot", &[(4, 3)][..]),
-    ] {
+    for &(name, splits) in splits() {
         let Some(path) = require_model(name) else {
             continue;
         };
@@ -314,15 +326,23 @@ fn a_station_keeps_its_most_recent_conversations() {
 
 /// Stations built from what they read of the file (the index, then their own part) compute
 /// what one process computes, and read nothing else: a head shard its rows of the LM head and
-/// the output norm, the coordinator one embedding row per distinct id, a layer station its
-/// layers' span.
+/// the output norm, a layer station its layers' span, the coordinator the tokenizer and, when
+/// it fits, the embedding table. After open nobody reads the file: the coordinator's rows come
+/// from its table or from the head stations (the prompt's in one round, each greedy pick's with
+/// the logits that picked it).
 #[test]
 fn stations_read_only_their_part_of_the_file() {
     use futures::executor::block_on;
-    for (name, layer_stations, head_shards) in [
-        ("SmolLM2-135M-Instruct.Q4_1.knot", 2, 2),
-        ("gemma-3-270m.knot", 4, 4),
-    ] {
+    // In wasm32 (WASI) SmolLM2 alone: one real split (see `splits`).
+    let models: &[(&str, usize, usize)] = if cfg!(target_family = "wasm") {
+        &[("SmolLM2-135M-Instruct.Q4_1.knot", 2, 2)]
+    } else {
+        &[
+            ("SmolLM2-135M-Instruct.Q4_1.knot", 2, 2),
+            ("gemma-3-270m.knot", 4, 4),
+        ]
+    };
+    for &(name, layer_stations, head_shards) in models {
         let Some(path) = require_model(name) else {
             continue;
         };
@@ -353,6 +373,7 @@ fn stations_read_only_their_part_of_the_file() {
         );
 
         let mut layers = Vec::new();
+        let mut readers = Vec::new();
         for range in layer_ranges(cfg.n_layers, layer_stations).unwrap() {
             let r = reader();
             let knot = block_on(open_index(&r, &opts)).unwrap();
@@ -369,6 +390,7 @@ fn stations_read_only_their_part_of_the_file() {
             let station =
                 LayerStation::new(cfg, range, MAX_CTX, KvType::F32, MAX_BATCH, 1).unwrap();
             layers.push((shard, station));
+            readers.push(r);
         }
         let mut heads = Vec::new();
         let mut head_bytes = 0;
@@ -389,6 +411,7 @@ fn stations_read_only_their_part_of_the_file() {
                 shard,
                 HeadStation::new(slice, cfg.dim, cfg.norm_eps, MAX_BATCH),
             ));
+            readers.push(r);
         }
         let mib = |b: usize| b as f64 / (1 << 20) as f64;
         let held: Vec<String> = layers
@@ -404,189 +427,416 @@ fn stations_read_only_their_part_of_the_file() {
         let out = &model.resident.output;
         assert!(head_bytes < out.rows() * out.row_bytes() + heads.len() * 4 * cfg.dim + 64);
 
-        let coordinator = reader();
-        let knot = block_on(open_index(&coordinator, &opts)).unwrap();
-        let rows = EmbeddingRows::locate(&knot).unwrap();
-        let mut pos = 0;
-        let mut batch = prompt.clone();
-        for step in 0..=ids.len() {
-            let before = coordinator.io.bytes.get();
-            let values = block_on(rows.embed(&coordinator, cfg, &batch)).unwrap();
-            let mut distinct = batch.clone();
-            distinct.sort_unstable();
-            distinct.dedup();
-            let row_bytes = model.resident.token_embd.row_bytes() as u64;
-            assert_eq!(
-                coordinator.io.bytes.get() - before,
-                distinct.len() as u64 * row_bytes
-            );
-            let h = Hidden {
-                conversation: 1,
-                pos: pos as u32,
-                dim: cfg.dim as u32,
-                values,
+        // The coordinator: the index and the tokenizer, and the embedding table when it fits
+        // the default budget (SmolLM2's does, Gemma-3's does not: its rows come from the heads).
+        let coord = block_on(Coordinator::open(
+            reader(),
+            &opts,
+            ModelOptions {
+                context: MAX_CTX,
+                max_batch: MAX_BATCH,
+                head_shards,
+                ..ModelOptions::default()
+            },
+        ))
+        .unwrap();
+        let table = model.resident.token_embd.rows() * model.resident.token_embd.row_bytes();
+        let resident = (table as u64) <= EmbeddingOptions::default().budget;
+        assert_eq!(coord.embedding_resident(), resident, "{name}");
+        let stats = coord.stats();
+        eprintln!(
+            "{name}: the coordinator's embedding is {} ({} reads at open)",
+            stats.embedding.mode, stats.reads_at_open
+        );
+        let station_reads = || readers.iter().map(|r| r.io.reads.get()).sum::<u64>();
+        let stations_at_open = station_reads();
+        let opts_greedy =
+            engine::decode::GenerateOptions::from_json(r#"{"temperature": 0, "maxTokens": 4}"#)
+                .unwrap();
+        let mut conv = Conversation::start(&coord, 1, &prompt, &opts_greedy).unwrap();
+        let mut step = 0;
+        loop {
+            for (slot, wanted) in conv.rows_wanted(&coord).unwrap() {
+                let (shard, station) = &heads[slot];
+                let answer = station.rows(&wanted, shard.embedding()).unwrap();
+                coord.add_rows(slot, &answer).unwrap();
+            }
+            let Some(batch) = conv.next_ids() else {
+                break;
             };
-            let mut msg = wire::encode(&h, Elem::F32).unwrap();
+            let mut messages = coord.messages(conv.id, conv.pos, &batch).unwrap();
+            assert_eq!(messages.len(), 1);
+            let mut msg = messages.pop().unwrap();
             for (shard, station) in &mut layers {
                 msg = station.step(&msg, &shard.weights().unwrap()).unwrap();
             }
-            let mut parts = Vec::new();
-            for (shard, station) in &mut heads {
+            let mut answers = Vec::new();
+            for (slot, (shard, station)) in heads.iter_mut().enumerate() {
                 let (output_norm, output) = shard.matrices().unwrap();
                 let lm = LmHead {
                     output_norm: &output_norm,
                     output: &output,
                 };
-                parts.push(station.logits(&msg, &lm).unwrap().to_vec());
+                let top = coord.logit_rows();
+                let answer = station.answer(&msg, &lm, shard.embedding(), top).unwrap();
+                answers.push(coord.read_answer(slot, &answer));
             }
+            let parts: Vec<Vec<f32>> = answers
+                .iter()
+                .map(|a| match a {
+                    Answer::Value(m) => m.logits.clone(),
+                    other => panic!("{name}: {other:?}"),
+                })
+                .collect();
             let slices: Vec<_> = heads.iter().map(|(s, _)| s.slice()).collect();
             let logits = join_logits(&slices, &parts).unwrap();
             assert!(same_bits(&logits, &want[step]), "{name}: step {step}");
-            pos += batch.len();
-            if step < ids.len() {
-                batch = vec![ids[step]];
+            let Pick::Token(e) = conv.pick(&coord, answers, batch.len()).unwrap() else {
+                panic!("every shard answered")
+            };
+            assert_eq!(e.id, ids[step], "{name}: token {step}");
+            step += 1;
+        }
+        assert_eq!(step, ids.len());
+        // Nothing read the file after open: not the coordinator, whose rows came from the head
+        // stations (one round, the prompt's: each greedy pick's row rode with its logits) or
+        // its own table; not the stations.
+        let stats = coord.stats();
+        let generation = stats.generation.unwrap();
+        assert_eq!((stats.reads_since_open, generation.reads), (0, 0), "{name}");
+        match resident {
+            true => assert_eq!(generation.rows.rounds, 0),
+            false => {
+                assert_eq!((generation.rows.rounds, generation.rows.misses), (1, 0));
+                let mut distinct = prompt.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                assert_eq!(generation.rows.rows_fetched, distinct.len() as u64);
             }
         }
-        // An id outside the vocabulary is refused before anything is read.
-        let before = coordinator.io.bytes.get();
-        assert!(block_on(rows.embed(&coordinator, cfg, &[cfg.vocab_size as u32])).is_err());
-        assert_eq!(coordinator.io.bytes.get(), before);
+        assert_eq!(station_reads(), stations_at_open, "{name}");
+        // An id outside the vocabulary is refused before anything is read or asked for.
+        assert!(coord.rows_wanted(&[cfg.vocab_size as u32], false).is_err());
+        assert!(coord.messages(1, 0, &[cfg.vocab_size as u32]).is_err());
+        assert_eq!(coord.stats().reads_since_open, 0);
     }
 }
 
-/// The coordinator's decode loop over stations gives what a whole host gives, token for token
-/// and text for text: greedy, seeded sampling, and under a COLTRANE constraint; and a head
-/// shard that does not answer is retried alone, while one that fails ends the request.
-#[test]
-fn the_coordinator_decodes_as_a_whole_host_does() {
-    use engine::decode::GenerateOptions;
-    use futures::executor::block_on;
-    use host::station::coordinator::{Conversation, Model as Coordinator, Pick};
-    use host::{Host, HostOptions};
-    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
-        return;
-    };
-    let file = KnotFile::read(&path);
-    let model = file.model();
-    let cfg = &model.config;
-    let bytes: Rc<[u8]> = file.bytes.clone().into();
-    let policy = ReadPolicy {
-        timeout_ms: 0,
-        ..ReadPolicy::default()
-    };
-    let reader = || Reader::new(Rc::new(MemorySource::new(bytes.clone())), policy);
-    let mut host = block_on(Host::open(
-        Rc::new(MemorySource::new(bytes.clone())),
-        HostOptions {
-            read_policy: policy,
-            max_context: MAX_CTX,
-            ..HostOptions::default()
-        },
-    ))
-    .unwrap();
-    // Batches of 8: the prompt goes through in several messages.
-    let coord = block_on(Coordinator::open(
-        reader(),
-        &Default::default(),
-        MAX_CTX,
-        8,
-        2,
-    ))
-    .unwrap();
-    let mut st = Stations::new(&model, 2, 2);
-    let prompt = file
-        .tokenizer()
-        .encode_with_bos("Write a short poem about the sea, in four lines:")
-        .unwrap();
-    assert!(prompt.len() > 8);
-    for (c, options) in [
-        r#"{"temperature": 0, "maxTokens": 24}"#,
-        r#"{"temperature": 0.9, "topP": 0.95, "seed": 7, "maxTokens": 24}"#,
-        r#"{"seed": 3, "maxTokens": 24, "moa": {"k": 3}}"#,
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let opts = GenerateOptions::from_json(options).unwrap();
-        let want = block_on(host.generate(&prompt, &opts, &mut |_| true)).unwrap();
-        let mut conv = Conversation::start(&coord, 100 + c as u64, &prompt, &opts).unwrap();
+/// A model split across stations built from what each reads of the file (through a reader
+/// whose reads are counted), driven by a coordinator as the Worker drives them.
+struct Split {
+    coord: Coordinator,
+    layers: Vec<(LayerShard, LayerStation)>,
+    heads: Vec<(HeadShard, HeadStation)>,
+    readers: Vec<Reader>,
+}
+
+impl Split {
+    fn open(bytes: &Rc<[u8]>, layer_stations: usize, head_shards: usize, o: ModelOptions) -> Self {
+        use futures::executor::block_on;
+        let policy = ReadPolicy {
+            timeout_ms: 0,
+            ..ReadPolicy::default()
+        };
+        let reader = || Reader::new(Rc::new(MemorySource::new(bytes.clone())), policy);
+        let opts = knot::ReadOptions::default();
+        let o = ModelOptions { head_shards, ..o };
+        let coord = block_on(Coordinator::open(reader(), &opts, o)).unwrap();
+        let cfg = coord.config().clone();
+        let (mut layers, mut heads, mut readers) = (Vec::new(), Vec::new(), Vec::new());
+        for range in layer_ranges(cfg.n_layers, layer_stations).unwrap() {
+            let r = reader();
+            let knot = block_on(open_index(&r, &opts)).unwrap();
+            let shard = block_on(LayerShard::read(&r, &knot, range.clone(), Some(1 << 16)));
+            let station = LayerStation::new(&cfg, range, MAX_CTX, KvType::F32, o.max_batch, 2);
+            layers.push((shard.unwrap(), station.unwrap()));
+            readers.push(r);
+        }
+        for slice in coord.slices.clone() {
+            let r = reader();
+            let knot = block_on(open_index(&r, &opts)).unwrap();
+            let shard = block_on(HeadShard::read(&r, &knot, slice.clone(), Some(1 << 16)));
+            let station = HeadStation::new(slice, cfg.dim, cfg.norm_eps, o.max_batch);
+            heads.push((shard.unwrap(), station));
+            readers.push(r);
+        }
+        Split {
+            coord,
+            layers,
+            heads,
+            readers,
+        }
+    }
+
+    /// Reads the stations made.
+    fn station_reads(&self) -> u64 {
+        self.readers.iter().map(|r| r.io.reads.get()).sum()
+    }
+
+    /// One generation through the stations: its ids and text.
+    fn generate(&mut self, conv: &mut Conversation) -> (Vec<u32>, String) {
+        let coord = &self.coord;
         let (mut ids, mut text) = (Vec::new(), String::new());
-        let mut next = prompt.clone();
         loop {
-            let messages = block_on(coord.messages(conv.id, conv.pos, &next)).unwrap();
+            // The rows the next messages need, in one round to the shards holding them.
+            for (slot, wanted) in conv.rows_wanted(coord).unwrap() {
+                let (shard, station) = &self.heads[slot];
+                let answer = station.rows(&wanted, shard.embedding()).unwrap();
+                coord.add_rows(slot, &answer).unwrap();
+            }
+            let Some(next) = conv.next_ids() else {
+                break;
+            };
             let mut last = Vec::new();
-            for mut msg in messages {
-                for station in &mut st.layers {
-                    let r = station.layers();
-                    msg = station.step(&msg, &model.layers[r]).unwrap();
+            for mut msg in coord.messages(conv.id, conv.pos, &next).unwrap() {
+                for (shard, station) in &mut self.layers {
+                    msg = station.step(&msg, &shard.weights().unwrap()).unwrap();
                 }
                 last = msg;
             }
-            let answers = st
+            let answers = self
                 .heads
                 .iter_mut()
-                .zip(&st.slices)
-                .map(|(head, output)| {
+                .enumerate()
+                .map(|(slot, (shard, station))| {
+                    let (output_norm, output) = shard.matrices().unwrap();
                     let lm = LmHead {
-                        output_norm: &model.resident.output_norm,
-                        output,
+                        output_norm: &output_norm,
+                        output: &output,
                     };
-                    Answer::Value(head.logits(&last, &lm).unwrap().to_vec())
+                    let top = coord.logit_rows();
+                    let answer = station.answer(&last, &lm, shard.embedding(), top);
+                    coord.read_answer(slot, &answer.unwrap())
                 })
                 .collect();
-            let Pick::Token(e) = conv.pick(&coord, answers, next.len()).unwrap() else {
+            let Pick::Token(e) = conv.pick(coord, answers, next.len()).unwrap() else {
                 panic!("every shard answered")
             };
             ids.push(e.id);
             text.push_str(&e.text);
-            match conv.next_ids() {
-                Some(more) => next = more,
-                None => break,
+        }
+        for (_, station) in &mut self.layers {
+            station.forget(conv.id);
+        }
+        (ids, text)
+    }
+}
+
+/// The coordinator's decode loop over stations gives what a whole host gives, token for token
+/// and text for text: greedy, seeded sampling, and under a COLTRANE constraint, with the
+/// embedding table resident in the coordinator and with its rows handed over by the head
+/// stations; and neither reads the file after open. A head shard that does not answer is
+/// retried alone, while one that fails ends the request.
+/// The whole model in one process, the reference a split is compared with.
+fn whole_host(bytes: &Rc<[u8]>) -> host::Host {
+    let policy = ReadPolicy {
+        timeout_ms: 0,
+        ..ReadPolicy::default()
+    };
+    futures::executor::block_on(host::Host::open(
+        Rc::new(MemorySource::new(bytes.clone())),
+        host::HostOptions {
+            read_policy: policy,
+            max_context: MAX_CTX,
+            ..host::HostOptions::default()
+        },
+    ))
+    .unwrap()
+}
+
+#[test]
+fn the_coordinator_decodes_as_a_whole_host_does() {
+    use engine::decode::GenerateOptions;
+    use futures::executor::block_on;
+    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
+        return;
+    };
+    let file = KnotFile::read(&path);
+    let bytes: Rc<[u8]> = file.bytes.clone().into();
+    let mut host = whole_host(&bytes);
+    let prompt = file
+        .tokenizer()
+        .encode_with_bos("Write a short poem about the sea, in four lines:")
+        .unwrap();
+    // Batches of 8: the prompt goes through in several messages.
+    assert!(prompt.len() > 8);
+    let options = [
+        r#"{"temperature": 0, "maxTokens": 24}"#,
+        r#"{"temperature": 0.9, "topP": 0.95, "seed": 7, "maxTokens": 24}"#,
+        r#"{"seed": 3, "maxTokens": 24, "moa": {"k": 3}}"#,
+    ];
+    let wants: Vec<_> = options
+        .iter()
+        .map(|o| {
+            let opts = GenerateOptions::from_json(o).unwrap();
+            block_on(host.generate(&prompt, &opts, &mut |_| true)).unwrap()
+        })
+        .collect();
+    // Sharded: a budget of 0 bytes; a small row cache, so that rows also leave it.
+    let sharded = EmbeddingOptions {
+        budget: 0,
+        cache_bytes: 64 << 10,
+    };
+    // In wasm32 (WASI) the sharded table alone: the resident one is the older path.
+    let modes: &[(&str, EmbeddingOptions)] = if cfg!(target_family = "wasm") {
+        &[("sharded", sharded)]
+    } else {
+        &[
+            ("resident", EmbeddingOptions::default()),
+            ("sharded", sharded),
+        ]
+    };
+    for &(mode, embedding) in modes {
+        let o = ModelOptions {
+            context: MAX_CTX,
+            max_batch: 8,
+            embedding,
+            ..ModelOptions::default()
+        };
+        let mut split = Split::open(&bytes, 2, 2, o);
+        assert_eq!(split.coord.stats().embedding.mode, mode);
+        let stations_at_open = split.station_reads();
+        for (c, (options, want)) in options.iter().zip(&wants).enumerate() {
+            let opts = GenerateOptions::from_json(options).unwrap();
+            let mut conv =
+                Conversation::start(&split.coord, 100 + c as u64, &prompt, &opts).unwrap();
+            let (ids, text) = split.generate(&mut conv);
+            assert_eq!(ids, want.ids, "{mode}: {options}");
+            assert_eq!(text, want.text, "{mode}: {options}");
+            let stats = split.coord.stats();
+            let generation = stats.generation.unwrap();
+            eprintln!(
+                "{mode}, {options}: {} tokens, rounds of rows {}, misses {}, rows fetched {}, \
+                 riding {}",
+                ids.len(),
+                generation.rows.rounds,
+                generation.rows.misses,
+                generation.rows.rows_fetched,
+                generation.rows.rows_riding
+            );
+            // No read of the file after open, in either mode: the invariant of the per-token
+            // path (a read brought back per id or per token fails here).
+            assert_eq!(generation.reads, 0, "{mode}: {options}");
+            if mode == "resident" {
+                assert_eq!(generation.rows.rounds, 0);
+            } else if c == 0 {
+                // Greedy: the picked token's row always rode with the logits.
+                assert_eq!((generation.rows.rounds, generation.rows.misses), (1, 0));
             }
         }
-        assert_eq!(ids, want.ids, "{options}");
-        assert_eq!(text, want.text, "{options}");
-        for s in &mut st.layers {
-            s.forget(conv.id);
-        }
+        assert_eq!(split.coord.stats().reads_since_open, 0, "{mode}");
+        assert_eq!(split.station_reads(), stations_at_open, "{mode}");
     }
 
     // The gather: a missing answer asks for that slot alone; a failed one ends the request.
+    let split = Split::open(&bytes, 2, 2, ModelOptions::default());
+    let coord = &split.coord;
     let opts = GenerateOptions::from_json(r#"{"temperature": 0, "maxTokens": 4}"#).unwrap();
-    let mut conv = Conversation::start(&coord, 9, &prompt, &opts).unwrap();
-    let part = vec![0.0f32; st.heads[1].slice().len()];
+    let mut conv = Conversation::start(coord, 9, &prompt, &opts).unwrap();
+    let logits = |n: usize| RowsMessage {
+        logits: vec![0.0f32; n],
+        ids: Vec::new(),
+        row_bytes: 1,
+        rows: Vec::new(),
+    };
+    let part = logits(coord.slices[1].len());
     let retry = conv
-        .pick(
-            &coord,
-            vec![Answer::Missing, Answer::Value(part.clone())],
-            1,
-        )
+        .pick(coord, vec![Answer::Missing, Answer::Value(part.clone())], 1)
         .unwrap();
     assert!(matches!(retry, Pick::Retry(ref slots) if slots == &[0]));
     let failed = conv.pick(
-        &coord,
+        coord,
         vec![Answer::Failed("boom".into()), Answer::Missing],
         1,
     );
     assert!(matches!(failed, Err(host::HostError::Station(ref m)) if m.contains("boom")));
     // Answers of the wrong length are refused, not joined.
     let short = conv.pick(
-        &coord,
-        vec![Answer::Value(vec![0.0; 3]), Answer::Value(part)],
+        coord,
+        vec![Answer::Value(logits(3)), Answer::Value(part)],
         1,
     );
     assert!(matches!(short, Err(host::HostError::Station(_))));
     assert_eq!(conv.pos, 0, "nothing was accepted");
+    // A malformed answer is that shard's failure; so are rows from outside its slice.
+    assert!(matches!(
+        coord.read_answer(0, &[1, 2, 3]),
+        Answer::Failed(_)
+    ));
+    assert!(matches!(coord.read_answer(5, &[]), Answer::Failed(_)));
+    assert!(coord.add_rows(0, b"KNRW").is_err());
+    assert!(coord.add_rows(7, &[]).is_err());
     // Options a split model cannot honour are refused up front.
     for bad in [r#"{"draftMode": true}"#, r#"{"reusePrefix": true}"#] {
         let opts = GenerateOptions::from_json(bad).unwrap();
         assert!(
-            Conversation::start(&coord, 1, &prompt, &opts).is_err(),
+            Conversation::start(coord, 1, &prompt, &opts).is_err(),
             "{bad}"
         );
     }
-    assert!(Conversation::start(&coord, 1, &[], &opts).is_err());
-    let _ = cfg;
+    assert!(Conversation::start(coord, 1, &[], &opts).is_err());
+    // An id outside the vocabulary is refused at the start, before any row is asked for.
+    let vocab = coord.config().vocab_size as u32;
+    assert!(matches!(
+        Conversation::start(coord, 1, &[1, vocab], &opts),
+        Err(host::HostError::Engine(
+            engine::EngineError::TokenOutOfRange { .. }
+        ))
+    ));
+}
+
+/// A model whose embeddings are not tied (the tiny llama): a head station holds its slice of
+/// the embedding table beside its slice of the LM head, and a coordinator embedding from rows it
+/// hands over decodes as a whole host does.
+#[test]
+fn untied_embeddings_come_from_the_head_stations_too() {
+    use engine::decode::GenerateOptions;
+    use futures::executor::block_on;
+    let bytes = std::fs::read(knot_suite::fixture("tiny/llama-f32.knot")).unwrap();
+    let file = KnotFile {
+        knot: knot::Knot::from_bytes(&bytes).unwrap(),
+        bytes: bytes.clone(),
+    };
+    assert!(!file.knot.meta.config.tie_word_embeddings);
+    let bytes: Rc<[u8]> = bytes.into();
+    let mut host = whole_host(&bytes);
+    let prompt = [1u32, 5, 9, 5, 2, 7];
+    let o = ModelOptions {
+        context: MAX_CTX,
+        max_batch: 4,
+        embedding: EmbeddingOptions {
+            budget: 0,
+            cache_bytes: 0,
+        },
+        ..ModelOptions::default()
+    };
+    let mut split = Split::open(&bytes, 1, 3, o);
+    let model = file.model();
+    for (shard, _) in &split.heads {
+        let (_, output) = shard.matrices().unwrap();
+        let e = shard.embedding();
+        let slice = shard.slice();
+        // Its own rows of the embedding, not the LM head's.
+        assert_eq!(
+            e.bytes.len(),
+            slice.len() * model.resident.token_embd.row_bytes()
+        );
+        assert_eq!(
+            shard.bytes(),
+            e.bytes.len() + output.rows() * output.row_bytes() + 4 * model.config.dim
+        );
+    }
+    for options in [
+        r#"{"temperature": 0, "maxTokens": 12}"#,
+        r#"{"temperature": 1.0, "seed": 11, "maxTokens": 12}"#,
+    ] {
+        let opts = GenerateOptions::from_json(options).unwrap();
+        let want = block_on(host.generate(&prompt, &opts, &mut |_| true)).unwrap();
+        let mut conv = Conversation::start(&split.coord, 1, &prompt, &opts).unwrap();
+        let (ids, _) = split.generate(&mut conv);
+        assert_eq!(ids, want.ids, "{options}");
+        assert_eq!(split.coord.stats().generation.unwrap().reads, 0);
+    }
 }
 
 /// Prefix replay: a second turn that extends the first finds the stations still holding the
@@ -596,7 +846,7 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
 #[test]
 fn a_second_turn_replays_the_first_turns_prefix() {
     use futures::executor::block_on;
-    use host::station::coordinator::{replay_verdict, Model as Coordinator, PrefixTable};
+    use host::station::coordinator::{replay_verdict, PrefixTable};
     let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
         return;
     };
@@ -609,14 +859,13 @@ fn a_second_turn_replays_the_first_turns_prefix() {
         ..ReadPolicy::default()
     };
     let reader = Reader::new(Rc::new(MemorySource::new(bytes)), policy);
-    let coord = block_on(Coordinator::open(
-        reader,
-        &Default::default(),
-        MAX_CTX,
-        64,
-        2,
-    ))
-    .unwrap();
+    let o = ModelOptions {
+        context: MAX_CTX,
+        max_batch: 64,
+        head_shards: 2,
+        ..ModelOptions::default()
+    };
+    let coord = block_on(Coordinator::open(reader, &Default::default(), o)).unwrap();
     let mut st = Stations::new(&model, 2, 2);
     let first = tok
         .encode_with_bos("User: Name a colour.\nAssistant:")
@@ -652,7 +901,9 @@ fn a_second_turn_replays_the_first_turns_prefix() {
         .map(|s| s.claim(replay.conversation, replay.len, replay.hash).ok())
         .collect();
     assert!(replay_verdict(&answers), "{answers:?}");
-    let messages = block_on(coord.messages(1, replay.len, &second[replay.len..])).unwrap();
+    let messages = coord
+        .messages(1, replay.len, &second[replay.len..])
+        .unwrap();
     assert_eq!(messages.len(), 1);
     let got = st.step(1, replay.len, &second[replay.len..]);
     assert!(same_bits(&got, &want[0]), "the replayed turn's logits");

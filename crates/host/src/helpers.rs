@@ -2,6 +2,7 @@
 //! `deficitWeightedMerge`, COLTRANE's `coltraneFromResponseFormat`. JSON in, values out, every
 //! argument checked here.
 
+use crate::error::ErrorCode;
 use coltrane::openai::preset_from_response_format;
 use coltrane::{ColtraneError, Preset};
 use engine::decode::{moa_from_value, OptionsError};
@@ -18,6 +19,18 @@ pub enum MoaApiError {
     Coltrane(#[from] ColtraneError),
     #[error("{0}")]
     Argument(String),
+}
+
+impl MoaApiError {
+    /// The code this failure carries across the JS boundary.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            MoaApiError::Moa(MoaError::Distributions(_) | MoaError::NoCandidates)
+            | MoaApiError::Coltrane(_)
+            | MoaApiError::Argument(_) => ErrorCode::InvalidArgument,
+            MoaApiError::Options(_) | MoaApiError::Moa(_) => ErrorCode::InvalidOption,
+        }
+    }
 }
 
 /// `coltraneFromResponseFormat(response_format)`: the `coltrane` options for OpenAI's

@@ -1,11 +1,13 @@
 //! Opens a knot file through a byte source (file, HTTP, R2, memory), keeps the resident tensors,
 //! streams layers through an LRU with prefetch, and drives decode. The same code runs natively
-//! and inside wasm, where `wasm.rs` exports it to JS as `WasmHost` (wrapped as `HostShim`).
+//! and inside wasm, where `wasm/` exports it to JS as `WasmHost` (wrapped as `HostShim`).
 
 pub mod cache;
 mod clock;
+pub mod error;
 pub mod helpers;
 pub mod host;
+pub mod index;
 pub mod memory;
 pub mod options;
 pub mod pool;
@@ -14,15 +16,13 @@ pub mod reader;
 pub mod source;
 pub mod station;
 
-pub use host::{DecodeStats, Generated, Host, HostError, HostOptions, PrefixReport, Stats};
+pub use error::{ErrorCode, HostError};
+pub use host::{DecodeStats, Generated, Host, PrefixReport, Stats};
 pub use memory::MemoryPlan;
+pub use options::HostOptions;
 pub use prefix::PrefixStatus;
 pub use reader::{Abort, ReadPolicy, Reader};
 pub use source::{ByteSource, FileSource, MemorySource, ReadFuture, SourceError};
 
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 mod wasm;
-#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
-mod wasm_carrier;
-#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
-mod wasm_station;

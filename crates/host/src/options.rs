@@ -1,110 +1,149 @@
-//! `HostShim.open`'s options, as the JSON the package sends: parsed and checked here (natively
-//! testable), each error naming the option and the rule.
+//! How a host is opened: [`HostOptions`], and `HostShim.open`'s options object (JSON, camelCase
+//! as in JS) parsed into it — natively testable, each error naming the option and the rule. The
+//! keys are the ones [`open_options`] reads; any other is refused.
 
-use crate::host::HostOptions;
+use crate::reader::{ReadConcurrency, ReadPolicy};
+use engine::decode::draft_from_value;
+use engine::draft::DraftConfig;
 use engine::kv::KvType;
-use serde_json::{Map, Value};
-
-/// The options, camelCase as in JS (`onProgress` and the source travel separately).
-const OPEN_OPTIONS: &[&str] = &[
-    "lruCapacity",
-    "maxResidentBytes",
-    "prefetchDepth",
-    "draftMode",
-    "readTimeoutMs",
-    "readRetries",
-    "readBackoffMs",
-    "kvCache",
-    "maxContext",
-    "maxBatch",
-    "memoryBudget",
-    "prefixWindows",
-    "prefixTtlMs",
-    "maxReadBytes",
-];
+use engine::options::{to_usize, Fields, OptionsError};
+use knot::ReadOptions;
+use serde_json::Value;
 
 /// The most prefix windows a host keeps (each holds a whole KV cache).
 pub const MAX_PREFIX_WINDOWS: u64 = 16;
 
-/// What a JS number holds exactly.
-const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
-
-fn invalid(name: &str, rule: &str, v: &Value) -> String {
-    format!("{name} must be {rule}, got {v}")
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// Layers kept in memory (at least 1).
+    pub lru_capacity: usize,
+    /// Optional bound on the bytes of cached layers.
+    pub max_resident_bytes: Option<u64>,
+    /// Fetch the next layers while layer L computes.
+    pub prefetch: bool,
+    /// How many layers ahead to fetch. `None`: as many as the cache has room for
+    /// (`lru_capacity - 1`, at least 1), so several reads are in flight when the cache allows
+    /// and a slow source costs about `layers / depth` latencies per token instead of `layers`.
+    pub prefetch_depth: Option<usize>,
+    /// Positions the KV cache may hold (capped by the model's context length).
+    pub max_context: usize,
+    pub read: ReadOptions,
+    /// Timeout, retries and backoff of every range read (default: 30 s, 2 retries, 100 ms
+    /// doubling). A transient failure (a failed or timed-out transfer, a wrong length) is
+    /// retried; a permanent one ([`SourceError::Permanent`]) surfaces at once.
+    pub read_policy: ReadPolicy,
+    /// Speculative decoding for every generation that does not say otherwise (`draftMode`).
+    pub draft: Option<DraftConfig>,
+    /// How the KV cache stores keys and values (f16 halves it).
+    pub kv_type: KvType,
+    /// The most positions one forward pass runs: a longer prompt is prefilled in chunks of it,
+    /// which bounds the activations (a chunk costs a read of every layer not cached). `None`:
+    /// the whole prompt at once, or [`crate::memory::DEFAULT_BUDGET_BATCH`] under a budget.
+    pub max_batch: Option<usize>,
+    /// Bytes the host may take. Open checks the plan (resident tensors, layer cache, KV cache
+    /// of every window, activations) against it before reading the tensors, refuses a model
+    /// that does not fit with the numbers, takes the largest context up to `max_context` that
+    /// fits, and allocates the KV cache up front.
+    pub memory_budget: Option<u64>,
+    /// Conversations whose KV caches are kept for prefix reuse (`reusePrefix`), at least 1.
+    pub prefix_windows: usize,
+    /// A window not used for this long is forgotten before it would serve a prompt.
+    pub prefix_ttl_ms: Option<f64>,
+    /// The longest single read at open: the tokenizer and resident tensors (tens of MB) are read
+    /// in pieces of this many bytes (`None`: in one read).
+    pub max_read_bytes: Option<u64>,
 }
 
-/// An integer in `[min, max]` (a JS number: at most 2^53), or None when absent or null.
-fn integer(m: &Map<String, Value>, name: &str, min: u64, max: u64) -> Result<Option<u64>, String> {
-    let Some(v) = m.get(name).filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    let rule = || match max {
-        u64::MAX => format!("an integer >= {min}"),
-        _ => format!("an integer in [{min}, {max}]"),
-    };
-    match v.as_f64() {
-        Some(x) if x.fract() == 0.0 && x >= min as f64 && x <= MAX_SAFE && x <= max as f64 => {
-            Ok(Some(x as u64))
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions {
+            lru_capacity: usize::MAX,
+            max_resident_bytes: None,
+            prefetch: true,
+            prefetch_depth: None,
+            max_context: 4096,
+            read: ReadOptions::default(),
+            read_policy: ReadPolicy::default(),
+            draft: None,
+            kv_type: KvType::F32,
+            max_batch: None,
+            memory_budget: None,
+            prefix_windows: 1,
+            prefix_ttl_ms: None,
+            max_read_bytes: None,
         }
-        _ => Err(invalid(name, &rule(), v)),
     }
 }
 
-fn to_usize(n: u64) -> usize {
-    usize::try_from(n).unwrap_or(usize::MAX)
-}
-
-/// Parses the options object into [`HostOptions`] (absent keys keep their defaults).
-pub fn open_options(json: &str) -> Result<HostOptions, String> {
-    let v: Value = serde_json::from_str(json).map_err(|e| format!("options: {e}"))?;
-    let m = v
-        .as_object()
-        .ok_or_else(|| format!("options must be an object, got {v}"))?;
-    if let Some(k) = m.keys().find(|k| !OPEN_OPTIONS.contains(&k.as_str())) {
-        return Err(format!("unknown option '{k}'"));
-    }
+/// Parses the options object into [`HostOptions`] (absent or null keys keep their defaults).
+pub fn open_options(json: &str) -> Result<HostOptions, OptionsError> {
+    let v: Value =
+        serde_json::from_str(json).map_err(|e| OptionsError::NotAnObject(e.to_string()))?;
+    let f = Fields::new(&v, "")?;
     let d = HostOptions::default();
     let p = d.read_policy;
-    let draft = match m.get("draftMode").filter(|v| !v.is_null()) {
+    let any = u64::MAX;
+    let draft = match f.get("draftMode") {
         None => None,
-        Some(v) => engine::decode::draft_from_value(v).map_err(|e| e.to_string())?,
+        Some(v) => draft_from_value(v)?,
     };
-    let kv_type = match m.get("kvCache").filter(|v| !v.is_null()) {
-        None => d.kv_type,
-        Some(Value::String(s)) => KvType::parse(s)
-            .ok_or_else(|| invalid("kvCache", "'f32' or 'f16'", &Value::String(s.clone())))?,
-        Some(other) => return Err(invalid("kvCache", "'f32' or 'f16'", other)),
+    let kv_type = kv_cache(&f, d.kv_type)?;
+    let prefetch_depth = f.integer_in("prefetchDepth", 0, any)?.map(to_usize);
+    let max = u64::from(ReadConcurrency::MAX);
+    let concurrency = match f.integer_in("readConcurrency", 1, max)? {
+        None => p.concurrency,
+        // In range: the reader of the options checked it.
+        Some(n) => ReadConcurrency::new(n).unwrap_or(p.concurrency),
     };
-    let prefix_ttl_ms = match m.get("prefixTtlMs").filter(|v| !v.is_null()) {
-        None => None,
-        Some(v) => match v.as_f64() {
-            Some(x) if x.is_finite() && x >= 0.0 => Some(x),
-            _ => return Err(invalid("prefixTtlMs", "a number >= 0", v)),
-        },
-    };
-    let prefetch_depth = integer(m, "prefetchDepth", 0, u64::MAX)?.map(to_usize);
-    Ok(HostOptions {
-        lru_capacity: integer(m, "lruCapacity", 1, u64::MAX)?.map_or(d.lru_capacity, to_usize),
-        max_resident_bytes: integer(m, "maxResidentBytes", 1, u64::MAX)?,
+    let opts = HostOptions {
+        lru_capacity: f
+            .integer_in("lruCapacity", 1, any)?
+            .map_or(d.lru_capacity, to_usize),
+        max_resident_bytes: f.integer_in("maxResidentBytes", 1, any)?,
         prefetch: prefetch_depth != Some(0),
         prefetch_depth,
-        max_context: integer(m, "maxContext", 1, u64::MAX)?.map_or(d.max_context, to_usize),
+        max_context: f
+            .integer_in("maxContext", 1, any)?
+            .map_or(d.max_context, to_usize),
         read: d.read,
-        read_policy: crate::reader::ReadPolicy {
-            timeout_ms: integer(m, "readTimeoutMs", 0, u64::MAX)?.unwrap_or(p.timeout_ms),
-            retries: integer(m, "readRetries", 0, u64::MAX)?
+        read_policy: ReadPolicy {
+            timeout_ms: f
+                .integer_in("readTimeoutMs", 0, any)?
+                .unwrap_or(p.timeout_ms),
+            retries: f
+                .integer_in("readRetries", 0, any)?
                 .map_or(p.retries, |r| u32::try_from(r).unwrap_or(u32::MAX)),
-            backoff_ms: integer(m, "readBackoffMs", 0, u64::MAX)?.unwrap_or(p.backoff_ms),
+            backoff_ms: f
+                .integer_in("readBackoffMs", 0, any)?
+                .unwrap_or(p.backoff_ms),
+            concurrency,
         },
         draft,
         kv_type,
-        max_batch: integer(m, "maxBatch", 1, u64::MAX)?.map(to_usize),
-        memory_budget: integer(m, "memoryBudget", 1, u64::MAX)?,
-        prefix_windows: integer(m, "prefixWindows", 1, MAX_PREFIX_WINDOWS)?
+        max_batch: f.integer_in("maxBatch", 1, any)?.map(to_usize),
+        memory_budget: f.integer_in("memoryBudget", 1, any)?,
+        prefix_windows: f
+            .integer_in("prefixWindows", 1, MAX_PREFIX_WINDOWS)?
             .map_or(d.prefix_windows, to_usize),
-        prefix_ttl_ms,
-        max_read_bytes: integer(m, "maxReadBytes", 1, u64::MAX)?,
-    })
+        prefix_ttl_ms: f.number("prefixTtlMs", "a number >= 0", |x| {
+            x.is_finite() && x >= 0.0
+        })?,
+        max_read_bytes: f.integer_in("maxReadBytes", 1, any)?,
+    };
+    f.finish()?;
+    Ok(opts)
+}
+
+/// The `kvCache` option (`'f32'` | `'f16'`), or `default` when absent: the host's and the
+/// station plan's.
+pub fn kv_cache(f: &Fields, default: KvType) -> Result<KvType, OptionsError> {
+    match f.get("kvCache") {
+        None => Ok(default),
+        Some(v) => v
+            .as_str()
+            .and_then(KvType::parse)
+            .ok_or_else(|| f.invalid("kvCache", "'f32' or 'f16'", v)),
+    }
 }
 
 #[cfg(test)]
@@ -124,7 +163,7 @@ mod tests {
                 "draftMode": {"maxDraft": 4}, "readTimeoutMs": 0, "readRetries": 5,
                 "readBackoffMs": 7, "kvCache": "f16", "maxContext": 2048, "maxBatch": 128,
                 "memoryBudget": 100663296, "prefixWindows": 3, "prefixTtlMs": 15000,
-                "maxReadBytes": 4194304}"#,
+                "maxReadBytes": 4194304, "readConcurrency": 6}"#,
         )
         .unwrap();
         assert_eq!((o.lru_capacity, o.max_resident_bytes), (4, Some(1000)));
@@ -143,6 +182,8 @@ mod tests {
         assert_eq!(o.memory_budget, Some(96 << 20));
         assert_eq!((o.prefix_windows, o.prefix_ttl_ms), (3, Some(15000.0)));
         assert_eq!(o.max_read_bytes, Some(4 << 20));
+        assert_eq!(o.read_policy.concurrency.get(), 6);
+        assert_eq!(d.read_policy.concurrency.get(), 4);
         // null is absent.
         assert_eq!(
             open_options(r#"{"kvCache": null}"#).unwrap().kv_type,
@@ -153,7 +194,7 @@ mod tests {
     #[test]
     fn bad_values_name_the_option_and_the_rule() {
         for (json, want) in [
-            ("[]", "options must be an object"),
+            ("[]", "options must be a JSON object"),
             (r#"{"lru": 1}"#, "unknown option 'lru'"),
             (
                 r#"{"lruCapacity": 0}"#,
@@ -188,8 +229,16 @@ mod tests {
                 "prefixTtlMs must be a number >= 0, got \"x\"",
             ),
             (r#"{"draftMode": 3}"#, "draftMode must be true, false or"),
+            (
+                r#"{"readConcurrency": 7}"#,
+                "readConcurrency must be an integer in [1, 6], got 7",
+            ),
+            (
+                r#"{"readConcurrency": 0}"#,
+                "readConcurrency must be an integer in [1, 6], got 0",
+            ),
         ] {
-            let err = open_options(json).err().unwrap();
+            let err = open_options(json).err().unwrap().to_string();
             assert!(err.contains(want), "{json}: {err}");
         }
     }

@@ -21,6 +21,45 @@ pub struct ReadPolicy {
     pub retries: u32,
     /// Wait before the first retry, doubled for each later one (capped at [`MAX_BACKOFF_MS`]).
     pub backoff_ms: u64,
+    /// Pieces of one span in flight at once ([`Reader::read_span`]).
+    pub concurrency: ReadConcurrency,
+}
+
+/// How many pieces of one span [`Reader::read_span`] keeps in flight: 1 to
+/// [`ReadConcurrency::MAX`] (a Worker keeps at most 6 connections open per invocation; a 7th
+/// request waits for one of them). The default, 4, leaves room for a read outside the span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadConcurrency(u8);
+
+/// A read concurrency outside `1..=6`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("readConcurrency must be an integer in [1, {max}], got {got}", max = ReadConcurrency::MAX)]
+pub struct ConcurrencyError {
+    pub got: u64,
+}
+
+impl ReadConcurrency {
+    pub const MAX: u8 = 6;
+    pub const DEFAULT: ReadConcurrency = ReadConcurrency(4);
+    /// One piece at a time.
+    pub const ONE: ReadConcurrency = ReadConcurrency(1);
+
+    pub fn new(n: u64) -> Result<Self, ConcurrencyError> {
+        match u8::try_from(n) {
+            Ok(n @ 1..=Self::MAX) => Ok(ReadConcurrency(n)),
+            _ => Err(ConcurrencyError { got: n }),
+        }
+    }
+
+    pub fn get(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+impl Default for ReadConcurrency {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
 }
 
 /// The longest wait between two attempts.
@@ -32,6 +71,7 @@ impl Default for ReadPolicy {
             timeout_ms: 30_000,
             retries: 2,
             backoff_ms: 100,
+            concurrency: ReadConcurrency::DEFAULT,
         }
     }
 }
@@ -139,8 +179,12 @@ impl Reader {
     }
 
     /// Reads `[start, end)` in pieces of at most `piece` bytes (all at once for `None`),
-    /// appended into one buffer, so that what the source hands over at once stays small (in a
-    /// Worker each piece is a JS buffer that counts against the isolate until collected).
+    /// appended in order into one buffer, so that what the source hands over at once stays small
+    /// (in a Worker each piece is a JS buffer that counts against the isolate until collected).
+    /// Up to the policy's `concurrency` pieces are in flight at once (a span of n pieces costs
+    /// about n / concurrency latencies instead of n), and a piece that arrived early waits its
+    /// turn: memory peaks at the span plus `concurrency` pieces. The first failure ends the
+    /// span (the pieces still in flight are dropped).
     pub async fn read_span(
         &self,
         start: u64,
@@ -150,12 +194,18 @@ impl Reader {
         match piece.filter(|&m| m > 0 && end.saturating_sub(start) > m) {
             None => self.read(start, end).await,
             Some(piece) => {
+                use futures::stream::{self, StreamExt, TryStreamExt};
                 let mut all = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
-                let mut at = start;
-                while at < end {
-                    let to = end.min(at.saturating_add(piece));
-                    all.extend_from_slice(&self.read(at, to).await?);
-                    at = to;
+                let next = |&at: &u64| Some(at.saturating_add(piece)).filter(|&n| n < end);
+                let pieces = std::iter::successors(Some(start), next)
+                    .map(|at| (at, end.min(at.saturating_add(piece))));
+                // `buffered` starts a read only when one of its `concurrency` places is free
+                // (a finished piece holds its place until it is appended), in order.
+                let mut arriving = stream::iter(pieces)
+                    .map(|(at, to)| self.read(at, to))
+                    .buffered(self.policy.concurrency.get());
+                while let Some(bytes) = arriving.try_next().await? {
+                    all.extend_from_slice(&bytes);
                 }
                 Ok(all)
             }
@@ -321,5 +371,137 @@ mod tests {
         assert_eq!([p.backoff(0), p.backoff(1), p.backoff(2)], [100, 200, 400]);
         assert_eq!(p.backoff(10), MAX_BACKOFF_MS);
         assert_eq!(p.backoff(u32::MAX), MAX_BACKOFF_MS);
+    }
+
+    /// A source answering from memory after a few polls (fewer for some pieces than others, so
+    /// they finish out of order), counting the reads in flight.
+    struct Slow {
+        bytes: Vec<u8>,
+        in_flight: Rc<Cell<usize>>,
+        most: Cell<usize>,
+        reads: Cell<usize>,
+        fail_at: Option<u64>,
+    }
+
+    struct Delayed {
+        polls: usize,
+        result: Option<Result<Vec<u8>, SourceError>>,
+        in_flight: Rc<Cell<usize>>,
+    }
+
+    impl Future for Delayed {
+        type Output = Result<Vec<u8>, SourceError>;
+        fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            if self.polls > 0 {
+                self.polls -= 1;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Poll::Ready(self.result.take().expect("polled after it was ready"))
+        }
+    }
+
+    impl Drop for Delayed {
+        fn drop(&mut self) {
+            self.in_flight.set(self.in_flight.get() - 1);
+        }
+    }
+
+    impl ByteSource for Slow {
+        fn len(&self) -> Option<u64> {
+            Some(self.bytes.len() as u64)
+        }
+        fn read(&self, start: u64, end: u64) -> crate::source::ReadFuture {
+            self.in_flight.set(self.in_flight.get() + 1);
+            self.most.set(self.most.get().max(self.in_flight.get()));
+            self.reads.set(self.reads.get() + 1);
+            let result = match self.fail_at {
+                Some(at) if (start..end).contains(&at) => Err(SourceError::Permanent {
+                    start,
+                    end,
+                    message: "no".into(),
+                }),
+                _ => Ok(self.bytes[start as usize..end as usize].to_vec()),
+            };
+            Box::pin(Delayed {
+                polls: 1 + (start as usize * 7) % 5,
+                result: Some(result),
+                in_flight: self.in_flight.clone(),
+            })
+        }
+    }
+
+    fn slow(len: usize, fail_at: Option<u64>) -> Rc<Slow> {
+        Rc::new(Slow {
+            bytes: (0..len).map(|i| (i * 31 % 251) as u8).collect(),
+            in_flight: Rc::default(),
+            most: Cell::new(0),
+            reads: Cell::new(0),
+            fail_at,
+        })
+    }
+
+    fn reader(source: Rc<Slow>, concurrency: u64) -> Reader {
+        let policy = ReadPolicy {
+            timeout_ms: 0,
+            concurrency: ReadConcurrency::new(concurrency).unwrap(),
+            ..ReadPolicy::default()
+        };
+        Reader::new(source, policy)
+    }
+
+    #[test]
+    fn a_span_reads_its_pieces_at_most_concurrency_at_once_in_order() {
+        use futures::executor::block_on;
+        for (concurrency, piece, start, end) in [
+            (1, 7, 0, 100),
+            (3, 7, 5, 100),
+            (4, 10, 0, 100),
+            (6, 9, 3, 97),
+            (6, 50, 0, 300),
+            (4, 64, 0, 64),
+        ] {
+            let src = slow(300, None);
+            let r = reader(src.clone(), concurrency);
+            let got = block_on(r.read_span(start, end, Some(piece))).unwrap();
+            assert_eq!(
+                got,
+                src.bytes[start as usize..end as usize],
+                "{concurrency} {piece}"
+            );
+            let pieces = (end - start).div_ceil(piece) as usize;
+            assert_eq!(src.reads.get(), pieces);
+            // Never more than the bound, and as many as the bound when there are pieces enough.
+            assert_eq!(
+                src.most.get(),
+                pieces.min(concurrency as usize),
+                "{concurrency} {piece}"
+            );
+            assert_eq!(src.in_flight.get(), 0);
+        }
+        // A failed piece fails the span, and the pieces in flight are dropped.
+        let src = slow(300, Some(150));
+        let r = reader(src.clone(), 4);
+        assert!(matches!(
+            block_on(r.read_span(0, 300, Some(20))),
+            Err(SourceError::Permanent { start: 140, .. })
+        ));
+        assert_eq!(src.in_flight.get(), 0);
+        assert!(src.reads.get() < 15, "reads stop at the failure");
+    }
+
+    #[test]
+    fn read_concurrency_is_one_to_six() {
+        assert_eq!(ReadConcurrency::default().get(), 4);
+        assert_eq!(ReadConcurrency::new(1).unwrap().get(), 1);
+        assert_eq!(ReadConcurrency::new(6).unwrap().get(), 6);
+        for bad in [0, 7, 256, u64::MAX] {
+            let e = ReadConcurrency::new(bad).unwrap_err();
+            assert_eq!(e, ConcurrencyError { got: bad });
+            assert_eq!(
+                e.to_string(),
+                format!("readConcurrency must be an integer in [1, 6], got {bad}")
+            );
+        }
     }
 }

@@ -7,7 +7,7 @@ mod common;
 use common::Instrumented;
 use engine::EngineError;
 use futures::executor::block_on;
-use host::{Host, HostError, HostOptions, SourceError};
+use host::{ErrorCode, Host, HostError, HostOptions, SourceError};
 use knot::Knot;
 use knot_suite::{fixture, load_reference, require_model};
 use std::rc::Rc;
@@ -219,7 +219,10 @@ fn bad_inputs_are_typed_errors() {
     let err = block_on(Host::open(Instrumented::new(tiny_bytes()), opts))
         .err()
         .unwrap();
-    assert!(matches!(err, HostError::InvalidOption(_)));
+    assert_eq!(
+        (err.code(), err.param()),
+        (ErrorCode::InvalidOption, Some("lruCapacity"))
+    );
     let err = block_on(Host::open(
         Instrumented::new(b"GGUF and more bytes".to_vec()),
         HostOptions::default(),
@@ -227,12 +230,14 @@ fn bad_inputs_are_typed_errors() {
     .err()
     .unwrap();
     assert!(matches!(err, HostError::Knot(_)), "{err}");
+    assert_eq!(err.code(), ErrorCode::InvalidModel);
     let mut host = open(Instrumented::new(tiny_bytes()), 2);
     let err = generate(&mut host, &[1, 999], 2, false).unwrap_err();
     assert!(matches!(
         err,
         HostError::Engine(engine::EngineError::TokenOutOfRange { id: 999, .. })
     ));
+    assert_eq!(err.code(), ErrorCode::TokenOutOfRange);
     let err = generate(&mut host, &[], 2, false).unwrap_err();
     assert!(matches!(err, HostError::EmptyPrompt), "{err}");
     let err = generate(&mut host, &[], 2, true).unwrap_err();

@@ -131,6 +131,7 @@ fn policy(timeout_ms: u64, retries: u32) -> ReadPolicy {
         timeout_ms,
         retries,
         backoff_ms: 1,
+        ..ReadPolicy::default()
     }
 }
 

@@ -1,10 +1,13 @@
 //! The coordinator's side of a split model: it holds the tokenizer and the decode loop
 //! (sampling, constraints, stop rules — the same `Generation` a whole host runs), embeds ids
-//! from single rows of the embedding table, and hands the caller wire messages to carry through
-//! the stations. The caller (the Worker) does the carrying: it sends each message through the
-//! layer stations in order, fans the last one out to the head shards, and gives their answers
-//! back to [`Coordinator::pick`].
+//! from rows it holds ([`super::embedding`]: the whole table, or rows the head stations hand
+//! over), and hands the caller wire messages to carry through the stations. The caller (the
+//! Worker) does the carrying: it fetches the rows asked for ([`Conversation::rows_wanted`]) from
+//! the head stations, sends each message through the layer stations in order, fans the last one
+//! out to the head shards, and gives their answers back to [`Conversation::pick`]. After open
+//! nothing here reads the file.
 
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::rc::Rc;
@@ -12,11 +15,16 @@ use std::rc::Rc;
 use engine::decode::{Emitted, GenerateOptions, Generation};
 use engine::tokenizer::Tokenizer;
 use knot::{Knot, ModelConfig, ReadOptions};
+use serde::Serialize;
 
+use super::embedding::{EmbedCounters, Embedding, EmbeddingOptions};
 use super::gather::{fold, join_logits, vocab_slices, Answer, Folded};
-use super::shard::{open_index, EmbeddingRows};
+use super::head::{MAX_ROWS_PER_REQUEST, MAX_TOP_ROWS};
+use super::rows::{self, Limits, RowsMessage};
+use super::shard::open_index;
 use super::wire::{self, Elem, Hidden};
-use crate::host::{HostError, MAX_TOKENIZER_BYTES};
+use crate::error::HostError;
+use crate::index::MAX_TOKENIZER_BYTES;
 use crate::reader::Reader;
 
 /// What a pick says.
@@ -28,29 +36,120 @@ pub enum Pick {
     Retry(Vec<usize>),
 }
 
-/// What the coordinator reads once and shares with its async calls.
+/// How a coordinator is opened.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelOptions {
+    /// Positions a conversation may hold (capped by the model's context length).
+    pub context: usize,
+    /// Positions per message.
+    pub max_batch: usize,
+    /// Slices the vocabulary is cut into, one per head station.
+    pub head_shards: usize,
+    pub embedding: EmbeddingOptions,
+    /// Rows of its top-scoring ids each head station sends with its logits, when the embedding
+    /// is sharded (at most [`MAX_TOP_ROWS`]).
+    pub logit_rows: usize,
+    /// Long reads at open come in pieces of this many bytes.
+    pub piece: Option<u64>,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        ModelOptions {
+            context: 2048,
+            max_batch: 64,
+            head_shards: 1,
+            embedding: EmbeddingOptions::default(),
+            logit_rows: 4,
+            piece: Some(4 << 20),
+        }
+    }
+}
+
+/// What the coordinator reads once and shares with its calls.
 pub struct Model {
     pub reader: Reader,
     pub knot: Knot,
     pub tokenizer: Rc<Tokenizer>,
-    rows: EmbeddingRows,
+    embedding: RefCell<Embedding>,
     /// Positions a conversation may hold (the stations are opened for as many).
     pub context: usize,
     /// Positions per message (the stations' largest batch).
     pub max_batch: usize,
     pub slices: Vec<Range<usize>>,
+    logit_rows: usize,
+    /// Reads made by open.
+    reads_at_open: u64,
+    /// Reads and embedding counters when the latest generation began.
+    generation_mark: Cell<Option<(u64, EmbedCounters)>>,
+}
+
+/// What the coordinator reports (`WasmCoordinator.stats()`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CoordinatorStats {
+    pub embedding: EmbeddingReport,
+    /// Reads of the file made by open (index, tokenizer, the table when resident).
+    pub reads_at_open: u64,
+    /// Reads of the file since open: 0, unless something brought a read back.
+    pub reads_since_open: u64,
+    /// Rounds of rows since open (see [`GenerationStats`]).
+    pub rows: EmbedCounters,
+    /// The latest generation's figures, once one began.
+    pub generation: Option<GenerationStats>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EmbeddingReport {
+    /// `resident` (the whole table here) or `sharded` (rows from the head stations).
+    pub mode: &'static str,
+    /// Rows held: the vocabulary when resident, the rows cached when sharded.
+    pub rows: usize,
+    pub bytes: usize,
+    pub row_bytes: usize,
+    /// Rows each head shard sends with its logits (0 when resident).
+    pub logit_rows: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GenerationStats {
+    /// Reads of the file during it.
+    pub reads: u64,
+    /// Its rounds of `/rows` requests (the prompt's, and one per miss), misses, and rows
+    /// fetched or riding with logits.
+    pub rows: EmbedCounters,
 }
 
 impl Model {
-    /// Reads the index and the tokenizer, nothing of the weights.
+    /// Reads the index and the tokenizer, and the embedding table when it fits the budget;
+    /// nothing of the layers or the LM head.
     pub async fn open(
         reader: Reader,
         opts: &ReadOptions,
-        context: usize,
-        max_batch: usize,
-        head_shards: usize,
+        o: ModelOptions,
     ) -> Result<Model, HostError> {
+        if o.max_batch == 0 || o.context == 0 {
+            return Err(HostError::InvalidOption(
+                "maxContext and maxBatch must be at least 1".into(),
+            ));
+        }
+        if o.logit_rows > MAX_TOP_ROWS {
+            return Err(HostError::InvalidOption(format!(
+                "logitRows must be at most {MAX_TOP_ROWS}, got {}",
+                o.logit_rows
+            )));
+        }
         let knot = open_index(&reader, opts).await?;
+        let cfg = &knot.meta.config;
+        let slices = vocab_slices(cfg.vocab_size, o.head_shards);
+        if slices.is_empty() {
+            return Err(HostError::InvalidOption(format!(
+                "{} head shards for a vocabulary of {}",
+                o.head_shards, cfg.vocab_size
+            )));
+        }
         let tok = knot.tokenizer_range();
         if tok.end - tok.start > MAX_TOKENIZER_BYTES {
             return Err(HostError::TooLarge {
@@ -59,27 +158,22 @@ impl Model {
                 max: MAX_TOKENIZER_BYTES,
             });
         }
-        let blob = reader.read(tok.start, tok.end).await?;
-        let tokenizer = Rc::new(Tokenizer::from_data(&Knot::parse_tokenizer(&blob)?)?);
-        let cfg = &knot.meta.config;
-        let slices = vocab_slices(cfg.vocab_size, head_shards);
-        if slices.is_empty() {
-            return Err(HostError::InvalidOption(format!(
-                "{head_shards} head shards for a vocabulary of {}",
-                cfg.vocab_size
-            )));
-        }
-        if max_batch == 0 || context == 0 {
-            return Err(HostError::InvalidOption(
-                "maxContext and maxBatch must be at least 1".into(),
-            ));
-        }
+        let blob = reader.read(tok.start, tok.end);
+        let embedding = Embedding::open(&reader, &knot, o.embedding, o.piece).await?;
+        let tokenizer = Rc::new(Tokenizer::from_data(&Knot::parse_tokenizer(&blob.await?)?)?);
         Ok(Model {
-            rows: EmbeddingRows::locate(&knot)?,
-            context: context.min(cfg.context_length.max(1)),
-            max_batch,
+            logit_rows: if embedding.is_resident() {
+                0
+            } else {
+                o.logit_rows
+            },
+            embedding: RefCell::new(embedding),
+            context: o.context.min(cfg.context_length.max(1)),
+            max_batch: o.max_batch,
             slices,
             tokenizer,
+            reads_at_open: reader.io.reads.get(),
+            generation_mark: Cell::new(None),
             knot,
             reader,
         })
@@ -89,29 +183,134 @@ impl Model {
         &self.knot.meta.config
     }
 
+    /// Whether the whole embedding table is here (else the head stations hand rows over).
+    pub fn embedding_resident(&self) -> bool {
+        self.embedding.borrow().is_resident()
+    }
+
+    /// Rows of its top-scoring ids each head shard is to send with its logits (0 when the
+    /// table is resident).
+    pub fn logit_rows(&self) -> usize {
+        self.logit_rows
+    }
+
+    /// The rows `ids` need that are not here, by the head shard holding them: `(slot, ids)`,
+    /// one request each (of at most [`MAX_ROWS_PER_REQUEST`] ids), all at once; none when the
+    /// table is resident or the rows are cached. A non-empty answer counts a round (`miss`: for
+    /// a picked token).
+    pub fn rows_wanted(
+        &self,
+        ids: &[u32],
+        miss: bool,
+    ) -> Result<Vec<(usize, Vec<u32>)>, HostError> {
+        let want = self.embedding.borrow_mut().wanted(ids, miss)?;
+        let mut by_slot: Vec<(usize, Vec<u32>)> = Vec::new();
+        for id in want {
+            let slot = self.slices.partition_point(|r| r.end <= id as usize);
+            match by_slot.last_mut() {
+                Some((s, list)) if *s == slot && list.len() < MAX_ROWS_PER_REQUEST => list.push(id),
+                _ => by_slot.push((slot, vec![id])),
+            }
+        }
+        Ok(by_slot)
+    }
+
+    /// Keeps the rows head shard `slot` answered to a `/rows` request.
+    pub fn add_rows(&self, slot: usize, bytes: &[u8]) -> Result<(), HostError> {
+        let slice = self.slice(slot)?;
+        let mut embedding = self.embedding.borrow_mut();
+        let limits = Limits {
+            max_logits: 0,
+            max_rows: slice.len().min(MAX_ROWS_PER_REQUEST),
+            row_bytes: embedding.row_bytes(),
+        };
+        let msg = rows::decode(bytes, limits)
+            .map_err(|e| HostError::Station(format!("head shard {slot}: {e}")))?;
+        Ok(embedding.add(&msg, slice, true)?)
+    }
+
+    /// Head shard `slot`'s answer to `/logits`, read: a malformed one is that slot's failure.
+    pub fn read_answer(&self, slot: usize, bytes: &[u8]) -> Answer<RowsMessage> {
+        let Ok(slice) = self.slice(slot) else {
+            return Answer::Failed(format!("no head shard {slot}"));
+        };
+        let limits = Limits {
+            max_logits: slice.len(),
+            max_rows: MAX_TOP_ROWS,
+            row_bytes: self.embedding.borrow().row_bytes(),
+        };
+        match rows::decode(bytes, limits) {
+            Ok(m) => Answer::Value(m),
+            Err(e) => Answer::Failed(e.to_string()),
+        }
+    }
+
+    fn slice(&self, slot: usize) -> Result<Range<usize>, HostError> {
+        self.slices.get(slot).cloned().ok_or_else(|| {
+            HostError::InvalidArgument(format!("head shard {slot} of {}", self.slices.len()))
+        })
+    }
+
     /// The messages carrying `ids` into conversation `conversation` from position `pos`: one
-    /// per `max_batch` positions, each embedded from the rows of its ids.
-    pub async fn messages(
+    /// per `max_batch` positions, each embedded from rows held (every one `rows_wanted` asked
+    /// for must have been added).
+    pub fn messages(
         &self,
         conversation: u64,
         pos: usize,
         ids: &[u32],
     ) -> Result<Vec<Vec<u8>>, HostError> {
         let cfg = self.config();
+        let mut embedding = self.embedding.borrow_mut();
         let mut out = Vec::new();
         for (i, chunk) in ids.chunks(self.max_batch).enumerate() {
-            let values = self.rows.embed(&self.reader, cfg, chunk).await?;
             let h = Hidden {
                 conversation,
                 pos: u32::try_from(pos + i * self.max_batch).unwrap_or(u32::MAX),
                 dim: cfg.dim as u32,
-                values,
+                values: embedding.embed(cfg, chunk)?,
             };
             out.push(
-                wire::encode(&h, Elem::F32).map_err(|e| HostError::InvalidOption(e.to_string()))?,
+                wire::encode(&h, Elem::F32)
+                    .map_err(|e| HostError::InvalidArgument(e.to_string()))?,
             );
         }
+        embedding.release();
         Ok(out)
+    }
+
+    fn mark_generation(&self) {
+        let counters = self.embedding.borrow().counters;
+        self.generation_mark
+            .set(Some((self.reader.io.reads.get(), counters)));
+    }
+
+    pub fn stats(&self) -> CoordinatorStats {
+        let e = self.embedding.borrow();
+        let reads = self.reader.io.reads.get();
+        CoordinatorStats {
+            embedding: EmbeddingReport {
+                mode: if e.is_resident() {
+                    "resident"
+                } else {
+                    "sharded"
+                },
+                rows: e.rows(),
+                bytes: e.bytes(),
+                row_bytes: e.row_bytes(),
+                logit_rows: self.logit_rows,
+            },
+            reads_at_open: self.reads_at_open,
+            reads_since_open: reads - self.reads_at_open,
+            rows: e.counters,
+            generation: self
+                .generation_mark
+                .get()
+                .map(|(at, counters)| GenerationStats {
+                    reads: reads - at,
+                    rows: e.counters.since(&counters),
+                }),
+        }
     }
 }
 
@@ -120,8 +319,10 @@ impl Model {
 pub struct Conversation {
     pub id: u64,
     generation: Option<Generation>,
-    /// The picked token not yet sent through the stations.
-    pending: Option<u32>,
+    /// The ids to carry through next: the prompt (after a kept prefix), then each picked token.
+    pending: Vec<u32>,
+    /// Whether a token was picked (rows asked for now are misses: they did not ride along).
+    picked: bool,
     /// Positions the stations hold (once the messages handed out have gone through).
     pub pos: usize,
     /// The ids of those positions, and of the messages handed out.
@@ -130,7 +331,7 @@ pub struct Conversation {
 
 impl Conversation {
     /// Begins a generation of conversation `id` from `prompt` (the stations hold nothing of it
-    /// yet): the prompt's ids to embed and carry through, after checking the options.
+    /// yet), after checking the options: the prompt's ids are the first to carry through.
     pub fn start(
         model: &Model,
         id: u64,
@@ -150,7 +351,7 @@ impl Conversation {
         opts: &GenerateOptions,
     ) -> Result<Conversation, HostError> {
         if kept >= prompt.len() && !prompt.is_empty() {
-            return Err(HostError::InvalidOption(format!(
+            return Err(HostError::InvalidArgument(format!(
                 "a kept prefix of {kept} positions leaves nothing of a {}-token prompt to run",
                 prompt.len()
             )));
@@ -175,6 +376,10 @@ impl Conversation {
             });
         }
         let cfg = model.config();
+        if let Some(&id) = prompt.iter().find(|&&id| id as usize >= cfg.vocab_size) {
+            let vocab = cfg.vocab_size;
+            return Err(engine::EngineError::TokenOutOfRange { id, vocab }.into());
+        }
         let mut generation = Generation::new(
             opts,
             model.tokenizer.clone(),
@@ -182,18 +387,20 @@ impl Conversation {
             model.context - prompt.len(),
         )?;
         generation.accept_context(prompt);
+        model.mark_generation();
         Ok(Conversation {
             id,
             generation: Some(generation),
-            pending: None,
+            pending: prompt[kept..].to_vec(),
+            picked: false,
             pos: kept,
-            ids: prompt.to_vec(),
+            ids: prompt[..kept].to_vec(),
         })
     }
 
-    /// The ids still to carry through before the first pick (the prompt after the kept prefix).
-    pub fn prompt_rest(&self) -> &[u32] {
-        &self.ids[self.pos..]
+    /// The ids still to carry through before the next pick.
+    pub fn pending(&self) -> &[u32] {
+        &self.pending
     }
 
     /// The ids whose positions the stations hold now.
@@ -201,12 +408,28 @@ impl Conversation {
         &self.ids[..self.pos.min(self.ids.len())]
     }
 
+    fn open(&self) -> bool {
+        self.generation
+            .as_ref()
+            .is_some_and(|g| g.finished().is_none())
+    }
+
+    /// The rows the next messages need that the coordinator does not hold, by head shard
+    /// (see [`Model::rows_wanted`]); none once the generation has ended.
+    pub fn rows_wanted(&self, model: &Model) -> Result<Vec<(usize, Vec<u32>)>, HostError> {
+        match self.open() {
+            true => model.rows_wanted(&self.pending, self.picked),
+            false => Ok(Vec::new()),
+        }
+    }
+
     /// Picks the next token from the head shards' answers (slot `i` answers `model.slices[i]`)
-    /// to the last message, which carried `positions` positions.
+    /// to the last message, which carried `positions` positions; the rows riding with them are
+    /// kept.
     pub fn pick(
         &mut self,
         model: &Model,
-        answers: Vec<Answer<Vec<f32>>>,
+        answers: Vec<Answer<RowsMessage>>,
         positions: usize,
     ) -> Result<Pick, HostError> {
         let generation = self
@@ -215,7 +438,7 @@ impl Conversation {
             .filter(|g| g.finished().is_none())
             .ok_or(HostError::NoContext)?;
         if answers.len() != model.slices.len() {
-            return Err(HostError::InvalidOption(format!(
+            return Err(HostError::InvalidArgument(format!(
                 "{} answers for {} head shards",
                 answers.len(),
                 model.slices.len()
@@ -231,29 +454,31 @@ impl Conversation {
                 }))
             }
         };
+        {
+            let mut embedding = model.embedding.borrow_mut();
+            for (part, slice) in parts.iter().zip(&model.slices) {
+                embedding.add(part, slice.clone(), false)?;
+            }
+        }
+        let parts: Vec<Vec<f32>> = parts.into_iter().map(|p| p.logits).collect();
         let mut logits =
             join_logits(&model.slices, &parts).map_err(|e| HostError::Station(e.to_string()))?;
         let emitted = generation.next(&mut logits)?;
         self.pos += positions;
-        self.pending = Some(emitted.id);
+        self.pending = vec![emitted.id];
+        self.picked = true;
         Ok(Pick::Token(Box::new(emitted)))
     }
 
-    /// The token to carry through next, or `None` when the generation has ended (its last
-    /// token needs no forward pass).
+    /// The ids to carry through next — the prompt first, then each picked token — or `None`
+    /// when the generation has ended (its last token needs no forward pass).
     pub fn next_ids(&mut self) -> Option<Vec<u32>> {
-        let open = self
-            .generation
-            .as_ref()
-            .is_some_and(|g| g.finished().is_none());
-        let next = match open {
-            true => self.pending.take(),
-            false => None,
-        };
-        next.map(|id| {
-            self.ids.push(id);
-            vec![id]
-        })
+        if !self.open() || self.pending.is_empty() {
+            return None;
+        }
+        let next = std::mem::take(&mut self.pending);
+        self.ids.extend_from_slice(&next);
+        Some(next)
     }
 }
 

@@ -1,4 +1,6 @@
-//! A head station: the final norm and the LM head over one contiguous slice of the vocabulary.
+//! A head station: the final norm and the LM head over one contiguous slice of the vocabulary,
+//! and the same slice's rows of the embedding table (the coordinator embeds from them: when
+//! embeddings are tied they are the LM head's rows themselves).
 
 use std::ops::Range;
 
@@ -6,7 +8,56 @@ use engine::quant::MatmulScratch;
 use engine::{HeadBuffers, LmHead};
 
 use super::layers::StationError;
+use super::rows;
 use super::wire;
+
+/// The most rows one `/rows` request may ask for (a prompt's distinct ids fit many times over).
+pub const MAX_ROWS_PER_REQUEST: usize = 1 << 16;
+/// The most rows a logits answer carries.
+pub const MAX_TOP_ROWS: usize = 64;
+
+/// A head station's rows of the embedding table: rows `first..first + n` of it, as the file
+/// stores them.
+#[derive(Clone, Copy)]
+pub struct EmbeddingSlice<'a> {
+    pub first: usize,
+    pub row_bytes: usize,
+    pub bytes: &'a [u8],
+}
+
+impl<'a> EmbeddingSlice<'a> {
+    /// Row `id` of the table, when this slice holds it.
+    pub fn row(&self, id: u32) -> Option<&'a [u8]> {
+        let i = (id as usize).checked_sub(self.first)?;
+        let at = i.checked_mul(self.row_bytes)?;
+        self.bytes.get(at..at.checked_add(self.row_bytes)?)
+    }
+
+    fn rows(&self) -> usize {
+        self.bytes.len() / self.row_bytes.max(1)
+    }
+}
+
+/// The `k` ids of `logits` (offset by `first`) that a greedy pick would take first: largest
+/// first, lowest id on ties, NaN and −inf never (as `engine::sampler::greedy` compares).
+pub fn top_ids(logits: &[f32], first: usize, k: usize) -> Vec<u32> {
+    let mut top: Vec<(usize, f32)> = Vec::with_capacity(k.min(logits.len()).saturating_add(1));
+    for (i, &l) in logits.iter().enumerate() {
+        if k == 0 || l.is_nan() || l == f32::NEG_INFINITY {
+            continue;
+        }
+        if top.len() == k && top.last().is_some_and(|&(_, w)| l <= w) {
+            continue;
+        }
+        // After every kept value at least as large: ties keep the lower id ahead.
+        let at = top.iter().position(|&(_, v)| l > v).unwrap_or(top.len());
+        top.insert(at, (i, l));
+        top.truncate(k);
+    }
+    top.into_iter()
+        .filter_map(|(i, _)| u32::try_from(first + i).ok())
+        .collect()
+}
 
 /// The buffers of a head station; the weights (the output norm and its slice of the output
 /// matrix) are passed in, borrowed from wherever the station keeps them.
@@ -68,5 +119,139 @@ impl HeadStation {
             },
         )?;
         Ok(&self.logits)
+    }
+
+    /// The answer to `/logits`: the slice's logits for the last position of `msg`, and the
+    /// embedding rows of its `top` largest (at most [`MAX_TOP_ROWS`]), so that the token the
+    /// coordinator picks is almost always embedded without another round trip (greedy: always).
+    pub fn answer(
+        &mut self,
+        msg: &[u8],
+        head: &LmHead,
+        embedding: EmbeddingSlice,
+        top: usize,
+    ) -> Result<Vec<u8>, StationError> {
+        if top > MAX_TOP_ROWS {
+            return Err(StationError::TooManyRows {
+                got: top,
+                max: MAX_TOP_ROWS,
+            });
+        }
+        let first = self.slice.start;
+        let logits = self.logits(msg, head)?;
+        let ids = top_ids(logits, first, top);
+        let rows = Self::rows_of(&ids, embedding, first..first + logits.len())?;
+        Ok(rows::encode(logits, rows.into_iter(), embedding.row_bytes)?)
+    }
+
+    /// The answer to `/rows`: the embedding rows of `ids` (each in this station's slice).
+    pub fn rows(&self, ids: &[u32], embedding: EmbeddingSlice) -> Result<Vec<u8>, StationError> {
+        if ids.len() > MAX_ROWS_PER_REQUEST {
+            return Err(StationError::TooManyRows {
+                got: ids.len(),
+                max: MAX_ROWS_PER_REQUEST,
+            });
+        }
+        let rows = Self::rows_of(ids, embedding, self.slice.clone())?;
+        Ok(rows::encode(&[], rows.into_iter(), embedding.row_bytes)?)
+    }
+
+    fn rows_of<'e>(
+        ids: &[u32],
+        embedding: EmbeddingSlice<'e>,
+        slice: Range<usize>,
+    ) -> Result<Vec<(u32, &'e [u8])>, StationError> {
+        if embedding.first != slice.start || embedding.rows() != slice.len() {
+            return Err(StationError::Weights {
+                got: embedding.rows(),
+                start: slice.start,
+                end: slice.end,
+            });
+        }
+        ids.iter()
+            .map(|&id| {
+                let row = embedding.row(id).ok_or(StationError::RowOutside {
+                    id,
+                    start: slice.start,
+                    end: slice.end,
+                })?;
+                Ok((id, row))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_ids_are_what_greedy_takes_first() {
+        let l = [
+            0.5,
+            2.0,
+            f32::NAN,
+            2.0,
+            f32::INFINITY,
+            -1.0,
+            f32::NEG_INFINITY,
+            3.0,
+        ];
+        assert_eq!(top_ids(&l, 100, 0), Vec::<u32>::new());
+        assert_eq!(top_ids(&l, 100, 1), [104]);
+        assert_eq!(top_ids(&l, 100, 4), [104, 107, 101, 103]);
+        assert_eq!(top_ids(&l, 0, 10), [4, 7, 1, 3, 0, 5]);
+        // The first of equal maxima, as greedy picks it (−0 and 0 compare equal there too).
+        assert_eq!(top_ids(&[-0.0, 0.0, -1.0], 0, 1), [0]);
+        for seed in 0..50u32 {
+            let v: Vec<f32> = (0..40u32)
+                .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(97)) % 13) as f32)
+                .collect();
+            let g = engine::sampler::greedy(&v).unwrap();
+            assert_eq!(top_ids(&v, 0, 1), [g]);
+            let mut sorted: Vec<u32> = (0..40).collect();
+            sorted.sort_by(|&a, &b| v[b as usize].total_cmp(&v[a as usize]).then(a.cmp(&b)));
+            assert_eq!(top_ids(&v, 0, 5), sorted[..5]);
+        }
+    }
+
+    #[test]
+    fn rows_come_from_the_slice_only() {
+        let bytes: Vec<u8> = (0..12).collect();
+        let e = EmbeddingSlice {
+            first: 10,
+            row_bytes: 3,
+            bytes: &bytes,
+        };
+        assert_eq!(e.row(10), Some(&[0u8, 1, 2][..]));
+        assert_eq!(e.row(13), Some(&[9u8, 10, 11][..]));
+        assert_eq!(e.row(9), None);
+        assert_eq!(e.row(14), None);
+        assert_eq!(e.row(u32::MAX), None);
+        let station = HeadStation::new(10..14, 8, 1e-5, 1);
+        let msg = station.rows(&[13, 10], e).unwrap();
+        let limits = rows::Limits {
+            max_logits: 0,
+            max_rows: 2,
+            row_bytes: 3,
+        };
+        let m = rows::decode(&msg, limits).unwrap();
+        assert_eq!(m.ids, [13, 10]);
+        assert_eq!(m.rows, [9, 10, 11, 0, 1, 2]);
+        assert!(matches!(
+            station.rows(&[14], e),
+            Err(StationError::RowOutside { id: 14, .. })
+        ));
+        let many = vec![10; MAX_ROWS_PER_REQUEST + 1];
+        assert!(matches!(
+            station.rows(&many, e),
+            Err(StationError::TooManyRows { .. })
+        ));
+        // Rows of another slice are the wrong weights.
+        let other = HeadStation::new(0..4, 8, 1e-5, 1);
+        assert!(matches!(
+            other.rows(&[0], e),
+            Err(StationError::Weights { .. })
+        ));
     }
 }

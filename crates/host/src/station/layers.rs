@@ -7,6 +7,7 @@ use std::ops::Range;
 use engine::{EngineError, KvCache, KvType, LayerWeights, Session};
 use knot::ModelConfig;
 
+use super::rows::RowsError;
 use super::wire::{self, Hidden, WireError};
 
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +30,12 @@ pub enum StationError {
         start: usize,
         end: usize,
     },
+    #[error(transparent)]
+    Rows(#[from] RowsError),
+    #[error("row {id} is not in this head station's slice {start}..{end}")]
+    RowOutside { id: u32, start: usize, end: usize },
+    #[error("{got} rows asked for at once, more than the {max} a head station answers")]
+    TooManyRows { got: usize, max: usize },
 }
 
 /// One station's share of a model: its layers' run state and a KV cache per conversation.

@@ -5,20 +5,26 @@
 //!
 //! [`LayerStation`] and [`HeadStation`] are those two, fed and answered in wire bytes. What
 //! coordinator and stations share lives here too: the binary form of hidden states on the wire
-//! ([`wire`]), the fold of the head shards' answers into one distribution and a three-way
-//! verdict ([`gather`]), and which station runs which layers ([`placement`]).
+//! ([`wire`]) and of embedding rows and logits ([`rows`]), the fold of the head shards' answers
+//! into one distribution and a three-way verdict ([`gather`]), which station runs which layers
+//! ([`placement`]), and how many stations a model needs for every isolate to fit a memory
+//! budget ([`plan`]). The coordinator's embedding rows are [`embedding`]'s: read whole at open
+//! when they fit, otherwise handed over by the head stations — never read per token.
 
 pub mod coordinator;
+pub mod embedding;
 pub mod gather;
 pub mod head;
 pub mod layers;
 pub mod placement;
+pub mod plan;
+pub mod rows;
 pub mod shard;
 pub mod wire;
 
-pub use head::HeadStation;
+pub use head::{EmbeddingSlice, HeadStation};
 pub use layers::{LayerStation, StationError};
-pub use shard::{open_index, EmbeddingRows, HeadShard, LayerShard};
+pub use shard::{open_index, HeadShard, LayerShard};
 
 /// The hash a prefix of a conversation is known by (FNV-1a, 64 bits, over the ids as
 /// little-endian u32): the coordinator asks stations for `(hash, length)` and each checks it

@@ -1,16 +1,20 @@
 //! What a station reads of the knot file, and nothing more: the index (header and metadata),
-//! then its layer range in one read, or its slice of the LM head, or single rows of the
-//! embedding table. A 262144-row embedding (Gemma-3) is larger than an isolate; no station
-//! ever holds all of it.
+//! then its layer range in one read, or its slice of the LM head (with the same slice of the
+//! embedding table). A 262144-row embedding (Gemma-3) is larger than an isolate; no station ever
+//! holds all of it (the coordinator holds it whole only when it fits its budget, see
+//! [`super::embedding`]).
 
 use std::ops::Range;
 
 use engine::model::ConfigExt;
 use engine::quant::QMatrix;
 use engine::{EngineError, LayerLayout, LayerWeights, ResidentLayout, TensorSlot};
-use knot::{Knot, ModelConfig, ReadOptions};
+use knot::{Knot, ReadOptions};
 
-use crate::host::{read_index, HostError};
+use super::head::EmbeddingSlice;
+
+use crate::error::HostError;
+use crate::index::read_index;
 use crate::reader::Reader;
 
 /// The knot file's index, read and checked: what every station reads first.
@@ -21,12 +25,12 @@ pub async fn open_index(reader: &Reader, opts: &ReadOptions) -> Result<Knot, Hos
 }
 
 /// The resident tensors' places, absolute in the file.
-fn resident(knot: &Knot) -> Result<(u64, ResidentLayout), HostError> {
+pub(crate) fn resident(knot: &Knot) -> Result<(u64, ResidentLayout), HostError> {
     let layout = ResidentLayout::locate(&knot.meta.config, &knot.resident_tensors())?;
     Ok((knot.resident_range().start, layout))
 }
 
-fn absolute(base: u64, slot: &TensorSlot) -> Range<u64> {
+pub(crate) fn absolute(base: u64, slot: &TensorSlot) -> Range<u64> {
     base + slot.bytes.start as u64..base + slot.bytes.end as u64
 }
 
@@ -103,14 +107,23 @@ impl LayerShard {
     }
 }
 
-/// A head station's weights: the output norm and rows `slice` of the LM head (the embedding
-/// table itself when embeddings are tied), read as two ranges of the file.
+/// A head station's weights: the output norm and rows `slice` of the LM head, and the same rows
+/// of the embedding table — when embeddings are tied these are one and the same (read once);
+/// otherwise the embedding's rows are a third range of the file.
 pub struct HeadShard {
     slice: Range<usize>,
     norm: Vec<u8>,
     norm_slot: TensorSlot,
     rows: Vec<u8>,
     rows_slot: TensorSlot,
+    /// The embedding's rows of the slice when they are not the LM head's (untied embeddings).
+    embedding: Option<Vec<u8>>,
+    embedding_row_bytes: usize,
+}
+
+/// Bytes per row of a matrix tensor.
+fn row_bytes(slot: &TensorSlot) -> usize {
+    (slot.bytes.end - slot.bytes.start) / slot.rows.max(1)
 }
 
 impl HeadShard {
@@ -122,23 +135,30 @@ impl HeadShard {
     ) -> Result<Self, HostError> {
         let (base, layout) = resident(knot)?;
         let out = &layout.output;
-        if slice.is_empty() || slice.end > out.rows {
-            return Err(HostError::InvalidOption(format!(
+        if slice.is_empty() || slice.end > out.rows || layout.token_embd.rows != out.rows {
+            return Err(HostError::InvalidArgument(format!(
                 "vocabulary slice {}..{} is not a non-empty part of 0..{}",
                 slice.start, slice.end, out.rows
             )));
         }
-        let row_bytes = (out.bytes.end - out.bytes.start) / out.rows.max(1);
-        let at = absolute(base, out).start;
-        let rows = reader
-            .read_span(
-                at + (slice.start * row_bytes) as u64,
-                at + (slice.end * row_bytes) as u64,
-                piece,
-            )
-            .await?;
+        let rows_of = |slot: &TensorSlot| {
+            let (at, n) = (absolute(base, slot).start, row_bytes(slot) as u64);
+            at + slice.start as u64 * n..at + slice.end as u64 * n
+        };
+        // The norm's one small read is under way while the long spans come in pieces.
         let norm_range = absolute(base, &layout.output_norm);
-        let norm = reader.read(norm_range.start, norm_range.end).await?;
+        let norm = reader.read(norm_range.start, norm_range.end);
+        let head = rows_of(out);
+        let rows = reader.read_span(head.start, head.end, piece).await?;
+        let tied = absolute(base, &layout.token_embd) == absolute(base, out);
+        let embedding = match tied {
+            true => None,
+            false => {
+                let e = rows_of(&layout.token_embd);
+                Some(reader.read_span(e.start, e.end, piece).await?)
+            }
+        };
+        let norm = norm.await?;
         let norm_slot = TensorSlot {
             bytes: 0..norm.len(),
             ..layout.output_norm.clone()
@@ -154,6 +174,8 @@ impl HeadShard {
             norm_slot,
             rows,
             rows_slot,
+            embedding,
+            embedding_row_bytes: row_bytes(&layout.token_embd),
         };
         shard.matrices()?;
         Ok(shard)
@@ -165,7 +187,7 @@ impl HeadShard {
 
     /// Bytes of weights held.
     pub fn bytes(&self) -> usize {
-        self.norm.len() + self.rows.len()
+        self.norm.len() + self.rows.len() + self.embedding.as_ref().map_or(0, Vec::len)
     }
 
     /// The output norm and this slice's rows of the LM head.
@@ -175,58 +197,13 @@ impl HeadShard {
             self.rows_slot.view(&self.rows)?,
         ))
     }
-}
 
-/// Where the embedding table's rows are, so a coordinator reads the rows of the ids it embeds
-/// and nothing else.
-pub struct EmbeddingRows {
-    at: u64,
-    slot: TensorSlot,
-    row_bytes: usize,
-}
-
-impl EmbeddingRows {
-    pub fn locate(knot: &Knot) -> Result<Self, HostError> {
-        let (base, layout) = resident(knot)?;
-        let slot = layout.token_embd;
-        let row_bytes = (slot.bytes.end - slot.bytes.start) / slot.rows.max(1);
-        Ok(EmbeddingRows {
-            at: absolute(base, &slot).start,
-            slot,
-            row_bytes,
-        })
-    }
-
-    /// The residual stream before layer 0 for `ids` (`[ids.len(), dim]`), one read per distinct
-    /// id of the batch.
-    pub async fn embed(
-        &self,
-        reader: &Reader,
-        cfg: &ModelConfig,
-        ids: &[u32],
-    ) -> Result<Vec<f32>, HostError> {
-        let vocab = self.slot.rows;
-        if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
-            return Err(EngineError::TokenOutOfRange { id, vocab }.into());
+    /// This slice's rows of the embedding table, as the file stores them.
+    pub fn embedding(&self) -> EmbeddingSlice<'_> {
+        EmbeddingSlice {
+            first: self.slice.start,
+            row_bytes: self.embedding_row_bytes,
+            bytes: self.embedding.as_deref().unwrap_or(&self.rows),
         }
-        let dim = cfg.dim;
-        let mut out = vec![0.0f32; ids.len() * dim];
-        let mut seen: Vec<(u32, usize)> = Vec::new();
-        for (i, &id) in ids.iter().enumerate() {
-            if let Some(&(_, j)) = seen.iter().find(|(s, _)| *s == id) {
-                out.copy_within(j * dim..(j + 1) * dim, i * dim);
-                continue;
-            }
-            let start = self.at + (id as usize * self.row_bytes) as u64;
-            let row = reader.read(start, start + self.row_bytes as u64).await?;
-            let one = TensorSlot {
-                rows: 1,
-                bytes: 0..row.len(),
-                ..self.slot.clone()
-            };
-            engine::embed(cfg, &one.view(&row)?, 0, &mut out[i * dim..(i + 1) * dim]);
-            seen.push((id, i));
-        }
-        Ok(out)
     }
 }

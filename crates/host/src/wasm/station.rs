@@ -1,25 +1,34 @@
 //! The stations' JS boundary: `WasmLayerStation` and `WasmHeadStation` (each in a Durable
 //! Object of the Worker) and `WasmCoordinator` (in the Worker that serves the OpenAI routes).
-//! Hidden states cross it as wire messages (`station::wire`), logits as `Float32Array`s.
-//! Nothing here may panic: a panic aborts the wasm instance, i.e. the station.
+//! Hidden states cross it as wire messages (`station::wire`), embedding rows and the logits they
+//! ride with as rows messages (`station::rows`). Nothing here may panic: a panic aborts the wasm
+//! instance, i.e. the station.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use engine::decode::GenerateOptions;
 use engine::KvType;
-use js_sys::{Array, Float32Array, Promise, Uint32Array, Uint8Array};
+use js_sys::{Array, Promise, Uint32Array, Uint8Array};
 use knot::ReadOptions;
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
-use crate::reader::{ReadPolicy, Reader};
-use crate::station::coordinator::{replay_verdict, Conversation, Model, Pick, PrefixTable};
+use super::convert::{check_count, parse_messages, to_js};
+use super::errors::{host_error, invalid_argument, js_error};
+use super::source::JsSource;
+use crate::error::ErrorCode;
+use crate::reader::{ReadConcurrency, ReadPolicy, Reader};
+use crate::station::coordinator::{
+    replay_verdict, Conversation, Model, ModelOptions, Pick, PrefixTable,
+};
+use crate::station::embedding::{EmbeddingOptions, DEFAULT_BUDGET, DEFAULT_CACHE_BYTES};
 use crate::station::gather::Answer;
-use crate::station::{open_index, placement, HeadShard, HeadStation, LayerShard, LayerStation};
-use crate::wasm::{check_count, error, host_error, parse_messages, JsSource};
+use crate::station::{
+    open_index, placement, HeadShard, HeadStation, LayerShard, LayerStation, StationError,
+};
 
 /// A station's options (JSON), each with its default.
 #[derive(Deserialize)]
@@ -35,6 +44,15 @@ struct StationOptions {
     head_shards: usize,
     /// Finished conversations the coordinator asks the stations to keep for prefix replay.
     kept_conversations: usize,
+    /// Pieces of one long read in flight at once (1 to 6).
+    read_concurrency: u64,
+    /// The coordinator reads the embedding table whole at open when it is at most this many
+    /// bytes; otherwise the head stations hand its rows over.
+    embedding_budget: u64,
+    /// Bytes of rows the coordinator keeps across requests when the table is sharded.
+    row_cache_bytes: u64,
+    /// Rows of its top-scoring ids each head station sends with its logits (sharded table).
+    logit_rows: usize,
 }
 
 impl Default for StationOptions {
@@ -48,6 +66,10 @@ impl Default for StationOptions {
             read_timeout_ms: 30_000,
             head_shards: 1,
             kept_conversations: 2,
+            read_concurrency: ReadConcurrency::DEFAULT.get() as u64,
+            embedding_budget: DEFAULT_BUDGET,
+            row_cache_bytes: DEFAULT_CACHE_BYTES,
+            logit_rows: ModelOptions::default().logit_rows,
         }
     }
 }
@@ -56,9 +78,10 @@ impl StationOptions {
     fn parse(json: &str) -> Result<Self, JsValue> {
         let o: StationOptions =
             serde_json::from_str(if json.trim().is_empty() { "{}" } else { json })
-                .map_err(|e| error(format!("station options: {e}")))?;
+                .map_err(|e| js_error(ErrorCode::InvalidOption, format!("station options: {e}")))?;
         if o.max_context == 0 || o.max_batch == 0 || o.max_conversations == 0 {
-            return Err(error(
+            return Err(js_error(
+                ErrorCode::InvalidOption,
                 "station options: maxContext, maxBatch and maxConversations must be at least 1",
             ));
         }
@@ -66,8 +89,11 @@ impl StationOptions {
     }
 
     fn reader(&self, source: JsValue) -> Result<Reader, JsValue> {
+        let concurrency = ReadConcurrency::new(self.read_concurrency)
+            .map_err(|e| js_error(ErrorCode::InvalidOption, format!("station options: {e}")))?;
         let policy = ReadPolicy {
             timeout_ms: self.read_timeout_ms,
+            concurrency,
             ..ReadPolicy::default()
         };
         Ok(Reader::new(Rc::new(JsSource::new(source)?), policy))
@@ -75,11 +101,26 @@ impl StationOptions {
 
     fn kv_type(&self) -> Result<KvType, JsValue> {
         KvType::parse(&self.kv_cache).ok_or_else(|| {
-            error(format!(
-                "kvCache must be f32 or f16, got {:?}",
-                self.kv_cache
-            ))
+            js_error(
+                ErrorCode::InvalidOption,
+                format!("kvCache must be f32 or f16, got {:?}", self.kv_cache),
+            )
         })
+    }
+}
+
+/// A station's failure: bad wire bytes or a batch the station cannot take are the caller's
+/// arguments; the engine's failures keep their codes.
+fn station_error(e: StationError) -> JsValue {
+    match e {
+        StationError::Engine(e) => host_error(e),
+        StationError::Weights { .. } => js_error(ErrorCode::Internal, e),
+        StationError::Wire(_)
+        | StationError::Width { .. }
+        | StationError::Position { .. }
+        | StationError::Rows(_)
+        | StationError::RowOutside { .. }
+        | StationError::TooManyRows { .. } => invalid_argument(e),
     }
 }
 
@@ -128,7 +169,7 @@ impl WasmLayerStation {
                 o.max_batch,
                 o.max_conversations,
             )
-            .map_err(error)?;
+            .map_err(station_error)?;
             Ok(WasmLayerStation {
                 shard,
                 station: RefCell::new(station),
@@ -139,13 +180,13 @@ impl WasmLayerStation {
 
     /// Runs a message of hidden states through the layers; returns the next station's message.
     pub fn step(&self, message: Uint8Array) -> Result<Uint8Array, JsValue> {
-        let weights = self.shard.weights().map_err(error)?;
+        let weights = self.shard.weights().map_err(host_error)?;
         let out = self
             .station
             .try_borrow_mut()
-            .map_err(|_| error("the station is busy"))?
+            .map_err(|_| js_error(ErrorCode::Busy, "the station is busy"))?
             .step(&message.to_vec(), &weights)
-            .map_err(error)?;
+            .map_err(station_error)?;
         Ok(Uint8Array::from(out.as_slice()))
     }
 
@@ -163,7 +204,7 @@ impl WasmLayerStation {
         self.station
             .borrow_mut()
             .rewind(conversation_id(conversation)?, pos)
-            .map_err(error)
+            .map_err(station_error)
     }
 
     pub fn forget(&self, conversation: f64) -> Result<(), JsValue> {
@@ -178,19 +219,19 @@ impl WasmLayerStation {
         self.station
             .borrow_mut()
             .keep(conversation_id(conversation)?, ids.to_vec())
-            .map_err(error)
+            .map_err(station_error)
     }
 
     /// Whether this station holds the first `len` positions of `conversation` with the ids of
     /// hash `hash` (16 hex digits); a hit rewinds the conversation to them.
     pub fn claim(&self, conversation: f64, len: f64, hash: &str) -> Result<bool, JsValue> {
         let hash = u64::from_str_radix(hash, 16)
-            .map_err(|_| error(format!("hash must be 16 hex digits, got {hash:?}")))?;
+            .map_err(|_| invalid_argument(format!("hash must be 16 hex digits, got {hash:?}")))?;
         let len = check_count(len, "len")? as usize;
         self.station
             .borrow_mut()
             .claim(conversation_id(conversation)?, len, hash)
-            .map_err(error)
+            .map_err(station_error)
     }
 
     #[wasm_bindgen(getter, js_name = weightBytes)]
@@ -230,9 +271,11 @@ impl WasmHeadStation {
         })
     }
 
-    /// The slice's logits for the last position of a message.
-    pub fn logits(&self, message: Uint8Array) -> Result<Float32Array, JsValue> {
-        let (output_norm, output) = self.shard.matrices().map_err(error)?;
+    /// The slice's logits for the last position of a message, with the embedding rows of its
+    /// `top` largest (a rows message: the coordinator embeds the token it picks from them).
+    pub fn logits(&self, message: Uint8Array, top: f64) -> Result<Uint8Array, JsValue> {
+        let top = check_count(top, "top")?;
+        let (output_norm, output) = self.shard.matrices().map_err(host_error)?;
         let head = engine::LmHead {
             output_norm: &output_norm,
             output: &output,
@@ -240,9 +283,28 @@ impl WasmHeadStation {
         let mut station = self
             .station
             .try_borrow_mut()
-            .map_err(|_| error("the station is busy"))?;
-        let logits = station.logits(&message.to_vec(), &head).map_err(error)?;
-        Ok(Float32Array::from(logits))
+            .map_err(|_| js_error(ErrorCode::Busy, "the station is busy"))?;
+        let answer = station
+            .answer(
+                &message.to_vec(),
+                &head,
+                self.shard.embedding(),
+                usize::try_from(top).unwrap_or(usize::MAX),
+            )
+            .map_err(station_error)?;
+        Ok(Uint8Array::from(answer.as_slice()))
+    }
+
+    /// The embedding rows of `ids` (each in this station's slice), as a rows message.
+    pub fn rows(&self, ids: Uint32Array) -> Result<Uint8Array, JsValue> {
+        let station = self
+            .station
+            .try_borrow()
+            .map_err(|_| js_error(ErrorCode::Busy, "the station is busy"))?;
+        let answer = station
+            .rows(&ids.to_vec(), self.shard.embedding())
+            .map_err(station_error)?;
+        Ok(Uint8Array::from(answer.as_slice()))
     }
 
     #[wasm_bindgen(getter, js_name = weightBytes)]
@@ -254,30 +316,36 @@ impl WasmHeadStation {
 /// The coordinator: tokenizer, chat template, decode loop, embedding rows.
 #[wasm_bindgen]
 pub struct WasmCoordinator {
-    model: Rc<Model>,
+    model: Model,
     conversation: RefCell<Option<Conversation>>,
     kept: RefCell<PrefixTable>,
 }
 
 #[wasm_bindgen]
 impl WasmCoordinator {
-    /// Reads the index and the tokenizer of the knot file behind `source`; `headShards` in the
-    /// options is how many slices the vocabulary is cut into.
+    /// Reads the index and the tokenizer of the knot file behind `source`, and the embedding
+    /// table when it fits `embeddingBudget`; `headShards` in the options is how many slices the
+    /// vocabulary is cut into. Nothing after this reads the file.
     pub fn open(source: JsValue, options_json: String) -> Promise {
         future_to_promise(async move {
             let o = StationOptions::parse(&options_json)?;
             let reader = o.reader(source)?;
-            let model = Model::open(
-                reader,
-                &ReadOptions::default(),
-                o.max_context,
-                o.max_batch,
-                o.head_shards,
-            )
-            .await
-            .map_err(host_error)?;
+            let opts = ModelOptions {
+                context: o.max_context,
+                max_batch: o.max_batch,
+                head_shards: o.head_shards,
+                embedding: EmbeddingOptions {
+                    budget: o.embedding_budget,
+                    cache_bytes: o.row_cache_bytes,
+                },
+                logit_rows: o.logit_rows,
+                piece: Some(o.max_read_bytes).filter(|&p| p > 0),
+            };
+            let model = Model::open(reader, &ReadOptions::default(), opts)
+                .await
+                .map_err(host_error)?;
             Ok(WasmCoordinator {
-                model: Rc::new(model),
+                model,
                 conversation: RefCell::new(None),
                 kept: RefCell::new(PrefixTable::new(o.kept_conversations)),
             }
@@ -305,7 +373,8 @@ impl WasmCoordinator {
         Uint32Array::from(self.model.config().eos_ids.as_slice())
     }
 
-    /// `{ name, architecture, config, contextLength }` as JSON.
+    /// `{ name, architecture, config, contextLength, embedding }` as JSON (`embedding`:
+    /// `resident` or `sharded`).
     pub fn info(&self) -> String {
         let m = &self.model.knot.meta;
         serde_json::json!({
@@ -313,15 +382,31 @@ impl WasmCoordinator {
             "architecture": m.architecture,
             "config": m.config,
             "contextLength": self.model.context,
+            "embedding": self.model.stats().embedding.mode,
         })
         .to_string()
+    }
+
+    /// Reads of the file at open and since (0 after open, on every path), the embedding's mode
+    /// and rows held, and the rounds of rows fetched (since open, and for the latest generation).
+    #[wasm_bindgen(unchecked_return_type = "import('../../src/types/reports.js').CoordinatorStats")]
+    pub fn stats(&self) -> Result<JsValue, JsValue> {
+        to_js(&self.model.stats())
+    }
+
+    /// Rows of its top-scoring ids each head shard is to send with its logits (`?top=` of
+    /// `/logits`); 0 when the embedding table is resident here.
+    #[wasm_bindgen(getter, js_name = logitRows)]
+    pub fn logit_rows(&self) -> u32 {
+        self.model.logit_rows() as u32
     }
 
     /// Each layer station's `[start, end)` for `stations` stations (21 virtual shards).
     #[wasm_bindgen(js_name = layerRanges)]
     pub fn layer_ranges(&self, stations: f64) -> Result<Array, JsValue> {
         let n = check_count(stations, "stations")? as usize;
-        let ranges = placement::layer_ranges(self.model.config().n_layers, n).map_err(error)?;
+        let ranges = placement::layer_ranges(self.model.config().n_layers, n)
+            .map_err(|e| js_error(ErrorCode::InvalidOption, e))?;
         Ok(pairs(&ranges))
     }
 
@@ -332,49 +417,78 @@ impl WasmCoordinator {
     }
 
     pub fn encode(&self, text: &str) -> Result<Uint32Array, JsValue> {
-        let ids = self.model.tokenizer.encode_with_bos(text).map_err(error)?;
+        let ids = self
+            .model
+            .tokenizer
+            .encode_with_bos(text)
+            .map_err(host_error)?;
         Ok(Uint32Array::from(ids.as_slice()))
     }
 
     pub fn decode(&self, ids: Uint32Array) -> Result<String, JsValue> {
-        self.model.tokenizer.decode(&ids.to_vec()).map_err(error)
+        self.model
+            .tokenizer
+            .decode(&ids.to_vec())
+            .map_err(host_error)
     }
 
     #[wasm_bindgen(js_name = chatPrompt)]
     pub fn chat_prompt(&self, messages_json: &str) -> Result<String, JsValue> {
         let list = parse_messages(messages_json)?;
         let template = self.model.knot.meta.chat_template.as_deref();
-        engine::chat::chat_prompt(template, &self.model.tokenizer, &list)
-            .map_err(|e| host_error(e.into()))
+        engine::chat::chat_prompt(template, &self.model.tokenizer, &list).map_err(host_error)
     }
 
-    /// Begins generating for conversation `conversation` from `ids`; resolves to the messages
-    /// to carry through the layer stations in order (the last one then to the head shards).
-    /// `kept`: positions every station still holds of it (a replayed prefix; 0 for a new one).
+    /// Begins generating for conversation `conversation` from `ids` (checking the options);
+    /// then `rowsWanted` and `next` give the prompt's messages. `kept`: positions every station
+    /// still holds of it (a replayed prefix; 0 for a new one).
     pub fn start(
         &self,
         conversation: f64,
         ids: Uint32Array,
         options_json: String,
         kept: f64,
-    ) -> Promise {
-        let model = self.model.clone();
-        let ids = ids.to_vec();
-        let started = conversation_id(conversation).and_then(|id| {
-            let kept = check_count(kept, "kept")? as usize;
-            let opts = GenerateOptions::from_json(&options_json).map_err(error)?;
-            Conversation::resume(&model, id, &ids, kept, &opts).map_err(host_error)
-        });
-        let started = started.map(|conv| {
-            let start = (conv.id, conv.pos, conv.prompt_rest().to_vec());
-            *self.conversation.borrow_mut() = Some(conv);
-            start
-        });
-        future_to_promise(async move {
-            let (id, pos, rest) = started?;
-            let messages = model.messages(id, pos, &rest).await.map_err(host_error)?;
-            Ok(messages_array(messages).into())
-        })
+    ) -> Result<(), JsValue> {
+        let id = conversation_id(conversation)?;
+        let kept = check_count(kept, "kept")? as usize;
+        let opts = GenerateOptions::from_json(&options_json).map_err(host_error)?;
+        let conv = Conversation::resume(&self.model, id, &ids.to_vec(), kept, &opts)
+            .map_err(host_error)?;
+        *self.conversation.borrow_mut() = Some(conv);
+        Ok(())
+    }
+
+    /// The embedding rows the next messages need that are not here, as `[{ slot, ids }]`: ask
+    /// head shard `slot` for `ids` (`/rows`), all at once, and hand each answer to `addRows`.
+    /// Empty when the table is resident, the rows are cached, or they rode with the logits.
+    #[wasm_bindgen(js_name = rowsWanted, unchecked_return_type = "Array<{ slot: number, ids: Uint32Array }>")]
+    pub fn rows_wanted(&self) -> Result<Array, JsValue> {
+        let slot = self.conversation.borrow();
+        let Some(conv) = slot.as_ref() else {
+            return Ok(Array::new());
+        };
+        let wanted = conv.rows_wanted(&self.model).map_err(host_error)?;
+        wanted
+            .iter()
+            .map(|(s, ids)| {
+                let o = js_sys::Object::new();
+                js_sys::Reflect::set(&o, &"slot".into(), &(*s as f64).into())?;
+                js_sys::Reflect::set(&o, &"ids".into(), &Uint32Array::from(ids.as_slice()))?;
+                Ok(JsValue::from(o))
+            })
+            .collect()
+    }
+
+    /// Keeps the rows head shard `slot` answered to `/rows`.
+    #[wasm_bindgen(js_name = addRows)]
+    pub fn add_rows(&self, slot: f64, message: Uint8Array) -> Result<(), JsValue> {
+        let slot = check_count(slot, "slot")?;
+        self.model
+            .add_rows(
+                usize::try_from(slot).unwrap_or(usize::MAX),
+                &message.to_vec(),
+            )
+            .map_err(host_error)
     }
 
     /// The kept conversation sharing the longest prefix with `ids`, as `{ conversation, len,
@@ -402,17 +516,19 @@ impl WasmCoordinator {
     }
 
     /// Picks the next token from the head shards' answers to the last message of `positions`
-    /// positions: each a `Float32Array`, `null` (no answer in time) or an error message.
+    /// positions: each the `Uint8Array` a head station answered to `/logits`, `null` (no answer
+    /// in time) or an error (message).
     /// Returns `{ id, text, finishReason, step }`, or `{ retry: [slots] }` to ask those again.
     pub fn pick(&self, answers: Array, positions: f64) -> Result<JsValue, JsValue> {
         let positions = check_count(positions, "positions")? as usize;
         let answers = answers
             .iter()
-            .map(|a| {
+            .enumerate()
+            .map(|(slot, a)| {
                 if a.is_null() || a.is_undefined() {
                     Answer::Missing
-                } else if let Some(f) = a.dyn_ref::<Float32Array>() {
-                    Answer::Value(f.to_vec())
+                } else if let Some(bytes) = a.dyn_ref::<Uint8Array>() {
+                    self.model.read_answer(slot, &bytes.to_vec())
                 } else if let Some(e) = a.dyn_ref::<js_sys::Error>() {
                     Answer::Failed(String::from(e.message()))
                 } else {
@@ -421,14 +537,17 @@ impl WasmCoordinator {
             })
             .collect();
         let mut slot = self.conversation.borrow_mut();
-        let conv = slot
-            .as_mut()
-            .ok_or_else(|| error("no generation in progress: start one first"))?;
+        let conv = slot.as_mut().ok_or_else(|| {
+            js_error(
+                ErrorCode::NoContext,
+                "no generation in progress: start one first",
+            )
+        })?;
         match conv
             .pick(&self.model, answers, positions)
             .map_err(host_error)?
         {
-            Pick::Token(e) => js_sys::JSON::parse(&serde_json::to_string(&e).map_err(error)?),
+            Pick::Token(e) => to_js(&e),
             Pick::Retry(slots) => {
                 let o = js_sys::Object::new();
                 let list: Array = slots.iter().map(|&s| JsValue::from(s as f64)).collect();
@@ -438,21 +557,25 @@ impl WasmCoordinator {
         }
     }
 
-    /// The messages of the token picked last, or `null` once the generation has ended.
-    pub fn next(&self) -> Promise {
-        let model = self.model.clone();
-        let next = self
-            .conversation
-            .borrow_mut()
+    /// The messages to carry next — the prompt's after `start`, then the token picked last —
+    /// or `null` once the generation has ended. Every row `rowsWanted` asked for must be here.
+    #[wasm_bindgen(unchecked_return_type = "Uint8Array[] | null")]
+    pub fn next(&self) -> Result<JsValue, JsValue> {
+        let mut slot = self.conversation.borrow_mut();
+        let Some((id, pos, ids)) = slot
             .as_mut()
-            .and_then(|c| c.next_ids().map(|ids| (c.id, c.pos, ids)));
-        future_to_promise(async move {
-            let Some((id, pos, ids)) = next else {
-                return Ok(JsValue::NULL);
-            };
-            let messages = model.messages(id, pos, &ids).await.map_err(host_error)?;
-            Ok(messages_array(messages).into())
-        })
+            .and_then(|c| c.next_ids().map(|ids| (c.id, c.pos, ids)))
+        else {
+            return Ok(JsValue::NULL);
+        };
+        match self.model.messages(id, pos, &ids) {
+            Ok(messages) => Ok(messages_array(messages).into()),
+            Err(e) => {
+                // Nothing was carried: the generation cannot go on.
+                *slot = None;
+                Err(host_error(e))
+            }
+        }
     }
 
     /// Positions the stations hold for the generation in progress.

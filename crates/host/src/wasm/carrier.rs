@@ -3,6 +3,8 @@
 //! Inputs are read field by field, so a bad value is reported with its name (and the cell id)
 //! instead of as a generic deserialization error; large images cross as typed arrays.
 
+use super::convert::to_js;
+use super::errors::invalid_argument;
 use carrier::{
     CarrierError, CarrierMediumPipeline, Cell, ImageCarrierPipeline, ImageData, ImageInput,
     Reading, SampleRange,
@@ -11,17 +13,13 @@ use js_sys::{Array, Object, Reflect, Uint32Array, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
+/// Every failure of a carrier pipeline is about its input.
 fn error(msg: impl std::fmt::Display) -> JsValue {
-    js_sys::Error::new(&msg.to_string()).into()
+    invalid_argument(msg)
 }
 
 fn carrier_error(e: CarrierError) -> JsValue {
     error(e)
-}
-
-/// Any serializable result as a plain JS object.
-fn to_js<T: serde::Serialize>(v: &T) -> Result<JsValue, JsValue> {
-    js_sys::JSON::parse(&serde_json::to_string(v).map_err(error)?)
 }
 
 fn field(obj: &JsValue, key: &str) -> Result<JsValue, JsValue> {

@@ -1,0 +1,82 @@
+//! What a user can read through `stats()`: cache and I/O counters, memory, timings, and what the
+//! current generation's passes and drafts did.
+
+use crate::cache::CacheStats;
+use crate::memory::MemoryPlan;
+use crate::prefix::PrefixStatus;
+
+/// What a user can read through `stats()`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stats {
+    #[serde(flatten)]
+    pub cache: CacheStats,
+    pub bytes_fetched: u64,
+    /// Range reads issued, retries included.
+    pub range_reads: u64,
+    /// Reads issued again after a transient failure, and attempts that timed out.
+    pub read_retries: u64,
+    pub read_timeouts: u64,
+    /// Resident tensors (embedding, final norm, LM head) held for the whole session.
+    pub resident_bytes: u64,
+    /// Resident tensors plus the most layer bytes ever cached at once.
+    pub peak_resident_bytes: u64,
+    /// Bytes the KV caches of every window have allocated.
+    pub kv_cache_bytes: u64,
+    /// Positions the context holds (under a memory budget, what fits).
+    pub context_length: usize,
+    /// How the last prompt used the prefix windows (`reusePrefix`), or None.
+    pub prefix: Option<PrefixReport>,
+    /// The memory plan open checked, when a budget was given.
+    pub memory_plan: Option<MemoryPlan>,
+    pub open_ms: f64,
+    pub prefill_ms: f64,
+    pub prefill_tokens: u64,
+    /// Wall time of each decode step since the last prompt (a token that a verify pass made
+    /// along with an earlier one costs only its delivery).
+    pub token_ms: Vec<f64>,
+    #[serde(flatten)]
+    pub decode: DecodeStats,
+}
+
+/// How a prompt's prefill used the prefix windows.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrefixReport {
+    pub status: PrefixStatus,
+    /// Prompt tokens whose KV came from the window, not from a prefill.
+    pub reused: u64,
+    /// Prompt tokens prefilled.
+    pub prefilled: u64,
+    /// The window that served it.
+    pub window: usize,
+}
+
+/// The current generation's forward passes and drafts.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecodeStats {
+    /// Tokens generated.
+    pub decode_tokens: u64,
+    /// Forward passes they took (plain steps and verify passes).
+    pub forward_passes: u64,
+    /// Forward passes that verified a draft.
+    pub verify_passes: u64,
+    /// Draft tokens verified, and how many of them were kept.
+    pub drafted: u64,
+    pub accepted: u64,
+    /// `decode_tokens / forward_passes`.
+    pub tokens_per_pass: f64,
+    /// Layer range reads since the prompt, per generated token.
+    pub layer_reads_per_token: f64,
+    /// Layer range reads since the prompt.
+    pub decode_layer_reads: u64,
+}
+
+/// `a / b`, 0 when `b` is.
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
+    match b {
+        0 => 0.0,
+        _ => a as f64 / b as f64,
+    }
+}

@@ -1,0 +1,61 @@
+//! Values across the boundary: arguments from JS checked and converted (counts and indices as
+//! JS numbers, chat messages as JSON), results to JS as plain objects.
+
+use super::errors::{invalid_argument, js_error};
+use crate::error::ErrorCode;
+use engine::chat::ChatMessage;
+use wasm_bindgen::JsValue;
+
+/// Any serializable result as a plain JS object.
+pub(crate) fn to_js<T: serde::Serialize>(v: &T) -> Result<JsValue, JsValue> {
+    let json = serde_json::to_string(v).map_err(|e| js_error(ErrorCode::Internal, e))?;
+    js_sys::JSON::parse(&json)
+}
+
+/// A non-negative integer option from JS: at most 2^53 (what a JS number holds exactly).
+pub(crate) fn check_count(v: f64, what: &str) -> Result<u64, JsValue> {
+    const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= MAX_SAFE {
+        Ok(v as u64)
+    } else {
+        Err(invalid_argument(format!(
+            "{what} must be an integer in [0, 2^53), got {v}"
+        )))
+    }
+}
+
+/// A count that bounds something smaller anyway (layers, attempts): larger ones mean "all".
+pub(crate) fn saturating_usize(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// `[{ role, content }]` from JSON.
+pub(crate) fn parse_messages(messages_json: &str) -> Result<Vec<ChatMessage>, JsValue> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        role: String,
+        content: String,
+    }
+    let list: Vec<Message> = serde_json::from_str(messages_json).map_err(|e| {
+        invalid_argument(format!(
+            "messages must be [{{ role, content }}] of text: {e}"
+        ))
+    })?;
+    if list.is_empty() {
+        return Err(invalid_argument(
+            "messages must be a non-empty list of { role, content }",
+        ));
+    }
+    Ok(list
+        .into_iter()
+        .map(|m| ChatMessage {
+            role: m.role,
+            content: m.content,
+        })
+        .collect())
+}
+
+/// An index from JS (a layer): a non-negative integer.
+pub(crate) fn check_index(v: f64, what: &str) -> Result<usize, JsValue> {
+    check_count(v, what).map(saturating_usize)
+}

@@ -1,0 +1,337 @@
+//! `WasmHost`, the Rust side of the package's `HostShim` (pkg/src/shim.js): the host lent out
+//! of a `RefCell` to one async call at a time (never holding a borrow across an await), the
+//! queries that answer while a call runs, and disposal.
+
+use super::convert::{check_index, parse_messages, to_js};
+use super::errors::{host_error, js_error};
+use super::source::JsSource;
+use crate::error::ErrorCode;
+use crate::host::{Host, Stats};
+use crate::reader::Abort;
+use engine::decode::GenerateOptions;
+use engine::tokenizer::Tokenizer;
+use js_sys::{Function, Promise, Uint32Array};
+use std::cell::RefCell;
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+/// Where the host is: idle in the cell, lent out to an async call (with its stats as the call
+/// began, which `stats()` answers meanwhile), or freed.
+enum State {
+    Idle(Box<Host>),
+    Busy {
+        dispose_after: bool,
+        stats: Box<Stats>,
+    },
+    Disposed,
+}
+
+/// What the synchronous queries need, kept outside the host so that they answer while an
+/// async call has it.
+struct Lexicon {
+    tokenizer: Rc<Tokenizer>,
+    chat_template: Option<String>,
+    /// `info()`'s object, as JSON.
+    info: String,
+}
+
+/// The Rust side of the package's `HostShim` (pkg/src/shim.js), which validates arguments and
+/// runs calls one at a time; this layer still refuses overlapping or post-dispose calls cleanly.
+#[wasm_bindgen]
+pub struct WasmHost {
+    state: Rc<RefCell<State>>,
+    abort: Abort,
+    lexicon: Lexicon,
+    vocab_size: u32,
+    layer_count: u32,
+    context_length: u32,
+    eos_ids: Vec<u32>,
+}
+
+/// The failures of a call the host cannot take.
+fn disposed() -> JsValue {
+    js_error(ErrorCode::Disposed, "HostShim has been disposed")
+}
+
+fn busy() -> JsValue {
+    js_error(
+        ErrorCode::Busy,
+        "HostShim is busy: await the previous call first",
+    )
+}
+
+/// Runs a synchronous call on the idle host.
+fn with_host<T>(
+    state: &RefCell<State>,
+    f: impl FnOnce(&mut Host) -> Result<T, JsValue>,
+) -> Result<T, JsValue> {
+    match &mut *state.borrow_mut() {
+        State::Idle(host) => f(host),
+        State::Busy {
+            dispose_after: true,
+            ..
+        }
+        | State::Disposed => Err(disposed()),
+        State::Busy { .. } => Err(busy()),
+    }
+}
+
+/// Fails once the host is disposed (or will be when its call ends).
+fn check_live(state: &RefCell<State>) -> Result<(), JsValue> {
+    match &*state.borrow() {
+        State::Busy {
+            dispose_after: true,
+            ..
+        }
+        | State::Disposed => Err(disposed()),
+        _ => Ok(()),
+    }
+}
+
+/// Lends the host to an async call (so no RefCell borrow is held across awaits) and puts it
+/// back afterwards, freeing it instead if `dispose()` came in meanwhile.
+async fn with_host_async<T, F>(state: Rc<RefCell<State>>, f: F) -> Result<T, JsValue>
+where
+    F: AsyncFnOnce(&mut Host) -> Result<T, JsValue>,
+{
+    let mut host = {
+        let mut s = state.borrow_mut();
+        let host = match &*s {
+            State::Idle(host) => host,
+            State::Disposed => return Err(disposed()),
+            State::Busy { .. } => return Err(busy()),
+        };
+        let stats = Box::new(host.stats());
+        let State::Idle(host) = std::mem::replace(
+            &mut *s,
+            State::Busy {
+                dispose_after: false,
+                stats,
+            },
+        ) else {
+            unreachable!("matched Idle above")
+        };
+        host
+    };
+    let result = f(&mut host).await;
+    let mut s = state.borrow_mut();
+    *s = match *s {
+        State::Busy {
+            dispose_after: true,
+            ..
+        } => State::Disposed,
+        _ => State::Idle(host),
+    };
+    result
+}
+
+#[wasm_bindgen]
+impl WasmHost {
+    /// Opens a knot file through `source`. `optionsJson` is `HostShim.open`'s options object
+    /// (without `onProgress`) as JSON, checked by `host::options::open_options`;
+    /// `onProgress({ bytesLoaded, rangeReads })` is called after every completed read.
+    pub fn open(source: JsValue, options_json: String, on_progress: Option<Function>) -> Promise {
+        future_to_promise(async move {
+            let opts = crate::options::open_options(&options_json).map_err(host_error)?;
+            let mut source = JsSource::new(source)?;
+            source.on_progress = on_progress;
+            let host = Host::open(Rc::new(source), opts)
+                .await
+                .map_err(host_error)?;
+            let cfg = host.config();
+            let m = &host.knot().meta;
+            let info = serde_json::json!({
+                "name": m.name,
+                "architecture": m.architecture,
+                "config": m.config,
+                "contextLength": host.stats().context_length,
+            });
+            Ok(WasmHost {
+                vocab_size: cfg.vocab_size as u32,
+                layer_count: cfg.n_layers as u32,
+                context_length: host.stats().context_length as u32,
+                eos_ids: cfg.eos_ids.clone(),
+                abort: host.abort_handle(),
+                lexicon: Lexicon {
+                    tokenizer: host.tokenizer().clone(),
+                    chat_template: m.chat_template.clone(),
+                    info: info.to_string(),
+                },
+                state: Rc::new(RefCell::new(State::Idle(Box::new(host)))),
+            }
+            .into())
+        })
+    }
+
+    /// Positions the context holds (under a memory budget, what fits).
+    #[wasm_bindgen(getter, js_name = contextLength)]
+    pub fn context_length(&self) -> u32 {
+        self.context_length
+    }
+
+    /// Whether an async call has the host now.
+    #[wasm_bindgen(getter)]
+    pub fn busy(&self) -> bool {
+        matches!(&*self.state.borrow(), State::Busy { .. })
+    }
+
+    /// Forgets the reads in flight without waiting for them (see `Host::drop_reads`); for a
+    /// caller taking over from a call whose request context was canceled. Returns how many.
+    #[wasm_bindgen(js_name = dropReads)]
+    pub fn drop_reads(&self) -> Result<u32, JsValue> {
+        with_host(&self.state, |h| Ok(h.drop_reads() as u32))
+    }
+
+    #[wasm_bindgen(getter, js_name = vocabSize)]
+    pub fn vocab_size(&self) -> u32 {
+        self.vocab_size
+    }
+
+    #[wasm_bindgen(getter, js_name = layerCount)]
+    pub fn layer_count(&self) -> u32 {
+        self.layer_count
+    }
+
+    #[wasm_bindgen(getter, js_name = eosIds)]
+    pub fn eos_ids(&self) -> Uint32Array {
+        Uint32Array::from(self.eos_ids.as_slice())
+    }
+
+    /// Text to ids, with the model's BOS when its tokenizer adds one. Works during an async
+    /// call too, as do `decode`, `chatPrompt`, `stats` and `info`.
+    pub fn encode(&self, text: &str) -> Result<Uint32Array, JsValue> {
+        check_live(&self.state)?;
+        let ids = self
+            .lexicon
+            .tokenizer
+            .encode_with_bos(text)
+            .map_err(host_error)?;
+        Ok(Uint32Array::from(ids.as_slice()))
+    }
+
+    /// Ids to text (invalid UTF-8 becomes U+FFFD).
+    pub fn decode(&self, ids: Uint32Array) -> Result<String, JsValue> {
+        check_live(&self.state)?;
+        self.lexicon
+            .tokenizer
+            .decode(&ids.to_vec())
+            .map_err(host_error)
+    }
+
+    /// Renders `[{ role, content }]` (as JSON) with the model's chat template.
+    #[wasm_bindgen(js_name = chatPrompt)]
+    pub fn chat_prompt(&self, messages_json: &str) -> Result<String, JsValue> {
+        let list = parse_messages(messages_json)?;
+        check_live(&self.state)?;
+        let template = self.lexicon.chat_template.as_deref();
+        engine::chat::chat_prompt(template, &self.lexicon.tokenizer, &list).map_err(host_error)
+    }
+
+    /// Forgets the conversation; cached layers stay.
+    pub fn reset(&self) -> Result<(), JsValue> {
+        with_host(&self.state, |h| {
+            h.reset();
+            Ok(())
+        })
+    }
+
+    /// Starts a generation: `optionsJson` is the options object (`GenerateOptions::from_json`:
+    /// sampling, `moa`, `maxTokens`, `continue`, `ignoreEos`), validated here; the prompt ids run
+    /// through the model. Tokens then come from `next()`.
+    pub fn start(&self, ids: Uint32Array, options_json: String) -> Promise {
+        let state = self.state.clone();
+        let ids = ids.to_vec();
+        future_to_promise(async move {
+            let opts = GenerateOptions::from_json(&options_json).map_err(host_error)?;
+            with_host_async(state, async |h: &mut Host| {
+                h.start(&ids, &opts).await.map_err(host_error)
+            })
+            .await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// The next token of the generation: `{ id, text, finishReason, step }`, or null once it
+    /// has finished.
+    pub fn next(&self) -> Promise {
+        let state = self.state.clone();
+        future_to_promise(async move {
+            let emitted = with_host_async(state, async |h: &mut Host| {
+                h.next().await.map_err(host_error)
+            })
+            .await?;
+            match emitted {
+                None => Ok(JsValue::NULL),
+                Some(e) => to_js(&e),
+            }
+        })
+    }
+
+    /// Fetches layer `layer`; resolves once it is resident.
+    #[wasm_bindgen(js_name = prefetchLayer)]
+    pub fn prefetch_layer(&self, layer: f64) -> Promise {
+        let state = self.state.clone();
+        future_to_promise(async move {
+            let layer = check_index(layer, "layer")?;
+            with_host_async(state, async |h: &mut Host| {
+                h.load_layer(layer).await.map_err(host_error)
+            })
+            .await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// Resolves once every read in flight has finished (see `Host::drain_reads`); the shim calls
+    /// it when a generation ends, so no read outlives the request that began it.
+    #[wasm_bindgen(js_name = drainReads)]
+    pub fn drain_reads(&self) -> Promise {
+        let state = self.state.clone();
+        future_to_promise(async move {
+            with_host_async(state, async |h: &mut Host| {
+                h.drain_reads().await;
+                Ok(())
+            })
+            .await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// Cache and I/O counters, memory and timings, as a plain object; during an async call,
+    /// as they were when it began.
+    pub fn stats(&self) -> Result<JsValue, JsValue> {
+        check_live(&self.state)?;
+        match &*self.state.borrow() {
+            State::Idle(h) => to_js(&h.stats()),
+            State::Busy { stats, .. } => to_js(stats),
+            State::Disposed => Err(disposed()),
+        }
+    }
+
+    /// The model's name and hyperparameters, as a plain object.
+    pub fn info(&self) -> Result<JsValue, JsValue> {
+        check_live(&self.state)?;
+        js_sys::JSON::parse(&self.lexicon.info)
+    }
+
+    /// Aborts the async call in flight: its reads are abandoned at once and it rejects with an
+    /// `AbortError` within a layer's compute; the conversation stays as before the call. No-op
+    /// when idle; the next call runs normally.
+    pub fn abort(&self) {
+        self.abort.abort();
+    }
+
+    /// Frees the model now, or (aborting it) once the call in flight has unwound. Idempotent.
+    pub fn dispose(&self) {
+        let mut s = self.state.borrow_mut();
+        let old = std::mem::replace(&mut *s, State::Disposed);
+        if let State::Busy { stats, .. } = old {
+            *s = State::Busy {
+                dispose_after: true,
+                stats,
+            };
+            drop(s);
+            self.abort.abort();
+        }
+    }
+}
