@@ -1,6 +1,6 @@
 // Entry for browsers (and bundlers targeting them): fetches the .wasm next to this package.
 import * as bindings from '../dist/wasm/host.js';
-import { setWasmResolver } from './shim.js';
+import { setWasmResolver } from './resolver.js';
 import { setHelperBindings } from './helpers.js';
 
 export * from './index.js';

@@ -1,4 +1,5 @@
 import { checkRange, checkTarget } from './range.js';
+import { coded } from './errors.js';
 
 /** A KnotByteSource over bytes already in memory (tests, small models, data fetched whole). */
 export class BufferKnotSource {
@@ -9,7 +10,7 @@ export class BufferKnotSource {
   constructor(bytes) {
     if (bytes instanceof ArrayBuffer) bytes = new Uint8Array(bytes);
     if (!(bytes instanceof Uint8Array)) {
-      throw new TypeError('BufferKnotSource: expected a Uint8Array or ArrayBuffer');
+      throw coded('invalid_argument', 'BufferKnotSource: expected a Uint8Array or ArrayBuffer');
     }
     this.#bytes = bytes;
   }

@@ -1,4 +1,5 @@
 import { checkRange } from './range.js';
+import { coded } from './errors.js';
 
 const DEFAULT_CACHE_NAME = 'knot-spans';
 const SPAN_PARAM = 'knot-span';
@@ -54,31 +55,31 @@ export class CachedKnotSource {
    */
   static async open(inner, options = {}) {
     if (typeof inner?.rangeGet !== 'function') {
-      throw new TypeError('CachedKnotSource: inner must be a KnotByteSource (it has no rangeGet)');
+      throw coded('invalid_argument', 'CachedKnotSource: inner must be a KnotByteSource (it has no rangeGet)');
     }
     const storage = options.caches ?? globalThis.caches;
     if (storage === undefined || typeof storage.open !== 'function') {
-      throw new TypeError('CachedKnotSource: no Cache API here (globalThis.caches); pass options.caches or read uncached');
+      throw coded('invalid_argument', 'CachedKnotSource: no Cache API here (globalThis.caches); pass options.caches or read uncached');
     }
     if (options.onNotice !== undefined && typeof options.onNotice !== 'function') {
-      throw new TypeError('CachedKnotSource: onNotice must be a function');
+      throw coded('invalid_argument', 'CachedKnotSource: onNotice must be a function');
     }
     const url = options.url ?? inner.url;
-    if (url === undefined) throw new TypeError('CachedKnotSource: give options.url (the source has none)');
+    if (url === undefined) throw coded('invalid_argument', 'CachedKnotSource: give options.url (the source has none)');
     const base = new URL(String(url));
     if (base.protocol !== 'http:' && base.protocol !== 'https:') {
-      throw new TypeError(`CachedKnotSource: the Cache API keys on http(s) URLs, got ${base.href}`);
+      throw coded('invalid_argument', `CachedKnotSource: the Cache API keys on http(s) URLs, got ${base.href}`);
     }
     let version = options.version;
     if (version === undefined) {
       if (inner.size === undefined && typeof inner.probeSize === 'function') await inner.probeSize();
       if (inner.size === undefined || inner.size === null) {
-        throw new TypeError('CachedKnotSource: the source does not know its size; give options.version');
+        throw coded('invalid_argument', 'CachedKnotSource: the source does not know its size; give options.version');
       }
       version = `${inner.size} ${inner.validator ?? ''}`.trim();
     }
     if (typeof version !== 'string' || version === '') {
-      throw new TypeError('CachedKnotSource: version must be a non-empty string');
+      throw coded('invalid_argument', 'CachedKnotSource: version must be a non-empty string');
     }
     const name = options.cacheName ?? DEFAULT_CACHE_NAME;
     const source = new CachedKnotSource(inner, base, version, options.onNotice);

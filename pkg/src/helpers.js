@@ -1,8 +1,10 @@
-// Pure helpers, usable without a model: MOA's agents and fold (crates/moa) and COLTRANE's
-// response_format mapping (crates/coltrane), the same Rust code the decode loop runs, reached
-// through the package's wasm. Node, Bun, Deno and Workers initialize the wasm on import; in
+// Pure helpers, usable without a model: MOA's agents and fold (crates/moa), COLTRANE's
+// response_format mapping (crates/coltrane) and the stations a model needs for a memory budget
+// (crates/host/src/station/plan.rs), the same Rust code the decode loop runs, reached through
+// the package's wasm. Node, Bun, Deno and Workers initialize the wasm on import; in
 // browsers `await loadWasm()` first.
-import { optionsJson } from './shim.js';
+import { optionsJson, toJson } from './convert.js';
+import { coded } from './errors.js';
 
 /** @type {any} the initialized wasm-bindgen namespace */
 let bindings;
@@ -17,7 +19,7 @@ export function setHelperBindings(ns) {
 
 function wasm() {
   if (bindings === undefined) {
-    throw new Error('knot-wasm: the wasm is not initialized yet; await loadWasm() first');
+    throw coded('internal', 'knot-wasm: the wasm is not initialized yet; await loadWasm() first', Error);
   }
   return bindings;
 }
@@ -29,10 +31,7 @@ function wasm() {
  * @returns {number[]}
  */
 export function createMoaAgents(options = {}) {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new TypeError('createMoaAgents: options must be an object');
-  }
-  return Array.from(wasm().moaAgents(optionsJson(options)));
+  return Array.from(wasm().moaAgents(optionsJson(options, 'createMoaAgents: options')));
 }
 
 /**
@@ -44,9 +43,7 @@ export function createMoaAgents(options = {}) {
  * @returns {{ merged: number[], weights: number[], deficit: number }}
  */
 export function deficitWeightedMerge(dists, options = {}) {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new TypeError('deficitWeightedMerge: options must be an object');
-  }
+  optionsJson(options, 'deficitWeightedMerge: options');
   return wasm().moaMerge(optionsJson({ ...options, dists }));
 }
 
@@ -59,5 +56,20 @@ export function deficitWeightedMerge(dists, options = {}) {
  * @returns {{ preset: 'json', schema?: object } | null}
  */
 export function coltraneFromResponseFormat(responseFormat) {
-  return wasm().coltraneFromResponseFormat(optionsJson(/** @type {any} */ (responseFormat)));
+  return wasm().coltraneFromResponseFormat(toJson(responseFormat));
+}
+
+/**
+ * The fewest layer and head stations a model needs so that every isolate (each station and the
+ * coordinator) fits `memoryBudget` bytes, read from the knot file's index alone (two small
+ * reads of `source`). Defaults are the stations' own: `maxContext` 2048, `kvCache` 'f32',
+ * `maxBatch` 64, `maxConversations` 4, `maxReadBytes` 4 MiB. Rejects with code `over_budget`
+ * when no split fits (the message says which part is over).
+ * @param {import('./types/sources.js').KnotByteSource} source
+ * @param {{ memoryBudget: number, maxContext?: number, kvCache?: 'f32' | 'f16', maxBatch?: number,
+ *   maxConversations?: number, maxReadBytes?: number }} options
+ * @returns {Promise<import('./types/helpers.js').StationLayout>}
+ */
+export async function planStations(source, options) {
+  return wasm().planStations(source, optionsJson(options, 'planStations: options'));
 }

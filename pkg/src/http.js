@@ -1,4 +1,5 @@
 import { checkRange } from './range.js';
+import { coded } from './errors.js';
 
 /** Statuses worth retrying: the server or a proxy may answer properly a moment later. */
 const TRANSIENT_STATUS = new Set([408, 429, 500, 502, 503, 504]);
@@ -63,24 +64,24 @@ export class HttpKnotSource {
     this.#url = String(url);
     const fetchFn = options.fetch ?? globalThis.fetch;
     if (typeof fetchFn !== 'function') {
-      throw new TypeError('HttpKnotSource: no fetch available; pass options.fetch');
+      throw coded('invalid_argument', 'HttpKnotSource: no fetch available; pass options.fetch');
     }
     // Unbound global fetch throws "Illegal invocation" in browsers.
     this.#fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.#headers = { ...(options.headers ?? {}) };
     const retries = options.retries ?? 3;
     if (!Number.isInteger(retries) || retries < 0) {
-      throw new RangeError(`HttpKnotSource: retries must be an integer >= 0, got ${String(retries)}`);
+      throw coded('invalid_argument', `HttpKnotSource: retries must be an integer >= 0, got ${String(retries)}`, RangeError);
     }
     this.#retries = retries;
     const delay = options.retryDelayMs ?? 200;
     if (!Number.isFinite(delay) || delay < 0) {
-      throw new RangeError(`HttpKnotSource: retryDelayMs must be >= 0, got ${String(delay)}`);
+      throw coded('invalid_argument', `HttpKnotSource: retryDelayMs must be >= 0, got ${String(delay)}`, RangeError);
     }
     this.#retryDelayMs = delay;
     if (options.size !== undefined) {
       if (!Number.isSafeInteger(options.size) || options.size < 0) {
-        throw new RangeError(`HttpKnotSource: size must be an integer >= 0, got ${String(options.size)}`);
+        throw coded('invalid_argument', `HttpKnotSource: size must be an integer >= 0, got ${String(options.size)}`, RangeError);
       }
       this.#size = options.size;
     }

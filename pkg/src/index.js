@@ -3,4 +3,5 @@ export { BufferKnotSource } from './buffer.js';
 export { CachedKnotSource } from './cache.js';
 export { HttpKnotSource } from './http.js';
 export { HostShim } from './shim.js';
-export { coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge } from './helpers.js';
+export { coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge, planStations } from './helpers.js';
+export { ERROR_STATUS, errorStatus } from './errors.js';

@@ -1,7 +1,7 @@
 // Entry for Node >= 20, Bun and Deno: reads the .wasm beside the bindings with node:fs and
 // instantiates it synchronously (wasm-bindgen `web` target + initSync works in all three).
 import { readFile } from 'node:fs/promises';
-import { setWasmResolver } from './shim.js';
+import { setWasmResolver } from './resolver.js';
 import { setHelperBindings } from './helpers.js';
 
 export * from './index.js';
@@ -35,6 +35,15 @@ export function loadWasm() {
 const ready = await loadWasm();
 setHelperBindings(ready);
 export const { CarrierMediumPipeline, ImageCarrierPipeline } = ready;
+// A model split across processes (examples/worker's stations) runs here too: the layer and head
+// stations and the coordinator that drives them.
+export const { WasmLayerStation, WasmHeadStation, WasmCoordinator } = ready;
+
+/** Bytes of this process's wasm memory (it never shrinks: the high-water mark). */
+export function wasmMemoryBytes() {
+  // initSync returns the instance's exports once initialized (it is, at import).
+  return ready.initSync().memory.buffer.byteLength;
+}
 
 setWasmResolver(async (wasm) => {
   const ownNs = await loadWasm();

@@ -2,7 +2,7 @@
 // only wasm compiled at deploy time, so the module is imported statically.
 import * as bindings from '../dist/wasm/host.js';
 import wasmModule from '../dist/wasm/host_bg.wasm';
-import { setWasmResolver } from './shim.js';
+import { setWasmResolver } from './resolver.js';
 import { setHelperBindings } from './helpers.js';
 
 export * from './index.js';

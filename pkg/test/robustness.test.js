@@ -91,8 +91,8 @@ describe('reads that never settle', () => {
       const seen = [];
       const running = shim.generate(PROMPT, 8, {
         signal: controller.signal,
-        onToken: (id) => {
-          seen.push(id);
+        onToken: (t) => {
+          seen.push(t.id);
           if (seen.length === 2) hang = true;
         },
       });
@@ -246,7 +246,7 @@ describe('bad sizes, limits and text', () => {
     }
     await assert.rejects(HostShim.open(source, { readRetries: -1 }), /readRetries must be an integer >= 0, got -1/);
     await assert.rejects(HostShim.open(source, { readTimeoutMs: 1.5 }), /readTimeoutMs must be an integer >= 0, got 1.5/);
-    await assert.rejects(HostShim.open(source, { readBackoffMs: '5' }), /readBackoffMs must be an integer >= 0, got 5/);
+    await assert.rejects(HostShim.open(source, { readBackoffMs: '5' }), /readBackoffMs must be an integer >= 0, got "5"/);
   });
 
   test('lone surrogates get a clear error from applyChatTemplate, encode and generateText', async () => {

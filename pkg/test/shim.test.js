@@ -1,11 +1,12 @@
 // The HostShim wrapper's own logic (argument conversion, dispose, call order, pumping the Rust
 // decode loop), checked against a recording stand-in for the wasm-bindgen WasmHost; the real
-// model (and the options validation, which is Rust's) is tested through the built package.
+// model (and what the arguments mean — option ranges, vocabulary, message shapes — which Rust
+// checks) is tested through the built package.
 import assert from 'node:assert/strict';
 import { describe, test } from './harness.js';
-import {
-  HostShim, checkOpenOptions, checkSourceSize, checkText, optionsJson, toTokenIds,
-} from '../src/shim.js';
+import { HostShim } from '../src/shim.js';
+import { messagesJson, optionsJson, toText, toTokenIds } from '../src/convert.js';
+import { setWasmResolver } from '../src/resolver.js';
 import { BufferKnotSource } from '../src/sources.js';
 
 const utf8 = new TextDecoder();
@@ -56,7 +57,7 @@ function recordingHost(reply = 'ok') {
       return { id, text, finishReason, step: { token: id, picker: 'greedy' } };
     },
     async prefetchLayer(l) { calls.push(['prefetch', l]); },
-    stats: () => JSON.stringify({ misses: 1 }),
+    stats: () => ({ misses: 1 }),
     abort() { calls.push('abort'); },
     free() { calls.push('free'); },
   };
@@ -87,92 +88,68 @@ function hangingHost() {
 
 const source = new BufferKnotSource(new Uint8Array(8));
 
-describe('HostShim.open validation', () => {
-  test('draftMode: true, false or an object, sent to Rust as JSON (which checks its fields)', () => {
-    const json = (/** @type {Record<string, unknown>} */ o) => JSON.parse(checkOpenOptions(o).json);
-    assert.equal(json({ draftMode: true }).draftMode, true);
-    assert.equal(json({ draftMode: false }).draftMode, false);
-    assert.equal(json({}).draftMode, undefined);
-    assert.equal(checkOpenOptions({ draftMode: { maxDraft: 4, margin: NaN } }).json,
-      '{"draftMode":{"maxDraft":4,"margin":"NaN"}}');
-    for (const bad of ['yes', 1, null, [true]]) {
-      assert.throws(() => checkOpenOptions({ draftMode: bad }), /draftMode must be true, false or \{ ngram, maxDraft, adaptive, margin \}/);
+/** A wasm namespace whose WasmHost.open records what it was given. */
+function recordingWasm() {
+  const opened = [];
+  class WasmHost {
+    static async open(source, json, onProgress) {
+      opened.push({ source, options: JSON.parse(json), onProgress });
+      return recordingHost();
     }
-    assert.deepEqual(json({ draftMode: false, lruCapacity: 6 }).lruCapacity, 6);
+  }
+  return { opened, WasmHost };
+}
+
+setWasmResolver(async (wasm) => wasm);
+
+describe('HostShim.open', () => {
+  test('the options go to Rust as JSON, which checks them; onProgress stays a JS function', async () => {
+    const wasm = recordingWasm();
+    const onProgress = () => {};
+    const all = { lruCapacity: 6, draftMode: { maxDraft: 4, margin: NaN }, kvCache: 'f16', lruCapcity: 2, onProgress };
+    await HostShim.open(source, wasm, all);
+    const { onProgress: _, ...rest } = all;
+    assert.deepEqual(wasm.opened[0].options, { ...rest, draftMode: { maxDraft: 4, margin: 'NaN' } });
+    assert.equal(wasm.opened[0].onProgress, onProgress);
+    assert.equal(wasm.opened[0].source, source);
+    // The namespace alone, or options alone.
+    await HostShim.open(source, wasm);
+    assert.deepEqual(wasm.opened[1].options, {});
   });
 
-  test('readTimeoutMs, readRetries, readBackoffMs: integers >= 0, passed on', async () => {
-    const o = JSON.parse(checkOpenOptions({ readTimeoutMs: 50, readRetries: 0, readBackoffMs: 2 }).json);
-    assert.deepEqual([o.readTimeoutMs, o.readRetries, o.readBackoffMs], [50, 0, 2]);
-    assert.equal(JSON.parse(checkOpenOptions({}).json).readTimeoutMs, undefined);
-    for (const name of ['readTimeoutMs', 'readRetries', 'readBackoffMs']) {
-      for (const bad of [-1, 0.5, '3', NaN, Infinity, null]) {
-        await assert.rejects(HostShim.open(source, { [name]: bad }), new RegExp(`${name} must be an integer >= 0, got`));
-      }
-    }
-  });
-
-  test('kvCache, maxContext, maxBatch, memoryBudget, prefixWindows, prefixTtlMs are checked, then passed on', async () => {
-    const all = { kvCache: 'f16', maxContext: 1024, maxBatch: 64, memoryBudget: 96 * 2 ** 20, prefixWindows: 2, prefixTtlMs: 15000, maxReadBytes: 2 ** 22 };
-    assert.deepEqual(JSON.parse(checkOpenOptions(all).json), all);
-    for (const [options, message] of [
-      [{ kvCache: 'q8' }, /kvCache must be 'f32' or 'f16', got q8/],
-      [{ kvCache: 16 }, /kvCache must be 'f32' or 'f16'/],
-      [{ maxContext: 0 }, /maxContext must be an integer >= 1, got 0/],
-      [{ maxBatch: 2.5 }, /maxBatch must be an integer >= 1, got 2.5/],
-      [{ memoryBudget: -1 }, /memoryBudget must be an integer >= 1, got -1/],
-      [{ prefixWindows: 0 }, /prefixWindows must be an integer >= 1, got 0/],
-      [{ maxReadBytes: 0 }, /maxReadBytes must be an integer >= 1, got 0/],
-      [{ prefixTtlMs: -5 }, /prefixTtlMs must be a number >= 0, got -5/],
-      [{ prefixTtlMs: NaN }, /prefixTtlMs must be a number >= 0, got NaN/],
-    ]) {
-      await assert.rejects(HostShim.open(source, options), message);
-    }
-  });
-
-  test('a source size must be a byte count or absent', async () => {
-    for (const ok of [undefined, null, 0, 2 ** 40]) checkSourceSize(ok);
-    for (const [bad, shown] of [['10', 'a string'], [10n, 'a bigint'], [-1, '-1'], [NaN, 'NaN'], [2 ** 60, String(2 ** 60)]]) {
-      assert.throws(() => checkSourceSize(bad), new RegExp(`source\\.size must be a non-negative integer or undefined, got ${shown}`));
-    }
-    await assert.rejects(HostShim.open({ size: '10', rangeGet: async () => new Uint8Array(0) }), /source\.size must be/);
-  });
-
-  test('lruCapacity must be an integer >= 1', async () => {
-    for (const bad of [0, -1, 1.5, '2', NaN, Infinity]) {
-      await assert.rejects(HostShim.open(source, { lruCapacity: bad }), /lruCapacity must be an integer >= 1/);
-    }
-    assert.throws(() => checkOpenOptions({ maxResidentBytes: 0 }), /maxResidentBytes must be an integer >= 1/);
-  });
-
-  test('unknown options, bad callbacks and bad sources are rejected', async () => {
-    await assert.rejects(HostShim.open(source, { lruCapcity: 2 }), /unknown option 'lruCapcity'/);
-    await assert.rejects(HostShim.open(source, { onProgress: 3 }), /onProgress must be a function/);
-    await assert.rejects(HostShim.open({}, {}), /source must implement rangeGet\(start, end\)/);
-    await assert.rejects(HostShim.open(null), /source must implement rangeGet/);
+  test('a callback that is not one, and options that are not an object, are invalid arguments', async () => {
+    const wasm = recordingWasm();
+    await assert.rejects(HostShim.open(source, wasm, { onProgress: 3 }), { code: 'invalid_argument', message: /onProgress must be a function/ });
+    await assert.rejects(HostShim.open(source, wasm, [1]), { code: 'invalid_argument', message: /options must be an object/ });
+    await assert.rejects(HostShim.open(source, { WasmHost: {} }, {}), { code: 'invalid_argument', message: /not the knot-wasm bindings/ });
+    assert.equal(wasm.opened.length, 0);
   });
 });
 
-describe('argument checks', () => {
-  test('text with a lone surrogate is refused, naming where', () => {
-    assert.equal(checkText('a\uD83D\uDE00b', 'x'), 'a\uD83D\uDE00b');
-    assert.throws(() => checkText('ab\uD800', 'prompt'), /prompt has a lone surrogate \(\\uD800\) at index 2: it is not valid Unicode text/);
-    assert.throws(() => checkText('\uDE00a', 'x'), /lone surrogate \(\\uDE00\) at index 0/);
+describe('argument conversion', () => {
+  test('text with a lone surrogate is refused, naming where (invalid_text)', () => {
+    assert.equal(toText('a\uD83D\uDE00b', 'x'), 'a\uD83D\uDE00b');
+    assert.throws(() => toText('ab\uD800', 'prompt'), { code: 'invalid_text', message: /prompt has a lone surrogate \(\\uD800\) at index 2: it is not valid Unicode text/ });
+    assert.throws(() => toText('\uDE00a', 'x'), /lone surrogate \(\\uDE00\) at index 0/);
+    assert.throws(() => toText(5, 'x'), { code: 'invalid_argument', message: /x must be a string/ });
     const shim = new HostShim(recordingHost());
     assert.throws(() => shim.applyChatTemplate([{ role: 'user', content: 'ok' }, { role: 'u\uDC01', content: 'x' }]),
       /message 1 role has a lone surrogate/);
     assert.throws(() => shim.encode('\uD800'), /encode: text has a lone surrogate/);
+    // The shape of messages is Rust's to check: anything else goes as JSON.
+    assert.equal(messagesJson([{ role: 'user' }, 3]), '[{"role":"user"},3]');
   });
 
-  test('token ids: Uint32Array or array of integers below the vocabulary', () => {
-    assert.deepEqual(toTokenIds([1, 2, 3], 10), new Uint32Array([1, 2, 3]));
+  test('token ids: a Uint32Array as is, or an array of integers in [0, 2^32)', () => {
+    assert.deepEqual(toTokenIds([1, 2, 3]), new Uint32Array([1, 2, 3]));
     const ids = new Uint32Array([4]);
-    assert.equal(toTokenIds(ids, 10), ids);
-    assert.throws(() => toTokenIds([1, -2], 10), /index 1 must be an integer >= 0, got -2/);
-    assert.throws(() => toTokenIds([1.5], 10), /index 0 must be an integer/);
-    assert.throws(() => toTokenIds(new Int32Array([1]), 10), /Uint32Array or an array of integers/);
-    assert.throws(() => toTokenIds('1,2', 10), /Uint32Array or an array of integers/);
-    assert.throws(() => toTokenIds([3, 10], 10), /token id 10 at index 1 is not below the vocabulary size 10/);
+    assert.equal(toTokenIds(ids), ids);
+    // Whether an id is below the vocabulary is Rust's to say (token_out_of_range).
+    assert.deepEqual(toTokenIds([70000]), new Uint32Array([70000]));
+    assert.throws(() => toTokenIds([1, -2]), { code: 'invalid_argument', message: /index 1 must be an integer >= 0, got -2/ });
+    assert.throws(() => toTokenIds([1.5]), /index 0 must be an integer/);
+    assert.throws(() => toTokenIds(new Int32Array([1])), /Uint32Array or an array of integers/);
+    assert.throws(() => toTokenIds('1,2'), /Uint32Array or an array of integers/);
   });
 
   test('options go to Rust as JSON; BigInt, NaN and Infinity survive the trip', () => {
@@ -180,6 +157,7 @@ describe('argument checks', () => {
     assert.deepEqual(JSON.parse(optionsJson({ seed: 2n ** 64n - 1n, temperature: NaN, topP: Infinity, minP: -Infinity, moa: { k: 3 } })),
       { seed: '18446744073709551615', temperature: 'NaN', topP: 'Infinity', minP: '-Infinity', moa: { k: 3 } });
     assert.equal(optionsJson({ temperature: undefined }), '{}');
+    assert.throws(() => optionsJson(null, 'createMoaAgents: options'), { code: 'invalid_argument', message: /createMoaAgents: options must be an object/ });
   });
 });
 
@@ -190,10 +168,15 @@ describe('HostShim over WasmHost', () => {
     const seen = [];
     const steps = [];
     const out = await shim.generate([5, 6], 10, {
-      temperature: 0.5, seed: 7n, onToken: (id) => seen.push(id), onStep: (s) => steps.push(s.token),
+      temperature: 0.5, seed: 7n, onToken: (t) => seen.push(t), onStep: (s) => steps.push(s.token),
     });
     assert.deepEqual(Array.from(out), [104, 105, 0]);
-    assert.deepEqual(seen, [104, 105, 0]);
+    // onToken gets what streamTokens yields, here as in the text APIs.
+    assert.deepEqual(seen, [
+      { id: 104, text: 'h', finishReason: null },
+      { id: 105, text: 'i', finishReason: null },
+      { id: 0, text: '', finishReason: 'stop' },
+    ]);
     assert.deepEqual(steps, [104, 105, 0]);
     assert.deepEqual(host.calls, [
       ['start', [5, 6], { temperature: 0.5, seed: '7', maxTokens: 10 }],
@@ -216,8 +199,7 @@ describe('HostShim over WasmHost', () => {
     const shim = new HostShim(host);
     await assert.rejects(shim.generate([1], -1), /n \(tokens to generate\) must be an integer >= 0/);
     await assert.rejects(shim.generate([1], 1.5), /must be an integer >= 0/);
-    await assert.rejects(shim.generate([300], 1), /token id 300 at index 0 is not below the vocabulary size 256/);
-    await assert.rejects(shim.generate([1], 1, { signal: {} }), /signal must be an AbortSignal/);
+    await assert.rejects(shim.generate([1], 1, { signal: {} }), { code: 'invalid_argument', message: /signal must be an AbortSignal/ });
     await assert.rejects(shim.generate([1], 1, { onToken: 3 }), /onToken must be a function/);
     await assert.rejects(shim.generate([1], 1, { onStep: 'x' }), /onStep must be a function/);
     await assert.rejects(shim.generate([1], 1, { maxTokens: 3 }), /give the token count as n/);
@@ -233,7 +215,7 @@ describe('HostShim over WasmHost', () => {
     await shim.generate([], 1, { continue: true });
     assert.deepEqual(host.calls[0], ['start', [], { continue: true, maxTokens: 1 }]);
     const first = shim.generate([1], 3);
-    await assert.rejects(shim.generate([1], 3), /another generation is in progress/);
+    await assert.rejects(shim.generate([1], 3), { code: 'busy', message: /another generation is in progress/ });
     await first;
   });
 
@@ -242,7 +224,7 @@ describe('HostShim over WasmHost', () => {
     const controller = new AbortController();
     const got = [];
     await assert.rejects(
-      shim.generate([1], 6, { signal: controller.signal, onToken: (id) => { got.push(id); if (got.length === 2) controller.abort(new Error('stop now')); } }),
+      shim.generate([1], 6, { signal: controller.signal, onToken: (t) => { got.push(t.id); if (got.length === 2) controller.abort(new Error('stop now')); } }),
       /stop now/,
     );
     assert.equal(got.length, 2);
@@ -254,7 +236,7 @@ describe('HostShim over WasmHost', () => {
     const host = recordingHost('é ok');
     const shim = new HostShim(host);
     const pieces = [];
-    const result = await shim.generateText('hi', { maxTokens: 20, onToken: (piece) => pieces.push(piece) });
+    const result = await shim.generateText('hi', { maxTokens: 20, onToken: (t) => pieces.push(t.text) });
     assert.equal(result.text, 'é ok');
     assert.equal(result.finishReason, 'stop');
     assert.deepEqual(Array.from(result.tokens), [0xc3, 0xa9, 0x20, 0x6f, 0x6b]);
@@ -267,7 +249,6 @@ describe('HostShim over WasmHost', () => {
     assert.deepEqual(streamed, ['é', ' ']);
     assert.deepEqual(host.calls.find((c) => c[0] === 'start' && c[1][0] === 60), ['start', [60, 113, 62], { maxTokens: 3 }]);
     assert.equal((await shim.generateText('x', { maxTokens: 1 })).finishReason, 'length');
-    await assert.rejects(shim.generateText([{ role: 'user' }]), /message 0 must be \{ role: string, content: string \}/);
   });
 
   test('prefetchLayer waits its turn, stats, encode/decode checks', async () => {
@@ -279,7 +260,7 @@ describe('HostShim over WasmHost', () => {
     // Queued behind the start that was already queued (it may run between two tokens).
     const at = (name) => host.calls.findIndex((c) => Array.isArray(c) && c[0] === name);
     assert.ok(at('start') >= 0 && at('start') < at('prefetch'), String(host.calls));
-    await assert.rejects(shim.prefetchLayer(4), /layer must be an integer in \[0, 4\), got 4/);
+    await assert.rejects(shim.prefetchLayer('4'), { code: 'invalid_argument', message: /layer must be a number/ });
     assert.deepEqual(shim.stats(), { misses: 1, wasmMemoryBytes: undefined });
     assert.deepEqual(shim.encode('A'), new Uint32Array([65]));
     assert.equal(shim.decode([104, 105]), 'hi');
@@ -292,7 +273,7 @@ describe('HostShim over WasmHost', () => {
     shim.dispose();
     shim.dispose();
     assert.deepEqual(host.calls, ['free']);
-    assert.throws(() => shim.encode('a'), /used after dispose\(\)/);
+    assert.throws(() => shim.encode('a'), { code: 'disposed', message: /used after dispose\(\)/ });
     assert.throws(() => shim.stats(), /used after dispose\(\)/);
     await assert.rejects(shim.generate([1], 1), /used after dispose\(\)/);
   });

@@ -180,7 +180,7 @@ describe('tiny model through the wasm package', () => {
       assert.equal(source.reads.length, opened + 1);
       await shim.generate(PROMPT, 2);
       assert.equal(source.reads.length, opened + LAYERS);
-      await assert.rejects(shim.prefetchLayer(LAYERS), /layer must be an integer in \[0, 2\)/);
+      await assert.rejects(shim.prefetchLayer(LAYERS), { code: 'invalid_argument', message: /layer 2 does not exist/ });
       await assert.rejects(shim.prefetchLayer(-1), /layer must be an integer/);
     } finally {
       shim.dispose();
@@ -306,7 +306,7 @@ describe('argument errors and dispose, on the real package', () => {
     try {
       await assert.rejects(shim.generate(PROMPT, -1), /n \(tokens to generate\) must be an integer >= 0, got -1/);
       await assert.rejects(shim.generate(PROMPT, 1.5), /must be an integer >= 0/);
-      await assert.rejects(shim.generate([1, 256], 2), /token id 256 at index 1 is not below the vocabulary size 256/);
+      await assert.rejects(shim.generate([1, 256], 2), { code: 'token_out_of_range', message: /token id 256 is out of range for a vocabulary of 256/ });
       await assert.rejects(shim.generate([], 2), /prompt is empty/);
       // Options are checked in one place, the Rust decode loop, and named there.
       const bad = [
@@ -333,9 +333,16 @@ describe('argument errors and dispose, on the real package', () => {
         [{ coltrane: { prosody: 'loud' } }, /coltrane.prosody must be off, observe or bias/],
         [{ coltrane: true }, /coltrane must be false or an object/],
       ];
-      for (const [options, message] of bad) await assert.rejects(shim.generate(PROMPT, 2, options), message);
+      for (const [options, message] of bad) {
+        const code = /unsupported JSON Schema/.test(String(message)) ? 'unsupported_schema' : 'invalid_option';
+        await assert.rejects(shim.generate(PROMPT, 2, options), (err) => {
+          assert.match(String(err.message), message);
+          assert.equal(err.code, code, String(message));
+          return true;
+        });
+      }
       await assert.rejects(shim.generateText('hi', { maxTokens: -1 }), /maxTokens must be an integer >= 0, got -1/);
-      assert.throws(() => shim.decode([300]), /not below the vocabulary size 256/);
+      assert.throws(() => shim.decode([300]), { code: 'token_out_of_range', message: /token id 300 is outside the vocabulary of 256/ });
       // The engine's own check, past the wrapper: a continued generation with nothing before it.
       await assert.rejects(shim.generate([], 1, { continue: true }), /nothing to continue from/);
       assert.deepEqual(Array.from(await shim.generate(PROMPT, 5)), await freshTokens(PROMPT, 5));
@@ -364,7 +371,7 @@ describe('argument errors and dispose, on the real package', () => {
       const controller = new AbortController();
       const seen = [];
       await assert.rejects(
-        shim.generate(PROMPT, 20, { signal: controller.signal, onToken: (id) => { seen.push(id); if (seen.length === 3) controller.abort(); } }),
+        shim.generate(PROMPT, 20, { signal: controller.signal, onToken: (t) => { seen.push(t.id); if (seen.length === 3) controller.abort(); } }),
         { name: 'AbortError' },
       );
       assert.equal(seen.length, 3);

@@ -1,7 +1,7 @@
 // Compiled by `npm run typecheck` only: the seed's call shape and the documented API type-check.
 import {
   BufferKnotSource, CachedKnotSource, HostShim, HttpKnotSource, coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge,
-  type KnotByteSource, type StepInfo,
+  type CoordinatorStats, type KnotByteSource, type StepInfo, type WasmCoordinator,
 } from '../src/index.js';
 
 declare const wasm: { WasmHost: unknown };
@@ -47,7 +47,7 @@ export async function textApi(): Promise<string> {
   for await (const piece of shim.stream([{ role: 'user', content: 'hi' }], { signal: controller.signal, topK: 40 })) {
     text += piece;
   }
-  const r = await shim.generateText('Once', { maxTokens: 8, onToken: (piece, id) => void [piece, id] });
+  const r = await shim.generateText('Once', { maxTokens: 8, onToken: (t) => void [t.text, t.id, t.finishReason] });
   return text + r.text + shim.stats().misses;
 }
 
@@ -79,7 +79,7 @@ export async function coltraneApi(shim: HostShim): Promise<boolean> {
 export async function longLivedApi(source: KnotByteSource): Promise<number> {
   const shim = await HostShim.open(source, {
     lruCapacity: 4, kvCache: 'f16', maxContext: 2048, maxBatch: 256, memoryBudget: 96 * 2 ** 20,
-    prefixWindows: 2, prefixTtlMs: 15000, maxReadBytes: 4 * 2 ** 20,
+    prefixWindows: 2, prefixTtlMs: 15000, maxReadBytes: 4 * 2 ** 20, readConcurrency: 4,
   });
   let n = shim.contextLength;
   for await (const e of shim.streamTokens(new Uint32Array([1, 2]), { maxTokens: 4, reusePrefix: true, presencePenalty: 0.5, frequencyPenalty: -0.5 })) {
@@ -90,4 +90,16 @@ export async function longLivedApi(source: KnotByteSource): Promise<number> {
   shim.abort();
   const reclaimed: boolean = await shim.reclaim({ graceMs: 100 });
   return n + Number(reclaimed) + shim.info().contextLength;
+}
+
+/** A split model's coordinator (stations mode): its rows protocol and its counters. */
+export function coordinatorApi(c: WasmCoordinator, headAnswer: Uint8Array): number {
+  c.start(1, new Uint32Array([1, 2]), '{}', 0);
+  let n = 0;
+  for (const { slot, ids } of c.rowsWanted()) n += slot + ids.length;
+  c.addRows(0, headAnswer);
+  const messages: Uint8Array[] | null = c.next();
+  const s: CoordinatorStats = c.stats();
+  const mode: 'resident' | 'sharded' = s.embedding.mode;
+  return n + (messages?.length ?? 0) + s.readsSinceOpen + (s.generation?.rows.misses ?? 0) + mode.length + c.logitRows;
 }

@@ -1,0 +1,74 @@
+// HostShim, the package's model API (src/shim.js), and loading the wasm.
+import type { KnotByteSource } from './sources.js';
+import type { ChatMessage, GenerateOptions, GenerateTextOptions, HostShimOptions } from './options.js';
+import type { GenerateTextResult, GeneratedToken, HostStats, ModelInfo } from './reports.js';
+
+/** The wasm-bindgen namespace (`import * as wasm from 'knot-wasm/wasm'`). */
+export interface KnotWasmBindings {
+  WasmHost: unknown;
+}
+
+export declare class HostShim implements Disposable {
+  /**
+   * `wasm` is the package's bindings namespace (`import * as wasm from 'knot-wasm/wasm'`, or what
+   * `loadWasm()` returns); omit it to use the package's own.
+   */
+  static open(source: KnotByteSource, wasm: KnotWasmBindings | undefined, options: HostShimOptions): Promise<HostShim>;
+  static open(source: KnotByteSource, wasm: KnotWasmBindings): Promise<HostShim>;
+  static open(source: KnotByteSource, options?: HostShimOptions): Promise<HostShim>;
+  readonly vocabSize: number;
+  readonly layerCount: number;
+  /** Positions the context holds (under `memoryBudget`, as many as fit). */
+  readonly contextLength: number;
+  encode(text: string): Uint32Array;
+  decode(ids: Uint32Array | number[]): string;
+  /** Renders messages with the model's chat template. */
+  applyChatTemplate(messages: ChatMessage[]): string;
+  /**
+   * Up to `n` tokens after `tokens`; ends after an end-of-text id (included). One generation runs
+   * at a time: another one while it works is refused.
+   */
+  generate(tokens: Uint32Array | number[], n: number, options?: GenerateOptions): Promise<Uint32Array>;
+  /** A string prompt is used as is; messages go through the chat template. */
+  generateText(prompt: string | ChatMessage[] | Uint32Array, options?: GenerateTextOptions): Promise<GenerateTextResult>;
+  /**
+   * Text pieces as they are generated. A stream waiting for its consumer gives way to the next
+   * generation (a stream dropped without `return()` blocks nothing); pulling it afterwards throws
+   * a "superseded" Error.
+   */
+  stream(prompt: string | ChatMessage[] | Uint32Array, options?: GenerateTextOptions): AsyncGenerator<string, void, undefined>;
+  /**
+   * Every token as it is generated, with its text (an end-of-text token comes last, with no text
+   * and `finishReason: 'stop'`); a Uint32Array prompt is token ids. Leaving the loop early ends
+   * the generation cleanly. Gives way to the next generation as `stream` does.
+   */
+  streamTokens(prompt: string | ChatMessage[] | Uint32Array, options?: GenerateTextOptions):
+    AsyncGenerator<GeneratedToken, void, undefined>;
+  /**
+   * Aborts the call in flight, whoever began it (it rejects with an AbortError, or its signal's
+   * reason). No-op when idle.
+   */
+  abort(): void;
+  /**
+   * Takes the shim back from a call whose caller will never resume it — in Workers, a request
+   * canceled when its client went away, unless its work was handed to `ctx.waitUntil`. Aborts the
+   * call, waits up to `graceMs` (default 200) for it to unwind, else releases its place and
+   * forgets its reads in flight. Resolves true when it had to take the shim back.
+   */
+  reclaim(options?: { graceMs?: number }): Promise<boolean>;
+  /** Fetches a layer ahead of need; resolves once it is resident (queued behind earlier calls). */
+  prefetchLayer(layer: number): Promise<void>;
+  /** Works during a call too, with the counters from when that call began. */
+  stats(): HostStats;
+  info(): ModelInfo;
+  /**
+   * Idempotent; any later call throws. A call in flight is aborted (even one waiting on a read
+   * that never settles) and rejects as used after dispose(); the promise resolves once the wasm
+   * side is freed.
+   */
+  dispose(): Promise<void>;
+  [Symbol.dispose](): void;
+}
+
+/** Loads and initializes the package's wasm once. */
+export declare function loadWasm(): Promise<KnotWasmBindings>;

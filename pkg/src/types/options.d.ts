@@ -1,0 +1,205 @@
+// What HostShim.open and each generation accept. The options are checked in Rust
+// (crates/host/src/options.rs, crates/engine/src/decode/options.rs): an unknown key or a value out
+// of range rejects with code `invalid_option` and `param` naming it.
+import type { GeneratedToken, StepInfo } from './reports.js';
+
+/** Passed to `onProgress` after every completed range read (open and layer fetches). */
+export interface HostProgress {
+  /** Bytes read from the source so far. */
+  bytesLoaded: number;
+  /** Range reads completed so far. */
+  rangeReads: number;
+}
+
+export interface HostShimOptions {
+  /** Layers kept in memory (integer >= 1). Default: all layers. */
+  lruCapacity?: number;
+  /** Optional bound on the bytes of cached layers. */
+  maxResidentBytes?: number;
+  /**
+   * Layers fetched ahead of the one computing, so several range reads are in flight at once
+   * (0 disables prefetch). Default: as many as the cache has room for (`lruCapacity - 1`, at
+   * least 1).
+   */
+  prefetchDepth?: number;
+  /**
+   * Speculative decoding for every generation that does not set its own (docs/speculative.md):
+   * `true` for the defaults (prompt lookup, `{ ngram: 3, maxDraft: 8, adaptive: true }`), or
+   * its settings. The tokens are the same as without it; copy-heavy work needs fewer forward
+   * passes and, when layers stream, fewer layer reads per token. Default: off.
+   */
+  draftMode?: boolean | DraftModeOptions;
+  onProgress?: (progress: HostProgress) => void;
+  /**
+   * Longest wait for one range read, in ms, counted from when the host first waits for it; a
+   * read that takes longer is abandoned (what it brings later is dropped) and counts as a
+   * transient failure. 0 waits forever. Default 30000.
+   */
+  readTimeoutMs?: number;
+  /**
+   * Further attempts after a transient failure: a rejection or throw, a timeout, an answer of the
+   * wrong length. An error with `permanent: true` (HttpKnotSource: a 4xx other than 408/429, a
+   * wrong Content-Range) is not retried. The last failure is reported with the attempt count.
+   * Default 2.
+   */
+  readRetries?: number;
+  /** Wait before the first retry, in ms, doubled for each later one (capped at 5 s). Default 100. */
+  readBackoffMs?: number;
+  /** How the KV cache stores keys and values: 'f16' takes half the memory. Default 'f32'. */
+  kvCache?: 'f32' | 'f16';
+  /** Positions the context may hold (capped by the model's). Default 4096. */
+  maxContext?: number;
+  /**
+   * Most positions one forward pass runs: a longer prompt is prefilled in chunks of it, which
+   * bounds the activations (each chunk reads every layer not cached). Default: the whole prompt
+   * at once, or 256 with `memoryBudget`.
+   */
+  maxBatch?: number;
+  /**
+   * Bytes of wasm memory the model may take (resident tensors, layer cache, KV caches of every
+   * prefix window, activations). `open` checks the plan before reading the tensors and rejects
+   * a model that does not fit, naming the numbers; the context becomes the largest up to
+   * `maxContext` that fits (see `contextLength`), and the KV cache is allocated up front.
+   */
+  memoryBudget?: number;
+  /** Conversations whose KV caches are kept for `reusePrefix` (1..16). Default 1. */
+  prefixWindows?: number;
+  /** A prefix window unused for this long (ms) is forgotten instead of reused. Default: never. */
+  prefixTtlMs?: number;
+  /**
+   * The longest single read at open: the tokenizer and resident tensors (tens of MB) come in
+   * pieces of this size, so the source never hands over one huge buffer (in a Worker, JS buffers
+   * count against the isolate's memory until collected). Default: one read.
+   */
+  maxReadBytes?: number;
+  /**
+   * Pieces of one long read (see `maxReadBytes`) in flight at once, 1 to 6 (a Worker keeps at
+   * most 6 connections open per invocation). They are appended in order; memory peaks at the
+   * span plus this many pieces. Default: 4.
+   */
+  readConcurrency?: number;
+}
+
+export interface DraftModeOptions {
+  /** Longest n-gram matched in the conversation (1..8, default 3; shorter ones are tried next). */
+  ngram?: number;
+  /** Most draft tokens verified in one pass (1..32, default 8). */
+  maxDraft?: number;
+  /** Size drafts from the acceptance measured so far and the cost of a pass (default true). */
+  adaptive?: boolean;
+  /**
+   * The margin rule's τ: keep going past a kept draft token only where the verifier's top-1 minus
+   * top-2 logit margin is at least 2τ. Default: none (the verify pass is bit-identical to
+   * step-by-step decoding here).
+   */
+  margin?: number;
+}
+
+export interface SamplingOptions {
+  /** 0 (default) is greedy. Not with `moa`. */
+  temperature?: number;
+  /** 0 (default) disables top-k. Not with `moa`. */
+  topK?: number;
+  /** 1 (default) disables top-p. Not with `moa`. */
+  topP?: number;
+  /** 0 (default) disables min-p. Not with `moa`. */
+  minP?: number;
+  /** 1 (default) disables the penalty. */
+  repeatPenalty?: number;
+  /** How many recent tokens the penalty looks at. Default 64. */
+  repeatLastN?: number;
+  /** OpenAI's presence penalty, -2..2: subtracted once from every token generated so far. */
+  presencePenalty?: number;
+  /** OpenAI's frequency penalty, -2..2: subtracted once per time a token was generated. */
+  frequencyPenalty?: number;
+  seed?: number | bigint;
+  /**
+   * MOA ensemble sampling (docs/moa.md): `true` for the defaults, or its settings. MOA picks the
+   * token, so `temperature`, `topK`, `topP` and `minP` are rejected alongside it.
+   */
+  moa?: boolean | MoaOptions;
+  /** COLTRANE token-mask constraints (docs/coltrane.md). */
+  coltrane?: false | ColtraneOptions;
+  /** Speculative decoding for this call (overrides `HostShim.open`'s `draftMode`). */
+  draftMode?: boolean | DraftModeOptions;
+}
+
+/** JSON Schema (the subset in docs/coltrane.md). */
+export type JsonSchema = boolean | { [keyword: string]: unknown };
+
+export interface ColtraneOptions {
+  /**
+   * `json`: exactly one JSON value, then end-of-text (with `schema`: valid against it);
+   * `json_schema`: same, `schema` required; `balanced`: brackets and quotes balance, end only
+   * when closed. Hard presets (json) never fall back; `balanced` does.
+   */
+  preset?: 'json' | 'json_schema' | 'balanced';
+  schema?: JsonSchema;
+  /** Break repetition loops: `true`, or the longest loop period and the repeats that count. */
+  eddy?: boolean | { ngram?: number; repeats?: number };
+  /** Deepest bracket nesting `balanced` allows (1..64, default 16). */
+  maxDepth?: number;
+  /** Soft rules relax when the allowed tokens hold less of the model's probability (default 0.05). */
+  fallbackMass?: number;
+  /** Near the token limit, lean toward ending the sentence. Default 'off'. */
+  prosody?: 'off' | 'observe' | 'bias';
+}
+
+export type MoaMerge = 'deficit' | 'uniform' | 'vote';
+
+export interface MoaOptions {
+  /** Agents (temperature views of the same logits), 1..32. Default 3. */
+  k?: number;
+  /** Default 0.7. */
+  baseTemperature?: number;
+  /** Agent i of k runs at base + spread·(i/(k−1) − ½). Default 0.4. */
+  temperatureSpread?: number;
+  /** Default 0.01. */
+  minTemperature?: number;
+  /** Candidates every agent sees (0 = the whole vocabulary). Default 40. */
+  topK?: number;
+  /** Default 'deficit'. */
+  merge?: MoaMerge;
+  /** Deficit merge: distance by KL instead of L2. Default false. */
+  useKl?: boolean;
+  /** INTERFERE gain, 0..1 (0 keeps the spread fixed). Default 0.1. */
+  sensitivity?: number;
+  /** INTERFERE target for exp(H_hot − H_cold), >= 1. Default φ ≈ 1.618. */
+  target?: number;
+}
+
+export interface GenerateOptions extends SamplingOptions {
+  signal?: AbortSignal;
+  /** Appends to the current conversation instead of starting afresh. */
+  continue?: boolean;
+  /**
+   * The prompt is the whole conversation: the KV cache of the prefix window that shares the most
+   * with it is kept, and only the rest is prefilled (see `stats().prefix`). Not with `continue`.
+   */
+  reusePrefix?: boolean;
+  /** Keep generating past end-of-text tokens (benchmarks). */
+  ignoreEos?: boolean;
+  /** Called with each token as it is generated (the shape `streamTokens` yields). */
+  onToken?: (token: GeneratedToken) => void;
+  onStep?: (step: StepInfo) => void;
+}
+
+export interface GenerateTextOptions extends SamplingOptions {
+  /** Default 256. */
+  maxTokens?: number;
+  signal?: AbortSignal;
+  continue?: boolean;
+  reusePrefix?: boolean;
+  ignoreEos?: boolean;
+  /**
+   * Called with each token as it is generated (the shape `streamTokens` yields; `text` is ''
+   * while a character is incomplete).
+   */
+  onToken?: (token: GeneratedToken) => void;
+  onStep?: (step: StepInfo) => void;
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | (string & {});
+  content: string;
+}

@@ -1,0 +1,212 @@
+// What the Rust side reports, as JSON: the serde structs of crates/host (Stats, MemoryPlan,
+// PrefixReport), crates/engine (StepInfo, the emitted token), crates/coltrane (StepReport, Metrics)
+// and crates/moa (MoaReport). test/contract.generated.ts, written by a Rust test from real values
+// of those types, must type-check against these declarations (npm run typecheck), so a field
+// added, renamed or retyped on either side fails the build.
+
+/** A token as a generation hands it out (`streamTokens`, `onToken`). */
+export interface GeneratedToken {
+  id: number;
+  /** The text this token completes ('' while a character is incomplete, and for end-of-text). */
+  text: string;
+  /** Set on the last token: 'stop' at end-of-text, 'length' at maxTokens or a full context. */
+  finishReason: 'stop' | 'length' | null;
+}
+
+/** What COLTRANE did at a step (on the `coltrane` entry of `StepInfo.stages`). */
+export interface ColtraneStepReport {
+  /** Tokens the final mask allowed. */
+  allowed: number;
+  /** Soft tiers relaxed because the mask held too little probability. */
+  relaxed: number;
+  /** The step used the unmasked distribution. */
+  fallback: boolean;
+  /** The model's top token was masked out. */
+  prevented: boolean;
+  eddyBans: number;
+  prosodyBias: number;
+  maskUs: number;
+}
+
+/** What COLTRANE did over a generation (`generateText`'s `constraint`). */
+export interface ColtraneMetrics {
+  steps: number;
+  violationsPrevented: number;
+  fallbacks: number;
+  unmasked: number;
+  eddiesBroken: number;
+  eddiesReturned: number;
+  foldViolations: number;
+  maxDepth: number;
+  budgetSteps: number;
+  /** The schema's required parts could not fit in the token budget. */
+  overBudget: boolean;
+  prosodySteps: number;
+  /** The structure is closed at the end: JSON complete, folds balanced. */
+  closed: boolean;
+  sentenceEnd: boolean;
+  maskUsP50: number;
+  maskUsP99: number;
+}
+
+/** What MOA did at a step (present when `picker` is 'moa'). */
+export interface MoaStepReport {
+  temperatures: number[];
+  /** Indices of the agents whose view was finite. */
+  survivors: number[];
+  /** Fold weight per agent (0 for one raced out). */
+  weights: number[];
+  /** (survivors − 1) + (vocabulary − candidates when topK > 0). */
+  deficit: number;
+  /** Entropy of the merged distribution, in nats. */
+  entropy: number;
+  /** The temperature spread this step ran with. */
+  spread: number;
+  /** INTERFERE's measurement exp(H_hot − H_cold); null when the step was not measured. */
+  ratio: number | null;
+  /** No agent survived: the raw argmax was taken. */
+  fallback: boolean;
+  /** INTERFERE's valve widened the spread after this step. */
+  valve: boolean;
+}
+
+/** Per-step metadata of the decode pipeline. */
+export type StepInfo = {
+  token: number;
+  /** Logits stages that ran before the pick, and how many logits each changed. */
+  stages: ({ stage: string; changed: number } & Partial<ColtraneStepReport>)[];
+  /** Tokens the pick could have drawn. */
+  candidates: number;
+} & ({ picker: 'greedy' } | { picker: 'sample' } | ({ picker: 'moa' } & MoaStepReport));
+
+export interface GenerateTextResult {
+  text: string;
+  /** The text's tokens (an end-of-text token is not included). */
+  tokens: Uint32Array;
+  /** 'stop' at an end-of-text token, 'length' at maxTokens or a full context. */
+  finishReason: 'stop' | 'length';
+  /** One per generated token, the end-of-text one included. */
+  steps: StepInfo[];
+  /** What the constraint did, when `coltrane` was set. */
+  constraint?: ColtraneMetrics;
+}
+
+export interface HostStats {
+  /** Layer lookups served from the cache or an in-flight prefetch. */
+  hits: number;
+  /** Layer lookups that had to start a read. */
+  misses: number;
+  evictions: number;
+  residentLayers: number;
+  residentLayerBytes: number;
+  /** Most layer bytes cached at once (including a layer being prefetched). */
+  peakLayerBytes: number;
+  bytesFetched: number;
+  rangeReads: number;
+  residentBytes: number;
+  peakResidentBytes: number;
+  /** Bytes the KV caches of every prefix window have allocated. */
+  kvCacheBytes: number;
+  /** Positions the context holds. */
+  contextLength: number;
+  /** How the last prompt used the prefix windows (with `reusePrefix`), else null. */
+  prefix: PrefixReport | null;
+  /** The plan `open` checked against `memoryBudget` (null without one). */
+  memoryPlan: MemoryPlan | null;
+  openMs: number;
+  prefillMs: number;
+  prefillTokens: number;
+  /** Wall time of each decode step since the last prompt. */
+  tokenMs: number[];
+  /** The last generation: tokens generated, and the forward passes they took. */
+  decodeTokens: number;
+  forwardPasses: number;
+  /** Forward passes that verified a draft; draft tokens verified and kept. */
+  verifyPasses: number;
+  drafted: number;
+  accepted: number;
+  /** `decodeTokens / forwardPasses` (the first token comes from the prompt's pass). */
+  tokensPerPass: number;
+  /** Layer range reads since the prompt, per generated token (0 with every layer resident). */
+  layerReadsPerToken: number;
+  /** Reads issued again after a transient failure (they count in `rangeReads` too). */
+  readRetries: number;
+  /** Read attempts that hit `readTimeoutMs`. */
+  readTimeouts: number;
+  decodeLayerReads: number;
+  /** Size of the wasm instance's linear memory (it never shrinks: also its peak). */
+  wasmMemoryBytes: number | undefined;
+}
+
+/** How a prompt's prefill used the prefix windows. */
+export interface PrefixReport {
+  /**
+   * 'hit': a window held a prefix of the prompt; 'mismatch': the best window's conversation went
+   * another way (the tokens they share were still kept); 'miss': no window held anything;
+   * 'expired': the window that would have served it had outlived `prefixTtlMs`.
+   */
+  status: 'hit' | 'miss' | 'mismatch' | 'expired';
+  /** Prompt tokens whose KV came from the window. */
+  reused: number;
+  /** Prompt tokens prefilled. */
+  prefilled: number;
+  window: number;
+}
+
+/** What `open` planned under `memoryBudget`, in bytes. */
+export interface MemoryPlan {
+  resident: number;
+  tokenizer: number;
+  layers: number;
+  kvCache: number;
+  activations: number;
+  logits: number;
+  overhead: number;
+  total: number;
+  context: number;
+  maxBatch: number;
+  logitsRows: number;
+}
+
+export interface ModelInfo {
+  name: string;
+  architecture: string;
+  config: Record<string, unknown>;
+  contextLength: number;
+}
+
+/** Rows of the embedding a split model's coordinator was handed (`CoordinatorStats`). */
+export interface RowRounds {
+  /** Rounds of `/rows` requests, each a parallel fan-out to the head shards owning the rows. */
+  rounds: number;
+  /** Of those, rounds for a picked token whose row did not ride with the logits. */
+  misses: number;
+  /** Rows that came by `/rows`. */
+  rowsFetched: number;
+  /** Rows that rode with the logits. */
+  rowsRiding: number;
+}
+
+/**
+ * What `WasmCoordinator.stats()` reports (a model split across stations, examples/worker): reads
+ * of the file (at open, and since: 0, the invariant of the per-token path), where the embedding
+ * rows live, and the rounds of rows fetched.
+ */
+export interface CoordinatorStats {
+  embedding: {
+    /** `resident`: the whole table read at open; `sharded`: rows from the head stations. */
+    mode: 'resident' | 'sharded';
+    /** Rows held (the vocabulary when resident, the rows cached when sharded). */
+    rows: number;
+    bytes: number;
+    rowBytes: number;
+    /** Rows of its top ids each head shard sends with its logits (0 when resident). */
+    logitRows: number;
+  };
+  readsAtOpen: number;
+  readsSinceOpen: number;
+  /** Since open. */
+  rows: RowRounds;
+  /** The latest generation's reads and rows, once one began. */
+  generation: { reads: number; rows: RowRounds } | null;
+}
