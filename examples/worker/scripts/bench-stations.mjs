@@ -1,11 +1,14 @@
 // `npm run bench:stations`: a model split across stations against the whole model in one Worker,
 // everything in workerd (Miniflare, local R2) and measured in the same run, rounds interleaved:
-// decode tok/s, time to the first token, bytes and time per hop between isolates, and each
-// isolate's wasm memory.
-//   node scripts/bench-stations.mjs [--tokens 64] [--rounds 3] [--gemma]
+// decode tok/s, time to the first token, bytes and time per hop between isolates, R2 reads and
+// subrequests per request, and each isolate's wasm memory — under each profile (production's
+// costs simulated, scripts/profiles.mjs), with ratios against `local` from the same run.
+//   node scripts/bench-stations.mjs [--tokens 64] [--rounds 3] [--gemma] [--profiles local,prod]
+//                                   [--subrequests free|N]
 import { streamOnce as stream } from './stream.mjs';
 import { join } from 'node:path';
 import { REPO, startLocal, startStations } from './local.mjs';
+import { describeProfile, profilesFromArgs } from './profiles.mjs';
 
 const arg = (name, fallback) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -14,8 +17,10 @@ const arg = (name, fallback) => {
 const TOKENS = arg('tokens', 64);
 const ROUNDS = arg('rounds', 3);
 const GEMMA = process.argv.includes('--gemma');
+const PROFILES = profilesFromArgs(process.argv.slice(2), { list: true, fallback: 'local,prod' });
 const MiB = 2 ** 20;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const json = async (url) => (await fetch(url)).json();
 
 const model = GEMMA
   ? { id: 'gemma-3-270m', key: 'gemma-3-270m.knot', file: join(REPO, 'models/gemma-3-270m.knot'), splits: [[4, 4], [6, 4]] }
@@ -28,52 +33,101 @@ function streamOnce(url) {
   return stream(url, '/v1/completions', { model: model.id, prompt: PROMPT, temperature: 0, max_tokens: TOKENS });
 }
 
-const configs = [];
-if (!GEMMA) {
-  // The whole model in one isolate, as deployed (layers streamed from R2 through an LRU of 4).
-  configs.push({ name: 'one Worker (LRU 4)', local: await startLocal({ quiet: true, vars }) });
-}
-// The whole model resident in one isolate: over the 128 MB limit (not deployable), the bound.
-// (Gemma-3-270M has no one-Worker row: its 262144-row embedding alone is past an isolate.)
-if (!GEMMA) configs.push({ name: 'one Worker, all resident', local: await startLocal({ quiet: true, vars: { ...vars, KNOT_LRU_CAPACITY: '64', KNOT_MEMORY_BUDGET_MB: '400' } }) });
-for (const [layers, heads] of model.splits) {
-  configs.push({ name: `${layers} layer + ${heads} head stations`, stations: true, local: await startStations({ layers, heads, modelKey: model.key, modelFile: model.file, vars }) });
-}
-try {
-  for (const c of configs) {
-    await streamOnce(c.local.url); // cold: opens, reads layers
-    c.runs = [];
-    c.hopsBefore = c.stations ? (await (await fetch(`${c.local.url}/stations`)).json()).hops : null;
-  }
-  for (let r = 0; r < ROUNDS; r++) {
-    for (const c of configs) c.runs.push(await streamOnce(c.local.url));
-  }
-  const rows = [];
-  for (const c of configs) {
-    const tokens = c.runs.reduce((n, x) => n + x.tokens, 0);
-    const row = {
-      config: c.name,
-      decodeTokS: +median(c.runs.map((x) => x.decodeTokS)).toFixed(1),
-      firstTokenMs: Math.round(median(c.runs.map((x) => x.firstMs))),
-    };
-    if (c.stations) {
-      const s = await (await fetch(`${c.local.url}/stations`)).json();
-      const hops = s.hops.messages - c.hopsBefore.messages;
-      row.kibPerToken = +((s.hops.bytes - c.hopsBefore.bytes) / tokens / 1024).toFixed(1);
-      row.msPerHop = +((s.hops.ms - c.hopsBefore.ms) / hops).toFixed(2);
-      row.hopsPerToken = +(hops / tokens).toFixed(1);
-      const coord = await (await fetch(`${c.local.url}/stats`)).json();
-      row.maxIsolateMiB = +(Math.max(coord.wasm_memory_bytes, ...s.stations.map((x) => x.wasmMemoryBytes)) / MiB).toFixed(1);
-    } else {
-      const s = await (await fetch(`${c.local.url}/stats`)).json();
-      row.maxIsolateMiB = +(s.wasm_memory_bytes / MiB).toFixed(1);
+/** The configurations, started under `profile`. */
+async function start(profile) {
+  const configs = [];
+  try {
+    if (!GEMMA) {
+      // The whole model in one isolate, as deployed (layers streamed from R2 through an LRU of 4).
+      configs.push({ name: 'one Worker (LRU 4)', local: await startLocal({ quiet: true, vars, profile }) });
+      // The whole model resident in one isolate: over the 128 MB limit (not deployable), the bound.
+      // (Gemma-3-270M has no one-Worker row: its 262144-row embedding alone is past an isolate.)
+      configs.push({ name: 'one Worker, all resident', local: await startLocal({ quiet: true, vars: { ...vars, KNOT_LRU_CAPACITY: '64', KNOT_MEMORY_BUDGET_MB: '400' }, profile }) });
     }
-    rows.push(row);
+    for (const [layers, heads] of model.splits) {
+      configs.push({ name: `${layers} layer + ${heads} head stations`, stations: true, local: await startStations({ layers, heads, modelKey: model.key, modelFile: model.file, vars, profile }) });
+    }
+  } catch (e) {
+    await Promise.all(configs.map((c) => c.local.dispose()));
+    throw e;
   }
-  console.log(`${model.id}, ${TOKENS} tokens greedy, medians of ${ROUNDS} interleaved rounds, all in workerd (Miniflare)`);
-  console.table(rows);
-  const base = rows.find((r) => r.config === 'one Worker, all resident') ?? rows[0];
-  for (const r of rows) console.log(`${r.config}: decode ${(r.decodeTokS / base.decodeTokS).toFixed(2)}x of '${base.config}'`);
-} finally {
-  await Promise.all(configs.map((c) => c.local.dispose()));
+  return configs;
+}
+
+/** Every configuration under one profile: a cold request each, then ROUNDS interleaved rounds. */
+async function measure(profile) {
+  const configs = await start(profile);
+  try {
+    for (const c of configs) {
+      await streamOnce(c.local.url); // cold: opens, reads layers
+      c.runs = [];
+      c.hopsBefore = c.stations ? (await json(`${c.local.url}/stations`)).hops : null;
+    }
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const c of configs) {
+        c.runs.push(await streamOnce(c.local.url));
+        // What that request spent (the coordinator's, for a split model: its R2 reads and its
+        // calls to the stations).
+        c.runs.at(-1).spent = (await json(`${c.local.url}/stats`)).last_request;
+      }
+    }
+    const rows = [];
+    for (const c of configs) {
+      const tokens = c.runs.reduce((n, x) => n + x.tokens, 0);
+      const coord = await json(`${c.local.url}/stats`);
+      const row = {
+        config: c.name,
+        profile: profile.name,
+        decodeTokS: +median(c.runs.map((x) => x.decodeTokS)).toFixed(1),
+        xLocal: null,
+        firstTokenMs: Math.round(median(c.runs.map((x) => x.firstMs))),
+        r2ReadsPerReq: median(c.runs.map((x) => x.spent.r2_reads)),
+        subreqPerReq: median(c.runs.map((x) => x.spent.subrequests)),
+        subreqPerToken: median(c.runs.map((x) => x.spent.subrequests_per_token)),
+        hopsPerToken: null,
+        kibPerToken: null,
+        msPerHop: null,
+      };
+      if (c.stations) {
+        const s = await json(`${c.local.url}/stations`);
+        const hops = s.hops.messages - c.hopsBefore.messages;
+        row.hopsPerToken = +(hops / tokens).toFixed(1);
+        row.kibPerToken = +((s.hops.bytes - c.hopsBefore.bytes) / tokens / 1024).toFixed(1);
+        row.msPerHop = +((s.hops.ms - c.hopsBefore.ms) / hops).toFixed(2);
+        row.maxIsolateMiB = +(Math.max(coord.wasm_memory_bytes, ...s.stations.map((x) => x.wasmMemoryBytes)) / MiB).toFixed(1);
+      } else {
+        row.maxIsolateMiB = +(coord.wasm_memory_bytes / MiB).toFixed(1);
+      }
+      rows.push(row);
+    }
+    return rows;
+  } finally {
+    await Promise.all(configs.map((c) => c.local.dispose()));
+  }
+}
+
+const rows = [];
+for (const p of PROFILES) {
+  console.log(`profile ${describeProfile(p)}`);
+  rows.push(...await measure(p));
+}
+// Each configuration against itself under `local`, measured above.
+for (const r of rows) {
+  const local = rows.find((x) => x.config === r.config && x.profile === 'local');
+  if (local) r.xLocal = +(r.decodeTokS / local.decodeTokS).toFixed(2);
+}
+// Each configuration's profiles side by side.
+const table = [...new Set(rows.map((r) => r.config))].flatMap((config) => rows.filter((r) => r.config === config));
+console.log(`${model.id}, ${TOKENS} tokens greedy, medians of ${ROUNDS} interleaved rounds, all in workerd (Miniflare); `
+  + 'xLocal: decode against the same configuration under local; R2 reads and subrequests: the coordinator\'s per request');
+console.table(table);
+for (const p of PROFILES) {
+  const mine = rows.filter((r) => r.profile === p.name);
+  const base = mine.find((r) => r.config === 'one Worker, all resident') ?? mine[0];
+  for (const r of mine) console.log(`${p.name}: ${r.config}: decode ${(r.decodeTokS / base.decodeTokS).toFixed(2)}x of '${base.config}'`);
+  // Where the per-invocation limit cuts a generation short (the prefill's reads aside).
+  if (p.subrequests === null) continue;
+  for (const r of mine.filter((x) => x.subreqPerToken > 0)) {
+    console.log(`${p.name}: ${r.config}: ${r.subreqPerToken} subrequests per token: the limit of ${p.subrequests} is met after about ${Math.floor(p.subrequests / r.subreqPerToken)} tokens`);
+  }
 }

@@ -1,11 +1,14 @@
 // `npm run bench`: the Worker in workerd (Miniflare, local R2) against the same package in Node
 // reading the file, in the same run: open, cold first token, decode tok/s, wasm memory, R2 reads
-// per token, bundle size. Configurations: the default (wrangler.toml), and a larger resident set.
-//   node scripts/bench.mjs [--tokens 128] [--rounds 3]
+// per token and per request, subrequests per request, bundle size. Configurations: the default
+// (wrangler.toml), and a larger resident set; the Worker's under each profile (production's costs
+// simulated, scripts/profiles.mjs), with ratios against `local` from the same run.
+//   node scripts/bench.mjs [--tokens 128] [--rounds 3] [--profiles local,prod] [--subrequests free|N]
 import { streamOnce as stream } from './stream.mjs';
 import { FileKnotSource, HostShim } from 'knot-wasm';
 import { startLocal, CONFIG, modelFile } from './local.mjs';
 import { freePort, inspectIsolate } from './isolate.mjs';
+import { describeProfile, profilesFromArgs } from './profiles.mjs';
 
 const arg = (name, fallback) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -13,6 +16,7 @@ const arg = (name, fallback) => {
 };
 const TOKENS = arg('tokens', 128);
 const ROUNDS = arg('rounds', 3);
+const PROFILES = profilesFromArgs(process.argv.slice(2), { list: true, fallback: 'local,prod' });
 const MiB = 2 ** 20;
 const MESSAGES = [{ role: 'user', content: 'Write a long story about a lighthouse keeper and a storm.' }];
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -22,10 +26,10 @@ function streamOnce(url) {
   return stream(url, '/v1/chat/completions', { model: CONFIG.vars.MODEL_ID, messages: MESSAGES, temperature: 0, max_tokens: TOKENS });
 }
 
-async function worker(name, vars) {
+async function worker(name, vars, profile) {
   const t0 = performance.now();
   const inspectorPort = await freePort();
-  const local = await startLocal({ quiet: true, vars, inspectorPort });
+  const local = await startLocal({ quiet: true, vars, inspectorPort, profile });
   const isolate = await inspectIsolate(inspectorPort);
   try {
     const health = await (await fetch(`${local.url}/health`)).json();
@@ -37,13 +41,20 @@ async function worker(name, vars) {
     const heap = await sampling.stop();
     const s = await (await fetch(`${local.url}/stats`)).json();
     return {
-      name,
+      name: `workerd, ${name}`,
+      config: name,
+      profile: profile.name,
       context: health.context_length,
       openS: +(s.open_ms / 1000).toFixed(2),
       coldFirstTokenMs: Math.round(cold.firstMs),
       warmFirstTokenMs: Math.round(median(warm.map((w) => w.firstMs))),
       decodeTokS: +median(warm.map((w) => w.decodeTokS)).toFixed(1),
+      xLocal: null,
       readsPerToken: +s.layer_reads_per_token.toFixed(1),
+      // What the last warm request spent (every warm request is the same one).
+      r2ReadsPerReq: s.last_request.r2_reads,
+      subreqPerReq: s.last_request.subrequests,
+      subreqPerToken: s.last_request.subrequests_per_token,
       wasmMiB: +(s.wasm_memory_bytes / MiB).toFixed(1),
       planMiB: +(s.memory_plan.total / MiB).toFixed(1),
       jsHeapMiB: +(heap.heapBytes / MiB).toFixed(1),
@@ -74,7 +85,7 @@ async function node(name, options) {
       runs.push({ firstMs: first - t0, decodeTokS: (n - 1) / ((performance.now() - first) / 1000) });
     }
     const warm = runs.slice(1);
-    return { name, decodeTokS: +median(warm.map((w) => w.decodeTokS)).toFixed(1), warmFirstTokenMs: Math.round(median(warm.map((w) => w.firstMs))), readsPerToken: +shim.stats().layerReadsPerToken.toFixed(1) };
+    return { name: `node file, ${name}`, config: name, profile: '-', decodeTokS: +median(warm.map((w) => w.decodeTokS)).toFixed(1), warmFirstTokenMs: Math.round(median(warm.map((w) => w.firstMs))), readsPerToken: +shim.stats().layerReadsPerToken.toFixed(1) };
   } finally {
     await shim.dispose();
     await source.close();
@@ -86,16 +97,36 @@ const defaults = {
   lruCapacity: Number(v.KNOT_LRU_CAPACITY), memoryBudget: Number(v.KNOT_MEMORY_BUDGET_MB) * MiB, kvCache: v.KNOT_KV_CACHE,
   maxContext: Number(v.KNOT_MAX_CONTEXT), maxBatch: Number(v.KNOT_MAX_BATCH), prefixWindows: 1,
 };
+const CONFIGS = [
+  { name: 'default (LRU 4)', vars: {}, node: defaults },
+  { name: 'LRU 12 prefetch 2', vars: { KNOT_LRU_CAPACITY: '12', KNOT_PREFETCH_DEPTH: '2' }, node: { ...defaults, lruCapacity: 12, prefetchDepth: 2 } },
+  // What it would be with every layer resident (it does not fit an isolate: about 130 MB of wasm).
+  { name: 'all layers resident (160 MiB)', vars: { KNOT_LRU_CAPACITY: '30', KNOT_MEMORY_BUDGET_MB: '160' }, node: { ...defaults, lruCapacity: 30, memoryBudget: 160 * MiB } },
+];
+for (const p of PROFILES) console.log(`profile ${describeProfile(p)}`);
 const rows = [];
-rows.push(await worker('workerd, default (LRU 4)', {}));
-rows.push(await node('node file, default (LRU 4)', defaults));
-rows.push(await worker('workerd, LRU 12 prefetch 2', { KNOT_LRU_CAPACITY: '12', KNOT_PREFETCH_DEPTH: '2' }));
-rows.push(await node('node file, LRU 12 prefetch 2', { ...defaults, lruCapacity: 12, prefetchDepth: 2 }));
-// What it would be with every layer resident (it does not fit an isolate: about 130 MB of wasm).
-rows.push(await worker('workerd, all layers resident (160 MiB)', { KNOT_LRU_CAPACITY: '30', KNOT_MEMORY_BUDGET_MB: '160' }));
-rows.push(await node('node file, all layers resident', { ...defaults, lruCapacity: 30, memoryBudget: 160 * MiB }));
-console.log(`SmolLM2-135M-Instruct Q4_1, ${TOKENS} tokens, greedy, medians of ${ROUNDS} warm rounds`);
-console.table(rows);
-const ratio = (a, b) => (rows[a].decodeTokS / rows[b].decodeTokS).toFixed(2);
-console.log(`decode workerd / node: default ${ratio(0, 1)}x, LRU 12 ${ratio(2, 3)}x, resident ${ratio(4, 5)}x`);
-console.log(`decode in workerd against all layers resident: default ${ratio(0, 4)}x, LRU 12 ${ratio(2, 4)}x`);
+for (const c of CONFIGS) {
+  for (const p of PROFILES) rows.push(await worker(c.name, c.vars, p));
+  rows.push(await node(c.name, c.node));
+}
+const find = (config, profile) => rows.find((r) => r.config === config && r.profile === profile);
+for (const r of rows) {
+  const local = r.profile === '-' ? undefined : find(r.config, 'local');
+  if (local) r.xLocal = +(r.decodeTokS / local.decodeTokS).toFixed(2);
+}
+console.log(`SmolLM2-135M-Instruct Q4_1, ${TOKENS} tokens, greedy, medians of ${ROUNDS} warm rounds; `
+  + 'xLocal: decode against the same configuration in workerd under local');
+console.table(rows.map(({ config, ...r }) => r));
+const ratio = (a, b) => (a.decodeTokS / b.decodeTokS).toFixed(2);
+const [lru4, lru12, resident] = CONFIGS.map((c) => c.name);
+for (const p of PROFILES) {
+  const w = (config) => find(config, p.name);
+  const n = (config) => find(config, '-');
+  console.log(`${p.name}: decode workerd / node: default ${ratio(w(lru4), n(lru4))}x, LRU 12 ${ratio(w(lru12), n(lru12))}x, resident ${ratio(w(resident), n(resident))}x`);
+  console.log(`${p.name}: decode in workerd against all layers resident: default ${ratio(w(lru4), w(resident))}x, LRU 12 ${ratio(w(lru12), w(resident))}x`);
+  // Where the per-invocation limit cuts a generation short (the prefill's reads aside).
+  if (p.subrequests === null) continue;
+  for (const c of CONFIGS.map((x) => w(x.name)).filter((r) => r.subreqPerToken > 0)) {
+    console.log(`${p.name}: ${c.config}: ${c.subreqPerToken} subrequests per token: the limit of ${p.subrequests} is met after about ${Math.floor(p.subrequests / c.subreqPerToken)} tokens`);
+  }
+}

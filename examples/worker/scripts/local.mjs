@@ -1,12 +1,16 @@
 // Runs the Worker locally the way it runs deployed: workerd through Miniflare (no network), with
 // wrangler.toml's compatibility settings and vars, and a local R2 bucket holding the model.
+// Optionally with production's costs: a profile (scripts/profiles.mjs) passed to every isolate
+// as the var KNOT_SIMULATE, which src/simulate.js applies; wrangler.toml never sets it.
 // Used by `npm start`, the tests and the bench.
 import { Log, LogLevel, Miniflare } from 'miniflare';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse } from 'smol-toml';
 import { bundle, DIST, ROOT } from './bundle.mjs';
+import { resolveProfile } from './profiles.mjs';
 
 export const REPO = join(ROOT, '../..');
 export const CONFIG = parse(readFileSync(join(ROOT, 'wrangler.toml'), 'utf8'));
@@ -29,13 +33,80 @@ function ensureWasm() {
   }
 }
 
+/** Parts of a multipart upload: one at a time in memory, never the whole file. */
+const PART_BYTES = 64 * 2 ** 20;
+/**
+ * Files up to this size go in one `put`: Miniflare reads an object uploaded in parts several
+ * times slower (measured: a SmolLM2 decode at 0.9–1.9 tok/s against 6.2–10.5 from one put, in
+ * the same run), which would skew every local figure. Well under the limit one `put` meets.
+ */
+const SINGLE_PUT_BYTES = 256 * 2 ** 20;
+
+/**
+ * Uploads a file to a local R2 bucket (Miniflare's, from Node). Past `singleMax`, through R2's
+ * multipart upload: a single `put` of the whole file fails past Node's string limit
+ * (ERR_STRING_TOO_LONG at ~500 MB) and would hold the file in memory.
+ * @param {R2Bucket} r2
+ * @param {string} key
+ * @param {string} file
+ * @param {{ partBytes?: number, singleMax?: number }} [options] every part but the last
+ *   `partBytes` (R2: at least 5 MiB); files up to `singleMax` bytes in one put
+ */
+export async function uploadFile(r2, key, file, options = {}) {
+  const partBytes = options.partBytes ?? PART_BYTES;
+  const fh = await open(file, 'r');
+  try {
+    const { size } = await fh.stat();
+    /** The next `length` bytes at `offset`, in a fresh Uint8Array of that size. */
+    const read = async (offset, length) => {
+      // Fresh and exact: a pooled Node Buffer, or a view into a larger buffer, trips an
+      // assertion in Miniflare's R2.
+      const bytes = new Uint8Array(length);
+      for (let got = 0; got < length;) {
+        const { bytesRead } = await fh.read(bytes, got, length - got, offset + got);
+        if (bytesRead === 0) throw new Error(`${file} ended at ${offset + got} of ${size} bytes while uploading it`);
+        got += bytesRead;
+      }
+      return bytes;
+    };
+    if (size <= (options.singleMax ?? SINGLE_PUT_BYTES)) {
+      await r2.put(key, await read(0, size));
+      return;
+    }
+    const upload = await r2.createMultipartUpload(key);
+    try {
+      const parts = [];
+      for (let offset = 0, n = 1; offset < size; offset += partBytes, n++) {
+        const { partNumber, etag } = await upload.uploadPart(n, await read(offset, Math.min(partBytes, size - offset)));
+        parts.push({ partNumber, etag });
+      }
+      await upload.complete(parts);
+    } catch (e) {
+      await upload.abort().catch(() => {});
+      throw e;
+    }
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * The var KNOT_SIMULATE for one isolate: the profile (a name or an object, default `local`),
+ * with the isolate's name seeding its draws.
+ */
+function simulateVar(profile, isolate) {
+  return JSON.stringify({ ...resolveProfile(profile ?? 'local'), isolate });
+}
+
 /**
  * Starts the Worker in workerd with the model uploaded to its local R2 bucket.
  * @param {{ port?: number, vars?: Record<string, string>, entry?: string, quiet?: boolean,
- *   inspectorPort?: number }} [options]
+ *   inspectorPort?: number, profile?: string | object }} [options] `profile`: production's
+ *   costs to simulate (scripts/profiles.mjs), default `local`
  */
 export async function startLocal(options = {}) {
   ensureWasm();
+  const simulate = simulateVar(options.profile, 'worker');
   const knot = modelFile();
   const out = options.entry ? join(DIST, `test-${Date.now()}-${Math.random().toString(36).slice(2)}`, 'index.js') : undefined;
   const { modules, sizes } = await bundle({ entry: options.entry, out, quiet: options.quiet });
@@ -45,7 +116,7 @@ export async function startLocal(options = {}) {
     modulesRoot: join(modules[0].path, '..'),
     compatibilityDate: CONFIG.compatibility_date,
     compatibilityFlags: CONFIG.compatibility_flags,
-    bindings: { ...CONFIG.vars, ...options.vars },
+    bindings: { ...CONFIG.vars, KNOT_SIMULATE: simulate, ...options.vars },
     r2Buckets: [bucket],
     r2Persist: false,
     // No request for Cloudflare's `cf` object data: nothing here needs the network.
@@ -57,9 +128,8 @@ export async function startLocal(options = {}) {
   });
   const url = await mf.ready;
   const r2 = await mf.getR2Bucket(bucket);
-  // A fresh Uint8Array: a pooled Node Buffer trips an assertion in Miniflare's R2.
-  await r2.put(CONFIG.vars.MODEL_KEY, new Uint8Array(readFileSync(knot)));
-  return { url: url.href.replace(/\/$/, ''), mf, r2, sizes, dispose: () => mf.dispose() };
+  await uploadFile(r2, CONFIG.vars.MODEL_KEY, knot);
+  return { url: url.href.replace(/\/$/, ''), mf, r2, sizes, profile: JSON.parse(simulate), dispose: () => mf.dispose() };
 }
 
 /**
@@ -69,10 +139,13 @@ export async function startLocal(options = {}) {
  * bucket holding the model.
  * @param {{ layers: number, heads: number, modelKey?: string, modelFile?: string, port?: number,
  *   vars?: Record<string, string>, stationVars?: Record<number, Record<string, string>>,
- *   quiet?: boolean }} options `stationVars[i]` adds vars to station i (layers first, then heads)
+ *   quiet?: boolean, profile?: string | object }} options `stationVars[i]` adds vars to station i
+ *   (layers first, then heads); `profile`: production's costs to simulate (scripts/profiles.mjs),
+ *   default `local`, in every isolate
  */
 export async function startStations(options) {
   ensureWasm();
+  const profile = resolveProfile(options.profile ?? 'local');
   const key = options.modelKey ?? CONFIG.vars.MODEL_KEY;
   const knot = options.modelFile ?? modelFile();
   const { modules } = await bundle({ quiet: options.quiet ?? true });
@@ -103,19 +176,19 @@ export async function startStations(options) {
       {
         ...base,
         name: 'coordinator',
-        bindings: { ...vars, KNOT_STATIONS: JSON.stringify(table) },
+        bindings: { KNOT_SIMULATE: simulateVar(profile, 'coordinator'), ...vars, KNOT_STATIONS: JSON.stringify(table) },
         durableObjects: Object.fromEntries(stations.map((s) => [s.binding, { className: s.className, scriptName: s.name }])),
       },
       ...stations.map((s, i) => ({
         ...base,
         name: s.name,
-        bindings: { ...vars, ...options.stationVars?.[i] },
+        bindings: { KNOT_SIMULATE: simulateVar(profile, s.name), ...vars, ...options.stationVars?.[i] },
         durableObjects: { [s.binding]: s.className },
       })),
     ],
   });
   const url = await mf.ready;
   const r2 = await mf.getR2Bucket(bucket, 'coordinator');
-  await r2.put(key, new Uint8Array(readFileSync(knot)));
-  return { url: url.href.replace(/\/$/, ''), mf, r2, stations, dispose: () => mf.dispose() };
+  await uploadFile(r2, key, knot);
+  return { url: url.href.replace(/\/$/, ''), mf, r2, stations, profile, dispose: () => mf.dispose() };
 }

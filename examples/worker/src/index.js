@@ -1,8 +1,8 @@
 // An OpenAI-compatible LLM server in a Cloudflare Worker: the model streams from R2 through the
 // knot-wasm package, opened once per isolate and shared by every request.
 //
-//   GET  /health                  { status, model, hidden_dim, vocab_size, layers }
-//   GET  /stats                   memory, cache and queue figures
+//   GET  /health                  { status, model, hidden_dim, vocab_size, layers, profile }
+//   GET  /stats                   memory, cache and queue figures, what the last request spent
 //   GET  /v1/models
 //   POST /v1/chat/completions     OpenAI's shapes, streaming or not
 //   POST /v1/completions
@@ -11,11 +11,13 @@
 // Every generation runs inside `ctx.waitUntil`, so a client that goes away cannot cancel it
 // halfway (workerd cancels a request's pending work when its client disconnects, which would
 // leave the shared model stuck); the client's going away aborts it instead, cleanly.
-import { coltraneFromResponseFormat } from 'knot-wasm';
+import { coltraneFromResponseFormat, errorStatus } from 'knot-wasm';
 import { ApiError, errorResponse, parseChatRequest, parseCompletionRequest, readJson, shapes } from './openai.js';
 import { currentModel, getModel } from './model.js';
 import { QueueFull, QueueTimeout } from './queue.js';
 import { StopMatcher } from './stop.js';
+import { startMeter } from './meter.js';
+import { profileOf, simulate } from './simulate.js';
 
 // The Durable Object classes of a split model; a script hosting stations exports them.
 export { HeadStation, LayerStation } from './stations.js';
@@ -38,6 +40,8 @@ export default {
   async fetch(request, env, ctx) {
     const { pathname } = new URL(request.url);
     try {
+      // Production's costs when a local run asked for them (KNOT_SIMULATE); deployed, env as is.
+      env = simulate(env);
       const methods = ROUTES[pathname];
       if (methods === undefined) {
         throw new ApiError(404, `Unknown route: ${request.method} ${pathname}`, { code: 'unknown_url' });
@@ -79,6 +83,8 @@ async function health(env, ctx) {
     vocab_size: shim.vocabSize,
     layers: `0-${shim.layerCount}`,
     context_length: shim.contextLength,
+    // The simulated production profile (simulate.js): null deployed.
+    profile: profileOf(env)?.name ?? null,
   });
 }
 
@@ -102,6 +108,9 @@ function stats() {
     token_ms: s.tokenMs,
     prefix: s.prefix,
     queue: { waiting: m.queue.waiting.length, busy: m.queue.holder !== null, served: m.queue.served, reclaimed: m.queue.reclaimed },
+    // What the open and the last generation spent of the per-invocation limits (meter.js).
+    open_spent: m.openMeter.report(),
+    last_request: m.lastMeter?.report() ?? null,
     recent: m.recent,
   });
 }
@@ -123,21 +132,25 @@ async function models(env, ctx) {
   });
 }
 
+/** The request fields the package's options come from, where their names differ. */
+const REQUEST_FIELD = { draftMode: 'draft_mode', topP: 'top_p', presencePenalty: 'presence_penalty', frequencyPenalty: 'frequency_penalty', maxTokens: 'max_tokens' };
+
 /**
- * A generation's failure before its first token: bad options or prompt (400), a constraint
- * the schema subset cannot express (422), anything else (500).
+ * A generation's failure, as the OpenAI error it is answered with: the status from the package's
+ * code → status table (docs/errors.md), the code itself, and the request field it is about.
+ * @param {any} e
+ * @param {string} promptField 'messages' or 'prompt'
  */
-function startError(e) {
+function generationError(e, promptField) {
   if (e instanceof ApiError) return e;
-  const message = e?.message ?? String(e);
   if (e?.name === 'AbortError') return new ApiError(499, 'The client closed the request', { code: 'client_closed' });
-  if (/unsupported JSON Schema keyword|invalid schema at|\$ref .* does not resolve|the schema (admits|is too large)/.test(message)) {
-    return new ApiError(422, message, { param: 'response_format', code: 'unsupported_schema' });
-  }
-  if (/must be|unknown option|does not apply|exceeds the context|invalid option/i.test(message)) {
-    return new ApiError(400, message, { code: 'invalid_value' });
-  }
-  return asApiError(e);
+  if (typeof e?.code !== 'string') return asApiError(e);
+  const option = typeof e.param === 'string' ? e.param.split('.')[0] : undefined;
+  const param = option !== undefined ? (REQUEST_FIELD[option] ?? option)
+    : e.code === 'unsupported_schema' ? 'response_format'
+      : ['token_out_of_range', 'context_length_exceeded', 'empty_prompt', 'invalid_text', 'chat_template'].includes(e.code) ? promptField
+        : null;
+  return new ApiError(errorStatus(e), e.message, { code: e.code, param });
 }
 
 /**
@@ -156,32 +169,25 @@ async function complete(kind, request, env, ctx) {
     ? parseChatRequest(body, limits, coltraneFromResponseFormat)
     : parseCompletionRequest(body, limits);
 
+  const promptField = kind === 'chat' ? 'messages' : 'prompt';
   let ids;
   try {
     ids = kind === 'chat'
       ? shim.encode(shim.applyChatTemplate(req.messages))
       : typeof req.prompt === 'string' ? shim.encode(req.prompt) : Uint32Array.from(req.prompt);
   } catch (e) {
-    throw new ApiError(400, e.message, { param: kind === 'chat' ? 'messages' : 'prompt', code: 'invalid_value' });
-  }
-  if (ids.some((id) => id >= shim.vocabSize)) {
-    throw new ApiError(400, `'prompt' holds a token id not below the vocabulary size ${shim.vocabSize}`, { param: 'prompt', code: 'invalid_value' });
-  }
-  const context = shim.contextLength;
-  if (ids.length >= context) {
-    throw new ApiError(400, `This model's context holds ${context} tokens; the prompt has ${ids.length}. Shorten the ${kind === 'chat' ? 'messages' : 'prompt'}.`,
-      { param: kind === 'chat' ? 'messages' : 'prompt', code: 'context_length_exceeded' });
+    throw generationError(e, promptField);
   }
 
   const lease = await model.queue.acquire(request.signal);
-  const run = generate(model, lease, ids, req, kind, request.signal);
+  const run = generate(model, lease, ids, req, kind, request.signal, promptField);
   ctx.waitUntil(run.done.catch(() => {}));
   const prefillHeaders = (p) => ({
     'x-knot-prefill': settings.prefixReuse ? (p?.status ?? 'miss') : 'disabled',
     'x-knot-prefill-reused': String(p?.reused ?? 0),
   });
   if (!req.stream) {
-    const r = await run.done.catch((e) => { throw startError(e); });
+    const r = await run.done.catch((e) => { throw generationError(e, promptField); });
     const headers = { ...prefillHeaders(r.prefix), 'x-knot-queue-ms': String(run.queuedMs) };
     return Response.json(r.shape.whole(r.text, r.finish, r.usage), { headers });
   }
@@ -189,7 +195,7 @@ async function complete(kind, request, env, ctx) {
   try {
     prefix = await run.started;
   } catch (e) {
-    throw startError(e);
+    throw generationError(e, promptField);
   }
   return new Response(run.body, {
     headers: {
@@ -214,7 +220,7 @@ const yieldToEventLoop = () => new Promise((resolve) => setTimeout(resolve, 0));
  * first token (with how the prefix was reused) or the first failure; `done` with the result; a
  * streaming request reads `body`, whose cancellation (the client going away) aborts the work.
  */
-function generate(model, lease, ids, req, kind, signal) {
+function generate(model, lease, ids, req, kind, signal, promptField) {
   const { shim, settings } = model;
   const shape = shapes(kind, settings.modelId);
   const abort = new AbortController();
@@ -247,6 +253,9 @@ function generate(model, lease, ids, req, kind, signal) {
   });
   started.catch(() => {});
   const queuedMs = Date.now() - lease.since;
+  // The generation is the invocation's spending: its R2 reads and station calls from here on.
+  const meter = startMeter('generation');
+  model.lastMeter = meter;
   let completion = 0;
   const done = (async () => {
     const stops = new StopMatcher(req.stop);
@@ -257,7 +266,8 @@ function generate(model, lease, ids, req, kind, signal) {
     try {
       const options = {
         ...req.options,
-        maxTokens: Math.min(req.maxTokens, shim.contextLength - ids.length),
+        // The context caps it further (Rust ends with 'length' when it fills).
+        maxTokens: req.maxTokens,
         reusePrefix: settings.prefixReuse,
         signal: abort.signal,
       };
@@ -271,6 +281,7 @@ function generate(model, lease, ids, req, kind, signal) {
           if (head) send(head);
         }
         completion++;
+        meter.tokens = completion;
         const out = stops.push(e.text);
         if (out !== '') {
           text += out;
@@ -307,7 +318,7 @@ function generate(model, lease, ids, req, kind, signal) {
       rejectStarted(e);
       if (sink !== undefined && !first) {
         // Mid-stream: OpenAI's error event, then the end of the stream.
-        const err = startError(e);
+        const err = generationError(e, promptField);
         try {
           sink.enqueue(encoder.encode(`data: ${JSON.stringify({ error: { message: err.message, type: err.type, param: err.param, code: err.code } })}\n\n`));
           sink.close();
@@ -325,7 +336,11 @@ function generate(model, lease, ids, req, kind, signal) {
     } finally {
       signal?.removeEventListener('abort', onClientGone);
       lease.release();
-      model.recent.push({ id: shape.id, tokens: completion, finish: abort.signal.aborted ? 'aborted' : finish, ms: Date.now() - lease.since });
+      const { r2_reads, r2_bytes, do_calls, subrequests } = meter.report();
+      model.recent.push({
+        id: shape.id, tokens: completion, finish: abort.signal.aborted ? 'aborted' : finish, ms: Date.now() - lease.since,
+        r2_reads, r2_bytes, do_calls, subrequests,
+      });
       if (model.recent.length > 16) model.recent.shift();
     }
   })();

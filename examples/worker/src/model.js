@@ -1,10 +1,17 @@
 // The model, opened once per isolate and shared by every request: the shim, its settings from
 // the environment, and the generation queue in front of it. A failed open is not kept: the next
 // request tries again.
-import { HostShim } from 'knot-wasm';
+//
+// Whole in this isolate, every layer is resident: read once, then each token runs from memory.
+// A model that does not fit KNOT_MEMORY_BUDGET_MB that way is refused at open with the split
+// across stations that fits (planStations), unless KNOT_STREAM_LAYERS=1 asks for an LRU of
+// KNOT_LRU_CAPACITY layers, the others read from R2 again on every token.
+import { HostShim, errorStatus, planStations } from 'knot-wasm';
+import { ApiError } from './openai.js';
 import { R2KnotSource } from './r2.js';
 import { GenerationQueue } from './queue.js';
 import { SplitModel } from './split.js';
+import { startMeter } from './meter.js';
 
 const MiB = 2 ** 20;
 
@@ -28,14 +35,30 @@ export function settings(env) {
   if (!env.MODEL_KEY) throw new Error('MODEL_KEY (the knot file in the MODELS bucket) is not set');
   const kvCache = env.KNOT_KV_CACHE || 'f16';
   if (kvCache !== 'f16' && kvCache !== 'f32') throw new Error(`KNOT_KV_CACHE must be f16 or f32, got '${kvCache}'`);
+  const stream = env.KNOT_STREAM_LAYERS ?? '';
+  if (!['', '0', '1'].includes(stream)) throw new Error(`KNOT_STREAM_LAYERS must be 0 or 1, got '${stream}'`);
+  const streamLayers = stream === '1';
+  const stations = Boolean(env.KNOT_STATIONS);
+  if (!streamLayers && !stations) {
+    // Not silently ignored: the LRU is streaming's.
+    if (env.KNOT_LRU_CAPACITY !== undefined && env.KNOT_LRU_CAPACITY !== '') {
+      throw new Error('KNOT_LRU_CAPACITY applies only with KNOT_STREAM_LAYERS=1 (every layer is resident otherwise)');
+    }
+  }
   return {
     key: env.MODEL_KEY,
     modelId: env.MODEL_ID || env.MODEL_KEY.replace(/\.knot$/, ''),
+    streamLayers,
     open: {
-      lruCapacity: envInt(env, 'KNOT_LRU_CAPACITY', 4),
-      // Unset: as deep as the cache has room for (lruCapacity - 1), which hides R2's latency best;
-      // shallower keeps the rest of the cache resident, for fewer reads per token.
-      ...(env.KNOT_PREFETCH_DEPTH ? { prefetchDepth: envInt(env, 'KNOT_PREFETCH_DEPTH', 0) } : {}),
+      // Streaming: an LRU of this many layers, the others read from R2 on every token.
+      // Resident (the default): no bound, every layer stays once read.
+      ...(streamLayers ? { lruCapacity: envInt(env, 'KNOT_LRU_CAPACITY', 4) } : {}),
+      // Streaming, unset: as deep as the cache has room for (lruCapacity - 1), which hides R2's
+      // latency best; shallower keeps the rest of the cache resident, for fewer reads per token.
+      // Resident, unset: 3 layers ahead while the first token reads them all, as streaming's
+      // default does (each R2 answer is a JS buffer of the isolate until collected).
+      ...(env.KNOT_PREFETCH_DEPTH ? { prefetchDepth: envInt(env, 'KNOT_PREFETCH_DEPTH', 0) }
+        : streamLayers ? {} : { prefetchDepth: 3 }),
       memoryBudget: envInt(env, 'KNOT_MEMORY_BUDGET_MB', 96) * MiB,
       kvCache,
       maxContext: envInt(env, 'KNOT_MAX_CONTEXT', 2048),
@@ -47,7 +70,10 @@ export function settings(env) {
       maxReadBytes: envInt(env, 'KNOT_MAX_READ_MB', 4) * MiB,
     },
     prefixReuse: env.KNOT_PREFIX_REUSE !== '0',
-    stations: Boolean(env.KNOT_STATIONS),
+    stations,
+    // Positions per message between stations: what a split suggested at an over-budget open
+    // is planned for.
+    stationMaxBatch: envInt(env, 'KNOT_STATION_MAX_BATCH', 64),
     maxTokens: envInt(env, 'KNOT_MAX_TOKENS', 512),
     maxBodyBytes: envInt(env, 'KNOT_MAX_BODY_BYTES', 256 * 1024),
     queue: {
@@ -61,7 +87,8 @@ export function settings(env) {
 /**
  * @typedef {{ shim: HostShim, source: R2KnotSource, queue: GenerationQueue,
  *   settings: ReturnType<typeof settings>, info: object, openMs: number,
- *   recent: { id: string, tokens: number, finish: string, ms: number }[] }} Model
+ *   recent: { id: string, tokens: number, finish: string, ms: number }[],
+ *   openMeter: import('./meter.js').Meter, lastMeter: import('./meter.js').Meter | null }} Model
  */
 
 /** @type {{ model: Model | null, opening: Promise<Model> | null }} */
@@ -70,10 +97,12 @@ const state = { model: null, opening: null };
 /** @param {ReturnType<typeof settings>} s */
 async function open(s, env) {
   const t0 = Date.now();
+  // What the open spends (R2 reads), apart from the generations'.
+  const openMeter = startMeter('open');
   // Split across stations (Durable Objects), or whole in this isolate.
   const split = s.stations ? await SplitModel.open(env, s) : null;
   const source = split?.source ?? new R2KnotSource(env.MODELS, s.key);
-  const shim = split ?? await HostShim.open(source, s.open);
+  const shim = split ?? await openWhole(source, s);
   const queue = new GenerationQueue({
     ...s.queue,
     // A holder silent for stallMs: its request was canceled mid-call (or is stuck for good).
@@ -82,7 +111,63 @@ async function open(s, env) {
       await shim.reclaim();
     },
   });
-  return { shim, source, queue, settings: s, info: shim.info(), openMs: Date.now() - t0, recent: [] };
+  return { shim, source, queue, settings: s, info: shim.info(), openMs: Date.now() - t0, recent: [], openMeter, lastMeter: null };
+}
+
+/**
+ * The whole model in this isolate. Refused over the budget with every layer resident (and not
+ * streaming): the error says so with the numbers, and names the split across stations that fits.
+ * @param {R2KnotSource} source
+ * @param {ReturnType<typeof settings>} s
+ */
+async function openWhole(source, s) {
+  try {
+    return await HostShim.open(source, s.open);
+  } catch (e) {
+    if (/** @type {any} */ (e)?.code !== 'over_budget' || s.streamLayers) throw e;
+    throw await overBudget(source, s, /** @type {Error} */ (e));
+  }
+}
+
+const mib = (bytes) => `${(bytes / MiB).toFixed(1)} MiB`;
+
+/**
+ * The OpenAI-shaped error for a model that does not fit with every layer resident: the host's
+ * plan, the stations layout for the same budget and settings (one conversation per prefix
+ * window, as this Worker keeps), and the streaming alternative with its cost.
+ * @param {R2KnotSource} source
+ * @param {ReturnType<typeof settings>} s
+ * @param {Error} e the host's over_budget error
+ */
+async function overBudget(source, s, e) {
+  const budget = s.open.memoryBudget;
+  const budgetMb = budget / MiB;
+  const conversations = s.open.prefixWindows;
+  let split;
+  let layers = '';
+  try {
+    const plan = await planStations(source, {
+      memoryBudget: budget,
+      maxContext: s.open.maxContext,
+      kvCache: s.open.kvCache,
+      maxBatch: s.stationMaxBatch,
+      maxConversations: conversations,
+    });
+    const largest = Math.max(...plan.stations.map((p) => p.total));
+    const last = plan.stations.filter((p) => p.kind === 'layers').at(-1);
+    if (last?.layers) layers = ` (up to ${last.layers[1]} R2 reads per token)`;
+    split = `split it across stations: ${plan.layers} layer + ${plan.heads} head stations fit `
+      + `${budgetMb} MiB each (the largest takes ${mib(largest)}; planned for ${plan.context} positions, `
+      + `an ${s.open.kvCache} KV cache and ${conversations} conversation${conversations === 1 ? '' : 's'} per `
+      + `layer station: KNOT_MAX_CONTEXT, KNOT_KV_CACHE and KNOT_STATION_CONVERSATIONS in `
+      + 'wrangler.station.toml; see README "Deploying")';
+  } catch (p) {
+    split = `no split across stations fits ${budgetMb} MiB either (${/** @type {any} */ (p)?.message ?? p})`;
+  }
+  return new ApiError(errorStatus(e),
+    `${s.modelId} does not fit KNOT_MEMORY_BUDGET_MB=${budgetMb} with every layer resident: ${e.message}. `
+    + `Either ${split}, or set KNOT_STREAM_LAYERS=1 to stream layers from R2 on every token${layers}.`,
+    { code: 'over_budget' });
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

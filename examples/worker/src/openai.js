@@ -167,17 +167,15 @@ function common(body, known, limits) {
   const presence = number(body, 'presence_penalty', -2, 2);
   const frequency = number(body, 'frequency_penalty', -2, 2);
   const seed = integer(body, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
-  if (body.moa !== undefined && body.moa !== null && body.moa !== false) {
-    if (body.moa !== true && !isObject(body.moa)) throw bad("'moa' must be true, false or an object of MOA settings", 'moa', 'invalid_value');
-    if (temperature !== undefined || topP !== undefined) {
-      throw bad("'moa' sets its own temperatures and candidates: leave out 'temperature' and 'top_p' (use moa.baseTemperature, moa.topK)", 'moa', 'invalid_value');
-    }
-    options.moa = body.moa;
-  } else {
-    // OpenAI's defaults: temperature 1, top_p 1.
+  // The project's extensions go to the package as they are: their fields are checked (and
+  // named in the error) where they are read, in Rust.
+  const moa = body.moa !== undefined && body.moa !== null && body.moa !== false;
+  if (moa) options.moa = body.moa;
+  if (temperature !== undefined || !moa) {
+    // OpenAI's default: temperature 1 (MOA sets its own temperatures).
     options.temperature = temperature ?? 1;
-    if (topP !== undefined) options.topP = topP;
   }
+  if (topP !== undefined) options.topP = topP;
   if (presence) options.presencePenalty = presence;
   if (frequency) options.frequencyPenalty = frequency;
   // OpenAI's seeds are any 64-bit integer; ours are unsigned: the same bits. Without one, every
@@ -185,16 +183,8 @@ function common(body, known, limits) {
   options.seed = seed === undefined
     ? String(BigInt(Math.floor(Math.random() * 2 ** 53)))
     : String(BigInt.asUintN(64, BigInt(seed)));
-  if (body.coltrane !== undefined && body.coltrane !== null && body.coltrane !== false) {
-    if (!isObject(body.coltrane)) throw bad("'coltrane' must be an object of COLTRANE settings", 'coltrane', 'invalid_value');
-    options.coltrane = body.coltrane;
-  }
-  if (body.draft_mode !== undefined && body.draft_mode !== null) {
-    if (typeof body.draft_mode !== 'boolean' && !isObject(body.draft_mode)) {
-      throw bad("'draft_mode' must be true, false or { ngram, maxDraft, adaptive, margin }", 'draft_mode', 'invalid_value');
-    }
-    options.draftMode = body.draft_mode;
-  }
+  if (body.coltrane !== undefined && body.coltrane !== null && body.coltrane !== false) options.coltrane = body.coltrane;
+  if (body.draft_mode !== undefined && body.draft_mode !== null) options.draftMode = body.draft_mode;
   return { options, stream, includeUsage, stop: stopSequences(body) };
 }
 
@@ -284,7 +274,7 @@ export function parseCompletionRequest(body, limits) {
   if (typeof p === 'string') {
     if (p === '') throw bad("'prompt' must not be empty", 'prompt', 'invalid_value');
     prompt = p;
-  } else if (Array.isArray(p) && p.length > 0 && p.every((t) => Number.isInteger(t) && t >= 0)) {
+  } else if (Array.isArray(p) && p.length > 0 && p.every((t) => Number.isInteger(t) && t >= 0 && t <= 0xffffffff)) {
     prompt = p;
   } else {
     throw bad("'prompt' must be a non-empty string or a list of token ids (one prompt per request)", 'prompt', 'invalid_value');

@@ -1,4 +1,6 @@
-// A KnotByteSource over an R2 object: one ranged GET per read (`end` inclusive).
+// A KnotByteSource over an R2 object: one ranged GET per read (`end` inclusive), each counted
+// into the isolate's current meter (meter.js) as production counts it: a subrequest when issued.
+import { currentMeter } from './meter.js';
 
 export class R2KnotSource {
   /**
@@ -18,6 +20,8 @@ export class R2KnotSource {
    * @returns {Promise<Uint8Array>}
    */
   async rangeGet(start, end) {
+    const meter = currentMeter();
+    meter?.r2Read();
     const object = await this.bucket.get(this.key, { range: { offset: start, length: end - start + 1 } });
     if (object === null) {
       const e = new Error(`R2 object '${this.key}' not found in the bucket bound as MODELS`);
@@ -28,6 +32,7 @@ export class R2KnotSource {
     const bytes = new Uint8Array(await object.arrayBuffer());
     this.reads++;
     this.bytes += bytes.byteLength;
+    meter?.r2Received(bytes.byteLength);
     return bytes;
   }
 }

@@ -1,14 +1,23 @@
 // A model split across stations (Durable Objects, see stations.js), behind the interface the
 // Worker's routes use of the package's HostShim: encode, applyChatTemplate, streamTokens, stats,
-// info. This isolate holds only the index, the tokenizer and the decode loop (WasmCoordinator);
-// for each token it embeds the ids from single rows of the embedding table, carries the hidden
-// states through the layer stations in order, fans the last ones out to the head shards, and
-// folds their answers: every shard answered → the next token; some did not answer in time →
+// info. This isolate holds the index, the tokenizer, the decode loop (WasmCoordinator) and the
+// embedding rows: the whole table when it fits `embeddingBudget` (read once at open), otherwise
+// rows the head stations hand over — a prompt's missing rows in one parallel round to the shards
+// owning them, each picked token's row riding with the logits that picked it (one more round
+// when it did not: a miss). Nothing on the per-token path reads R2. For each token it carries the
+// hidden states through the layer stations in order, fans the last ones out to the head shards,
+// and folds their answers: every shard answered → the next token; some did not answer in time →
 // those slots alone are asked once more; one answered with an error (or the retry fails) → the
 // request fails with that error. Each generation is a new conversation for the stations, and is
 // forgotten by them when it ends, however it ends.
+//
+// `stats().hops`: `messages` counts every station request, `rounds` the sequential round trips
+// (a fan-out to the head shards counts once); `hopRounds` lists them per token of the last
+// generation (the first entry is the prompt's).
 import { WasmCoordinator, wasmMemoryBytes } from 'knot-wasm';
 import { R2KnotSource } from './r2.js';
+import { currentMeter } from './meter.js';
+import { hop } from './simulate.js';
 
 const MiB = 2 ** 20;
 
@@ -34,7 +43,10 @@ function stationTable(env) {
   return table;
 }
 
-class StationError extends Error {}
+/** A station that failed or did not answer: the split model's upstream failed (502). */
+class StationError extends Error {
+  code = 'station_failed';
+}
 
 export class SplitModel {
   /**
@@ -49,6 +61,9 @@ export class SplitModel {
       maxBatch: Number(env.KNOT_STATION_MAX_BATCH || 64),
       headShards: table.heads.length,
       maxReadBytes: 4 * MiB,
+      // Absent → the package's defaults (64 MiB: SmolLM2's table is resident, Gemma-3's not).
+      embeddingBudget: env.KNOT_EMBEDDING_BUDGET_MB ? Number(env.KNOT_EMBEDDING_BUDGET_MB) * MiB : undefined,
+      rowCacheBytes: env.KNOT_ROW_CACHE_MB ? Number(env.KNOT_ROW_CACHE_MB) * MiB : undefined,
     }));
     // A stub is an I/O object of the request that made it: one per call, from the namespace.
     const stub = (binding, name) => {
@@ -73,7 +88,10 @@ export class SplitModel {
     this.timeoutMs = timeoutMs;
     // Conversation ids: unique across coordinator isolates (a random base) and within one.
     this.nextConversation = Math.floor(Math.random() * 2 ** 40) * 1024;
-    this.hops = { messages: 0, bytes: 0, ms: 0 };
+    this.hops = { messages: 0, rounds: 0, bytes: 0, ms: 0 };
+    /** Sequential round trips of the token in progress. */
+    this.rounds = 0;
+    this.lastHopRounds = [];
     this.lastPrefillMs = 0;
     /** @type {{ status: string, reused: number } | null} */
     this.lastPrefix = null;
@@ -97,6 +115,9 @@ export class SplitModel {
       tokenMs: this.lastTokenMs,
       stations: { layers: this.layers.map((s) => s.name), heads: this.heads.map((s) => s.name) },
       hops: this.hops,
+      hopRounds: this.lastHopRounds,
+      // R2 reads at open and since (0), the embedding's mode, rounds of rows and misses.
+      coordinator: this.coordinator.stats(),
     };
   }
 
@@ -118,6 +139,9 @@ export class SplitModel {
    */
   async call(station, path, body, params = '') {
     const t0 = Date.now();
+    // A subrequest of this generation; the simulated profile's latency per call (none deployed).
+    currentMeter()?.doCall();
+    await hop();
     let timer;
     const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve(null), this.timeoutMs); });
     try {
@@ -143,10 +167,17 @@ export class SplitModel {
     }
   }
 
+  /** One sequential round trip on the token's path (a fan-out counts once). */
+  round() {
+    this.rounds++;
+    this.hops.rounds++;
+  }
+
   /** Hidden states through every layer station in order. */
   async throughLayers(message) {
     let m = message;
     for (const s of this.layers) {
+      this.round();
       const next = await this.call(s, 'step', m);
       if (next === null) throw new StationError(`${s.name} did not answer within ${this.timeoutMs} ms`);
       m = next;
@@ -154,12 +185,16 @@ export class SplitModel {
     return m;
   }
 
-  /** The head shards' answers for `slots` (others kept from `answers`). */
+  /**
+   * The head shards' answers for `slots` (others kept from `answers`): each its logits with the
+   * embedding rows of its top `logitRows` ids.
+   */
   async gather(message, slots, answers) {
+    this.round();
+    const top = `&top=${this.coordinator.logitRows}`;
     await Promise.all(slots.map(async (i) => {
       try {
-        const bytes = await this.call(this.heads[i], 'logits', message);
-        answers[i] = bytes === null ? null : new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+        answers[i] = await this.call(this.heads[i], 'logits', message, top);
       } catch (e) {
         answers[i] = e instanceof Error ? e : new Error(String(e));
       }
@@ -180,6 +215,24 @@ export class SplitModel {
       e = this.coordinator.pick(answers, positions);
     }
     return e;
+  }
+
+  /**
+   * The embedding rows the next messages need that this isolate does not hold, from the head
+   * shards owning them, all at once (one round; nothing when the table is resident, the rows
+   * are cached, or they rode with the logits). A shard that does not answer is asked once more.
+   */
+  async fetchRows() {
+    const wanted = this.coordinator.rowsWanted();
+    if (wanted.length === 0) return;
+    this.round();
+    await Promise.all(wanted.map(async ({ slot, ids }) => {
+      const head = this.heads[slot];
+      const body = new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength);
+      const bytes = (await this.call(head, 'rows', body)) ?? (await this.call(head, 'rows', body));
+      if (bytes === null) throw new StationError(`${head.name} did not answer within ${this.timeoutMs} ms`);
+      this.coordinator.addRows(slot, bytes);
+    }));
   }
 
   /**
@@ -209,24 +262,30 @@ export class SplitModel {
     }
     conversation ??= this.nextConversation++;
     const t0 = Date.now();
-    let messages = await this.coordinator.start(conversation, ids, JSON.stringify(rest), kept);
+    this.coordinator.start(conversation, ids, JSON.stringify(rest), kept);
     let positions = ids.length - kept;
     let first = true;
     let failed = true;
     this.lastTokenMs = [];
+    this.lastHopRounds = [];
     try {
-      while (messages !== null) {
+      for (;;) {
         signal?.throwIfAborted();
         const t = Date.now();
+        this.rounds = 0;
+        // The prompt's rows, or a picked token's that did not ride with the logits (a miss).
+        await this.fetchRows();
+        const messages = this.coordinator.next();
+        if (messages === null) break;
         let last;
         for (const m of messages) last = await this.throughLayers(m);
         const e = await this.pick(last, positions);
         if (first) this.lastPrefillMs = Date.now() - t0;
         else this.lastTokenMs.push(Date.now() - t);
+        this.lastHopRounds.push(this.rounds);
         first = false;
         yield { id: e.id, text: e.text, finishReason: e.finishReason };
         if (e.finishReason !== null) break;
-        messages = await this.coordinator.next();
         positions = 1;
       }
       failed = false;

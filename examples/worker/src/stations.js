@@ -1,20 +1,28 @@
 // Stations: Durable Objects that each hold one part of a model split across isolates. A
 // LayerStation runs a contiguous range of layers (and keeps their KV cache per conversation), a
-// HeadStation computes the logits of one slice of the vocabulary. Each opens its part of the knot
-// file from R2 on first use (range reads of that part only) and keeps it for its lifetime.
+// HeadStation computes the logits of one slice of the vocabulary and hands the coordinator the
+// same slice's rows of the embedding table. Each opens its part of the knot file from R2 on first
+// use (range reads of that part only, its pieces in parallel) and keeps it for its lifetime: no
+// request after that reads R2.
 //
 //   POST /step?layers=A-B           body: hidden states (KNHS wire message) → the next ones
 //   POST /forget?layers=A-B&conversation=N
 //   POST /keep?layers=A-B&conversation=N      body: the ids its KV holds (u32 little-endian)
 //   POST /claim?layers=A-B&conversation=N&len=L&hash=H   → { hit }: holds the first L (hash H)
-//   POST /logits?rows=A-B           body: hidden states → the slice's logits (f32, little-endian)
-//   GET  /stats?layers=A-B | ?rows=A-B   { part, weightBytes, wasmMemoryBytes, requests }
+//   POST /logits?rows=A-B&top=C     body: hidden states → a rows message (KNRW): the slice's
+//                                   logits, and the embedding rows of its C largest
+//   POST /rows?rows=A-B             body: token ids (u32 little-endian, each in A..B) → a rows
+//                                   message with their embedding rows
+//   GET  /stats?layers=A-B | ?rows=A-B   { part, weightBytes, wasmMemoryBytes, requests, open_spent,
+//                                        last_request }
 //
 // The part rides on every request, so a station opened for one part refuses requests for another
 // (a coordinator configured differently, a stale binding) instead of answering wrongly.
 // Failures answer as OpenAI-shaped JSON errors with a 4xx/5xx status; the station keeps serving.
-import { WasmHeadStation, WasmLayerStation, wasmMemoryBytes } from 'knot-wasm';
+import { WasmHeadStation, WasmLayerStation, errorStatus, wasmMemoryBytes } from 'knot-wasm';
 import { R2KnotSource } from './r2.js';
+import { currentMeter, startMeter } from './meter.js';
+import { profileOf, simulate } from './simulate.js';
 
 const MiB = 2 ** 20;
 
@@ -27,6 +35,7 @@ function stationOptions(env) {
     kvCache: env.KNOT_KV_CACHE || 'f32',
     maxConversations: int('KNOT_STATION_CONVERSATIONS', 4),
     maxReadBytes: int('KNOT_MAX_READ_MB', 4) * MiB,
+    readConcurrency: int('KNOT_READ_CONCURRENCY', 4),
   });
 }
 
@@ -41,7 +50,14 @@ function part(text) {
   return m ? [Number(m[1]), Number(m[2])] : null;
 }
 
-/** What both kinds share: opening once (a failed open is retried by the next request), the part check, errors. */
+// The parts opened in this isolate, by kind, model and part. workerd drops a Durable Object that
+// sits idle and constructs it again in the same isolate; the wasm memory of the part it had
+// opened is not given back (wasm memory never shrinks, and the old object is freed only when
+// collected), so opening again would hold the part twice — past 128 MB for a large one — and
+// read it from R2 again. A new instance takes the part this isolate already holds.
+const opened = new Map();
+
+/** What both kinds share: opening once per isolate (a failed open is retried by the next request), the part check, errors. */
 class Station {
   constructor(state, env, kind, param, open) {
     this.env = env;
@@ -52,6 +68,9 @@ class Station {
     this.opening = null;
     this.part = null;
     this.requests = 0;
+    // What the request that opened the part, and the last one, spent (meter.js).
+    this.openMeter = null;
+    this.lastMeter = null;
     // Test hook (never set in wrangler.toml): the Nth request to /step or /logits fails once.
     this.failAt = Number(env.KNOT_STATION_FAIL_AT || 0);
   }
@@ -64,9 +83,21 @@ class Station {
         { status: 409 });
     }
     if (this.opening === null) {
+      const key = `${this.kind} ${this.env.MODEL_KEY} ${want.join('-')}`;
+      let entry = opened.get(key);
+      if (entry === undefined) {
+        // The simulated bucket when a local run asked for production's costs (simulate.js).
+        const source = new R2KnotSource(simulate(this.env).MODELS, this.env.MODEL_KEY);
+        entry = { opening: this.openPart(source, want[0], want[1], stationOptions(this.env)), meter: currentMeter() };
+        opened.set(key, entry);
+        const failed = entry;
+        failed.opening.catch(() => {
+          if (opened.get(key) === failed) opened.delete(key);
+        });
+      }
       this.part = want;
-      const source = new R2KnotSource(this.env.MODELS, this.env.MODEL_KEY);
-      const opening = this.openPart(source, want[0], want[1], stationOptions(this.env));
+      this.openMeter = entry.meter;
+      const opening = entry.opening;
       this.opening = opening;
       opening.catch(() => {
         if (this.opening === opening) {
@@ -80,6 +111,9 @@ class Station {
 
   async fetch(request) {
     const url = new URL(request.url);
+    // Each incoming request is an invocation of its own, with its own subrequests.
+    const meter = startMeter('request');
+    if (url.pathname !== '/stats') this.lastMeter = meter;
     try {
       const station = await this.station(url);
       if (url.pathname === '/stats') {
@@ -89,12 +123,18 @@ class Station {
           weightBytes: station.weightBytes,
           wasmMemoryBytes: wasmMemoryBytes(),
           requests: this.requests,
+          profile: profileOf(this.env)?.name ?? null,
+          open_spent: this.openMeter?.report() ?? null,
+          last_request: this.lastMeter?.report() ?? null,
         });
       }
       if (request.method !== 'POST') return fail(405, `${request.method} ${url.pathname}: use POST`, 'method_not_allowed');
       return await this.handle(url, request, station);
     } catch (e) {
-      return fail(e.status ?? 500, `${this.kind}: ${e.message}`, e.status ? 'invalid_value' : 'station_failed');
+      // The station's own request checks carry a status; the package's failures a code, whose
+      // status is the package's table (a malformed message is the caller's: 400).
+      const status = e.status ?? errorStatus(e);
+      return fail(status, `${this.kind}: ${e.message}`, e.status ? 'invalid_value' : (e.code ?? 'station_failed'));
     }
   }
 
@@ -145,10 +185,19 @@ export class HeadStation extends Station {
   }
 
   async handle(url, request, station) {
-    if (url.pathname !== '/logits') return fail(404, `unknown route ${url.pathname}`, 'unknown_url');
-    const message = new Uint8Array(await request.arrayBuffer());
-    this.count();
-    const logits = station.logits(message);
-    return binary(new Uint8Array(logits.buffer, logits.byteOffset, logits.byteLength));
+    switch (url.pathname) {
+      case '/logits': {
+        const message = new Uint8Array(await request.arrayBuffer());
+        this.count();
+        // Rows of the top ids ride with the logits (0: none, the coordinator holds its table).
+        return binary(station.logits(message, Number(url.searchParams.get('top') ?? 0)));
+      }
+      case '/rows': {
+        const body = await request.arrayBuffer();
+        if (body.byteLength % 4 !== 0) throw Object.assign(new Error('rows: the body must be u32 ids'), { status: 400 });
+        return binary(station.rows(new Uint32Array(body)));
+      }
+      default: return fail(404, `unknown route ${url.pathname}`, 'unknown_url');
+    }
   }
 }

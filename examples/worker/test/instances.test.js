@@ -1,10 +1,9 @@
 // Settings that need a Worker of their own: prefix reuse off or expiring, and a model that is
 // not in the bucket yet (the open fails, and is retried by the next request).
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { MODEL, native, post, sleep, startLocal } from './support.js';
-import { modelFile } from '../scripts/local.mjs';
+import { modelFile, uploadFile } from '../scripts/local.mjs';
 
 const turn1 = [{ role: 'user', content: 'Tell me one fact about octopuses.' }];
 const chat = (url, messages) => post(url, '/v1/chat/completions', { model: MODEL, messages, temperature: 0, max_tokens: 24 });
@@ -18,7 +17,7 @@ describe('a Worker of its own', () => {
       assert.match(missing.json.error.message, /R2 object 'later\.knot' not found/);
       const health = await fetch(`${local.url}/health`);
       assert.equal(health.status, 500);
-      await local.r2.put('later.knot', new Uint8Array(readFileSync(modelFile())));
+      await uploadFile(local.r2, 'later.knot', modelFile());
       const r1 = await chat(local.url, turn1);
       assert.equal(r1.status, 200, r1.text);
       // With prefix reuse off, every prompt is prefilled whole, and the output is the same.

@@ -39,7 +39,7 @@ describe('routes', () => {
     const health = await (await fetch(`${local.url}/health`)).json();
     assert.deepEqual(
       { ...health, context_length: undefined },
-      { status: 'ok', model: MODEL, hidden_dim: 576, vocab_size: 49152, layers: '0-30', context_length: undefined },
+      { status: 'ok', model: MODEL, hidden_dim: 576, vocab_size: 49152, layers: '0-30', context_length: undefined, profile: 'local' },
     );
     assert.ok(health.context_length >= 1024);
     const s = await stats(local.url);
@@ -228,14 +228,20 @@ describe('bad requests get OpenAI-shaped errors, and the next request is unharme
     shaped(await chat({ model: MODEL, messages: CAPITAL, tools: [{ type: 'function', function: { name: 'f' } }] }), 400, /'tools' is not supported/);
     shaped(await chat({ model: MODEL, messages: CAPITAL, logprobs: true }), 400, /'logprobs' is not supported/);
     shaped(await chat({ model: MODEL, messages: CAPITAL, frobnicate: 1 }), 400, /Unrecognized request argument supplied: frobnicate/);
-    shaped(await chat({ model: MODEL, messages: CAPITAL, moa: true, temperature: 0.5 }), 400, /'moa' sets its own temperatures/);
+    const moaTemp = await chat({ model: MODEL, messages: CAPITAL, moa: true, temperature: 0.5 });
+    shaped(moaTemp, 400, /temperature does not apply with moa/);
+    assert.deepEqual([moaTemp.json.error.code, moaTemp.json.error.param], ['invalid_option', 'temperature']);
     shaped(await chat({ model: MODEL, messages: CAPITAL, moa: { k: 99 } }), 400, /moa\.k must be an integer in \[1, 32\]/);
     shaped(await chat({ model: MODEL, messages: CAPITAL, coltrane: { preset: 'xml' } }), 400, /preset/);
     shaped(await chat({ model: MODEL, messages: CAPITAL, response_format: { type: 'yaml' } }), 400, /response_format/);
-    shaped(await chat({ model: MODEL, messages: CAPITAL, draft_mode: { maxDraft: 99 } }), 400, /maxDraft/);
+    const draft = await chat({ model: MODEL, messages: CAPITAL, draft_mode: { maxDraft: 99 } });
+    shaped(draft, 400, /maxDraft/);
+    assert.equal(draft.json.error.param, 'draft_mode');
     shaped(await post(local.url, '/v1/completions', { model: MODEL, prompt: ['a', 'b'] }), 400, /one prompt per request/);
     shaped(await post(local.url, '/v1/completions', { model: MODEL, prompt: 'x', echo: true }), 400, /'echo' is not supported/);
-    shaped(await post(local.url, '/v1/completions', { model: MODEL, prompt: [1, 99999999] }), 400, /vocabulary size/);
+    const outside = await post(local.url, '/v1/completions', { model: MODEL, prompt: [1, 99999999] });
+    shaped(outside, 400, /token id 99999999 is out of range for a vocabulary of 49152/);
+    assert.deepEqual([outside.json.error.code, outside.json.error.param], ['token_out_of_range', 'prompt']);
     // Neutral values of unsupported parameters pass (some clients send them by default).
     assert.equal((await chat({ model: MODEL, messages: CAPITAL, temperature: 0, logprobs: false, tools: [], max_tokens: 4 })).status, 200);
     // Bodies over the cap: told by Content-Length, and found while reading a chunked one.
@@ -250,8 +256,8 @@ describe('bad requests get OpenAI-shaped errors, and the next request is unharme
     shaped(await chat(chunked, { duplex: 'half' }), 413, /larger than/);
     // A prompt longer than the context: 400 context_length_exceeded.
     const long = await chat({ model: MODEL, messages: [{ role: 'user', content: 'word '.repeat(5000) }] });
-    shaped(long, 400, /context holds \d+ tokens; the prompt has \d+/);
-    assert.equal(long.json.error.code, 'context_length_exceeded');
+    shaped(long, 400, /the prompt \(\d+ tokens with the conversation\) exceeds the context length \d+/);
+    assert.deepEqual([long.json.error.code, long.json.error.param], ['context_length_exceeded', 'messages']);
   });
 
   test('after all that, the same answer as before', async () => {

@@ -1,0 +1,119 @@
+// Deploy readiness without a network: wrangler's own `deploy --dry-run` (bundling, config
+// checks, bindings, Durable Object classes and migrations; nothing is uploaded and no login is
+// needed) on each configuration this example deploys, and the bundle against the Workers size
+// limits (compressed: 3 MB on the free plan, 10 MB paid). wrangler runs with no telemetry, no
+// error reports and no banner (whose update check is the one network call a dry run makes),
+// with a home and config directory of its own, and without a network where that can be had.
+import assert from 'node:assert/strict';
+import { execFile, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { gzipSync } from 'node:zlib';
+import { ROOT } from '../scripts/bundle.mjs';
+
+const WRANGLER = join(ROOT, 'node_modules/wrangler/bin/wrangler.js');
+const MB = 1e6;
+const LIMIT_FREE = 3 * MB;
+const LIMIT_PAID = 10 * MB;
+
+const tmp = mkdtempSync(join(tmpdir(), 'knot-deploy-test-'));
+after(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** wrangler's environment: offline and quiet, nothing read from or written to the user's home. */
+const ENV = {
+  PATH: process.env.PATH,
+  HOME: join(tmp, 'home'),
+  XDG_CONFIG_HOME: join(tmp, 'config'),
+  WRANGLER_LOG_PATH: join(tmp, 'logs'),
+  WRANGLER_SEND_METRICS: 'false',
+  WRANGLER_SEND_ERROR_REPORTS: 'false',
+  WRANGLER_HIDE_BANNER: 'true',
+  CI: '1',
+  NO_COLOR: '1',
+};
+
+/**
+ * Where the machine allows it (Linux, root or user namespaces), wrangler runs in a network
+ * namespace of its own with no network at all: a dry run that reached for the network would fail.
+ */
+const OFFLINE = spawnSync('unshare', ['-n', 'true']).status === 0;
+console.log(OFFLINE ? 'wrangler runs with no network (unshare -n)' : 'unshare -n is not available: wrangler runs with the network this machine has');
+
+/**
+ * `wrangler deploy --dry-run` on `config`; resolves to its exit code, output and the files it
+ * wrote to its out directory.
+ * @param {string} config a path
+ * @param {string[]} [extra] more arguments
+ */
+function dryRun(config, extra = []) {
+  const outdir = join(tmp, `out-${Math.random().toString(36).slice(2)}`);
+  mkdirSync(outdir);
+  const args = [WRANGLER, 'deploy', '--dry-run', '--outdir', outdir, '--config', config, ...extra];
+  const [command, argv] = OFFLINE ? ['unshare', ['-n', process.execPath, ...args]] : [process.execPath, args];
+  return new Promise((resolve) => {
+    execFile(command, argv, { cwd: ROOT, env: ENV, timeout: 120_000, maxBuffer: 1 << 24 }, (error, stdout, stderr) => {
+      resolve({
+        code: error ? (typeof error.code === 'number' ? error.code : -1) : 0,
+        output: `${stdout}\n${stderr}`,
+        files: readdirSync(outdir).map((name) => join(outdir, name)),
+      });
+    });
+  });
+}
+
+/** The modules wrangler would upload: their total size, raw and gzipped. */
+function sizes(files) {
+  const modules = files.filter((f) => /\.(js|mjs|wasm)$/.test(f));
+  const raw = modules.reduce((n, f) => n + readFileSync(f).byteLength, 0);
+  const gzip = modules.reduce((n, f) => n + gzipSync(readFileSync(f), { level: 9 }).byteLength, 0);
+  return { modules: modules.map((f) => f.split('/').at(-1)), raw, gzip };
+}
+
+/** Runs the dry run of `file` and checks what every deployable configuration must show. */
+async function deployable(file, extra, bindings) {
+  const r = await dryRun(join(ROOT, file), extra);
+  assert.equal(r.code, 0, `wrangler deploy --dry-run -c ${file} failed:\n${r.output}`);
+  assert.match(r.output, /--dry-run: exiting now/, r.output);
+  for (const b of bindings) assert.ok(r.output.includes(b), `${file}: no binding ${b} in:\n${r.output}`);
+  const s = sizes(r.files);
+  assert.ok(s.modules.some((m) => m.endsWith('.wasm')), `${file}: no .wasm module in ${s.modules}`);
+  const upload = /Total Upload: ([^\n]+)/.exec(r.output)?.[1] ?? '(not printed)';
+  console.log(`${file}: ${s.modules.join(' + ')}: ${(s.raw / MB).toFixed(2)} MB raw, ${(s.gzip / MB).toFixed(2)} MB gzip `
+    + `(limits, compressed: ${LIMIT_FREE / MB} MB free, ${LIMIT_PAID / MB} MB paid; wrangler: ${upload})`);
+  assert.ok(s.gzip <= LIMIT_PAID, `${file}: ${s.gzip} bytes gzipped, over the paid plan's ${LIMIT_PAID}`);
+  if (s.gzip > LIMIT_FREE) console.log(`${file}: over the free plan's ${LIMIT_FREE / MB} MB`);
+  return { ...r, sizes: s };
+}
+
+describe('wrangler deploy --dry-run', () => {
+  test('wrangler.toml: the single Worker', async () => {
+    await deployable('wrangler.toml', [], ['env.MODELS (knot-models)', 'KNOT_STREAM_LAYERS']);
+  });
+
+  test('wrangler.stations.toml: the coordinator, bound to the station scripts', async () => {
+    await deployable('wrangler.stations.toml', [], [
+      'env.MODELS (knot-models)', 'env.LAYERS_0 (LayerStation, defined in knot-station-layers-0)',
+      'env.HEADS_3 (HeadStation, defined in knot-station-head-3)', 'KNOT_STATIONS',
+    ]);
+  });
+
+  test('wrangler.station.toml: one station, its Durable Object classes and migration', async () => {
+    await deployable('wrangler.station.toml', ['--name', 'knot-station-layers-0'], [
+      'env.MODELS (knot-models)', 'env.LAYERS (LayerStation)', 'env.HEADS (HeadStation)',
+    ]);
+  });
+
+  test('a broken configuration fails it', async () => {
+    // The station script with a Durable Object class its entry does not export.
+    const config = readFileSync(join(ROOT, 'wrangler.station.toml'), 'utf8')
+      .replace('main = "src/index.js"', `main = ${JSON.stringify(join(ROOT, 'src/index.js'))}`)
+      .replaceAll('HeadStation', 'HeadStatoin');
+    const file = join(tmp, 'broken.toml');
+    writeFileSync(file, config);
+    const r = await dryRun(file);
+    assert.notEqual(r.code, 0, `a Durable Object class the Worker does not export deployed:\n${r.output}`);
+    assert.match(r.output, /Durable Objects, which are not exported in your entrypoint file: HeadStatoin/, r.output);
+  });
+});
