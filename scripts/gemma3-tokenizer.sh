@@ -2,7 +2,7 @@
 # Writes models/gemma3-tokenizer.json, Gemma 3's tokenizer as knot::TokenizerData JSON, which the
 # engine's Gemma tokenizer parity tests read (the 262144-token vocabulary is too large to commit).
 # Needs models/gemma-3-270m-q4_k_m.gguf and a Python with the `gguf` package
-# (PYTHON=/work/venv-ref/bin/python, see scripts/reference/README.md). Idempotent: does nothing
+# (PYTHON="$VENV/bin/python", the reference venv of scripts/reference/README.md). Idempotent: does nothing
 # when the JSON is newer than the GGUF.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,7 +2,7 @@
 """Generate the tokenizer parity fixtures under tests/fixtures/tokenizer/.
 
 Usage: gen_tokenizer_fixtures.py MODEL_DIR GGUF_NAME
-  (e.g. /work/main/models SmolLM2-135M-Instruct.Q4_1.gguf)
+  (e.g. `models SmolLM2-135M-Instruct.Q4_1.gguf` from the repository root)
 Needs `tokenizers`, `gguf`, and for the cross-check `transformers` + `torch` (its GGUF reader
 imports torch). Writes:
 

@@ -13,7 +13,8 @@ Q8_0 blocks copied as stored). Q5_1, Q4_0, Q4_1 and BF16 are quantized by gguf-p
 Q8_0 embedding rows. gguf-py has no Q5_K quantizer and the GGUF holds no Q5_K tensor, so the
 Q5_K blocks reuse real Q4_K blocks (scales and nibbles) with seeded random fifth bits.
 
-Usage: /work/venv-ref/bin/python scripts/reference/make_quant_fixtures.py [gguf] [out_dir]
+Usage: $PYTHON scripts/reference/make_quant_fixtures.py [gguf] [out_dir]
+  (PYTHON: the reference venv's python, see scripts/reference/README.md)
 """
 
 import json
