@@ -1,7 +1,8 @@
 // `npm run bench:stations`: a model split across stations against the whole model in one Worker,
 // everything in workerd (Miniflare, local R2) and measured in the same run, rounds interleaved:
-// decode tok/s, time to the first token, bytes and time per hop between isolates, R2 reads and
-// subrequests per request, and each isolate's wasm memory — under each profile (production's
+// decode tok/s, time to the first token cold (fresh isolates) and warm, round trips, messages and
+// bytes per token between isolates, R2 reads and subrequests per request, and each isolate's wasm
+// memory — under each profile (production's
 // costs simulated, scripts/profiles.mjs), with ratios against `local` from the same run.
 //   node scripts/bench-stations.mjs [--tokens 64] [--rounds 3] [--gemma] [--profiles local,prod]
 //                                   [--subrequests free|N]
@@ -27,10 +28,14 @@ const model = GEMMA
   : { id: 'SmolLM2-135M-Instruct', key: 'SmolLM2-135M-Instruct.Q4_1.knot', file: undefined, splits: [[2, 2], [4, 2]] };
 const vars = { MODEL_ID: model.id, MODEL_KEY: model.key, KNOT_MAX_TOKENS: String(TOKENS) };
 const PROMPT = 'Once upon a time, in a lighthouse on a rocky island, there lived a keeper who';
+// SmolLM2 is asked in chat: with its template's default system prompt, 31 tokens.
+const CHAT = [{ role: 'user', content: 'Tell me a story about a lighthouse keeper.' }];
 
-/** The completion request this bench times (`streamOnce` in stream.mjs). */
+/** The request this bench times (`streamOnce` in stream.mjs): a chat, or for Gemma-3 (a base model) a completion. */
 function streamOnce(url) {
-  return stream(url, '/v1/completions', { model: model.id, prompt: PROMPT, temperature: 0, max_tokens: TOKENS });
+  return GEMMA
+    ? stream(url, '/v1/completions', { model: model.id, prompt: PROMPT, temperature: 0, max_tokens: TOKENS })
+    : stream(url, '/v1/chat/completions', { model: model.id, messages: CHAT, temperature: 0, max_tokens: TOKENS });
 }
 
 /** The configurations, started under `profile`. */
@@ -59,7 +64,8 @@ async function measure(profile) {
   const configs = await start(profile);
   try {
     for (const c of configs) {
-      await streamOnce(c.local.url); // cold: opens, reads layers
+      // Cold: fresh isolates — the open, every station's load (in parallel), the first layers read.
+      c.cold = await streamOnce(c.local.url);
       c.runs = [];
       c.hopsBefore = c.stations ? (await json(`${c.local.url}/stations`)).hops : null;
     }
@@ -80,20 +86,21 @@ async function measure(profile) {
         profile: profile.name,
         decodeTokS: +median(c.runs.map((x) => x.decodeTokS)).toFixed(1),
         xLocal: null,
+        coldFirstMs: Math.round(c.cold.firstMs),
         firstTokenMs: Math.round(median(c.runs.map((x) => x.firstMs))),
         r2ReadsPerReq: median(c.runs.map((x) => x.spent.r2_reads)),
         subreqPerReq: median(c.runs.map((x) => x.spent.subrequests)),
         subreqPerToken: median(c.runs.map((x) => x.spent.subrequests_per_token)),
-        hopsPerToken: null,
+        roundsPerToken: null,
+        msgsPerToken: null,
         kibPerToken: null,
-        msPerHop: null,
       };
       if (c.stations) {
+        // Sequential round trips and messages (the stations' forwards included) per token.
         const s = await json(`${c.local.url}/stations`);
-        const hops = s.hops.messages - c.hopsBefore.messages;
-        row.hopsPerToken = +(hops / tokens).toFixed(1);
+        row.roundsPerToken = +((s.hops.rounds - c.hopsBefore.rounds) / tokens).toFixed(2);
+        row.msgsPerToken = +((s.hops.messages - c.hopsBefore.messages) / tokens).toFixed(2);
         row.kibPerToken = +((s.hops.bytes - c.hopsBefore.bytes) / tokens / 1024).toFixed(1);
-        row.msPerHop = +((s.hops.ms - c.hopsBefore.ms) / hops).toFixed(2);
         row.maxIsolateMiB = +(Math.max(coord.wasm_memory_bytes, ...s.stations.map((x) => x.wasmMemoryBytes)) / MiB).toFixed(1);
       } else {
         row.maxIsolateMiB = +(coord.wasm_memory_bytes / MiB).toFixed(1);

@@ -183,7 +183,9 @@ export async function startStations(options) {
         ...base,
         name: s.name,
         bindings: { KNOT_SIMULATE: simulateVar(profile, s.name), ...vars, ...options.stationVars?.[i] },
-        durableObjects: { [s.binding]: s.className },
+        // Its own class, and every other station as the coordinator binds it: a layer station
+        // forwards hidden states to the next station on the route (src/chain.js).
+        durableObjects: Object.fromEntries(stations.map((t) => [t.binding, t === s ? t.className : { className: t.className, scriptName: t.name }])),
       })),
     ],
   });

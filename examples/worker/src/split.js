@@ -4,18 +4,21 @@
 // embedding rows: the whole table when it fits `embeddingBudget` (read once at open), otherwise
 // rows the head stations hand over — a prompt's missing rows in one parallel round to the shards
 // owning them, each picked token's row riding with the logits that picked it (one more round
-// when it did not: a miss). Nothing on the per-token path reads R2. For each token it carries the
-// hidden states through the layer stations in order, fans the last ones out to the head shards,
-// and folds their answers: every shard answered → the next token; some did not answer in time →
-// those slots alone are asked once more; one answered with an error (or the retry fails) → the
-// request fails with that error. Each generation is a new conversation for the stations, and is
-// forgotten by them when it ends, however it ends.
+// when it did not: a miss). Nothing on the per-token path reads R2. For each token it sends the
+// hidden states to the first layer station with the route (chain.js): each layer station
+// forwards to the next, the last fans out to the head shards, and their answers come back up the
+// chain — one call of this request per token, whatever the number of stations. It folds the
+// answers: every shard answered → the next token; one answered with an error, or did not answer
+// even when asked again → the request fails with that error. Each generation is a new
+// conversation for the stations, and is forgotten by them when it ends, however it ends.
 //
-// `stats().hops`: `messages` counts every station request, `rounds` the sequential round trips
-// (a fan-out to the head shards counts once); `hopRounds` lists them per token of the last
-// generation (the first entry is the prompt's).
+// `stats().hops`: `messages` counts every station request (the chain's too), `rounds` the
+// sequential round trips (a fan-out to the head shards counts once), `calls` the requests this
+// isolate made itself (its subrequests), `ms` its time waiting on them; `hopRounds` lists the
+// rounds per token of the last generation (the first entry is the prompt's).
 import { WasmCoordinator, wasmMemoryBytes } from 'knot-wasm';
 import { R2KnotSource } from './r2.js';
+import { StationError, callStation, chainTimeout, unbundleAnswers } from './chain.js';
 import { currentMeter } from './meter.js';
 import { hop } from './simulate.js';
 
@@ -43,11 +46,6 @@ function stationTable(env) {
   return table;
 }
 
-/** A station that failed or did not answer: the split model's upstream failed (502). */
-class StationError extends Error {
-  code = 'station_failed';
-}
-
 export class SplitModel {
   /**
    * @param {Record<string, any>} env
@@ -65,22 +63,23 @@ export class SplitModel {
       embeddingBudget: env.KNOT_EMBEDDING_BUDGET_MB ? Number(env.KNOT_EMBEDDING_BUDGET_MB) * MiB : undefined,
       rowCacheBytes: env.KNOT_ROW_CACHE_MB ? Number(env.KNOT_ROW_CACHE_MB) * MiB : undefined,
     }));
-    // A stub is an I/O object of the request that made it: one per call, from the namespace.
-    const stub = (binding, name) => {
-      const ns = env[binding];
-      const id = ns.idFromName(name);
-      return () => ns.get(id);
-    };
+    // Each station as the route names it (chain.js): its binding, its object's name, its part.
     const layers = coordinator.layerRanges(table.layers.length).map(([a, b], i) => ({
-      name: `layers ${a}-${b}`, query: `layers=${a}-${b}`, stub: stub(table.layers[i], `layers-${a}-${b}`),
+      binding: table.layers[i], name: `layers-${a}-${b}`, query: `layers=${a}-${b}`,
     }));
     const heads = coordinator.headSlices().map(([a, b], i) => ({
-      name: `head ${a}-${b}`, query: `rows=${a}-${b}`, stub: stub(table.heads[i], `rows-${a}-${b}`),
+      binding: table.heads[i], name: `rows-${a}-${b}`, query: `rows=${a}-${b}`,
     }));
-    return new SplitModel(coordinator, source, layers, heads, Number(env.KNOT_STATION_TIMEOUT_MS || 60000));
+    const model = new SplitModel(env, coordinator, source, layers, heads, Number(env.KNOT_STATION_TIMEOUT_MS || 60000));
+    // Every station loads its part now, all at once: the first token would otherwise wait for
+    // each station's load in turn, as the chain reaches it. A station that cannot load fails
+    // the open (the next request opens again).
+    await model.stationStats(currentMeter());
+    return model;
   }
 
-  constructor(coordinator, source, layers, heads, timeoutMs) {
+  constructor(env, coordinator, source, layers, heads, timeoutMs) {
+    this.env = env;
     this.coordinator = coordinator;
     this.source = source;
     this.layers = layers;
@@ -88,7 +87,7 @@ export class SplitModel {
     this.timeoutMs = timeoutMs;
     // Conversation ids: unique across coordinator isolates (a random base) and within one.
     this.nextConversation = Math.floor(Math.random() * 2 ** 40) * 1024;
-    this.hops = { messages: 0, rounds: 0, bytes: 0, ms: 0 };
+    this.hops = { messages: 0, rounds: 0, bytes: 0, calls: 0, ms: 0 };
     /** Sequential round trips of the token in progress. */
     this.rounds = 0;
     this.lastHopRounds = [];
@@ -124,96 +123,69 @@ export class SplitModel {
   /** Nothing to take back: a generation holds no lock in this isolate's wasm across awaits. */
   async reclaim() {}
 
-  /** Each station's own figures (`GET /stats` of every station). */
-  async stationStats() {
+  /**
+   * Each station's own figures (`GET /stats` of every station, all at once), loading its part
+   * first if it has not. A station that answers with an error throws it. The calls count into
+   * `meter` (the open's; the `/stations` route's own request is not metered).
+   * @param {import('./meter.js').Meter | null} [meter]
+   */
+  async stationStats(meter = null) {
     const all = [...this.layers, ...this.heads];
     return Promise.all(all.map(async (s) => {
-      const res = await s.stub().fetch(`https://station/stats?${s.query}`);
-      return { station: s.name, ...(await res.json()) };
+      meter?.doCall();
+      await hop();
+      const ns = this.env[s.binding];
+      const res = await ns.get(ns.idFromName(s.name)).fetch(`https://station/stats?${s.query}`);
+      const body = await res.json();
+      if (!res.ok) throw new StationError(`${s.name}: ${body?.error?.message ?? res.status}`);
+      return { station: s.name, ...body };
     }));
   }
 
   /**
-   * One request to a station, raced against the timeout: the answer's bytes, or null when the
-   * station did not answer in time. A station's error answer throws it.
+   * One request of this isolate to a station (chain.js's `callStation`), counted: the answer's
+   * bytes and the traffic behind them, or null when the station did not answer in time. A
+   * station's error answer throws it. Its rounds count only where the caller says so (`round`):
+   * a token's path, not bookkeeping.
+   * @param {{ params?: string, headers?: Record<string, string>, timeoutMs?: number }} [options]
    */
-  async call(station, path, body, params = '') {
+  async call(station, path, body, options = {}) {
     const t0 = Date.now();
-    // A subrequest of this generation; the simulated profile's latency per call (none deployed).
-    currentMeter()?.doCall();
-    await hop();
-    let timer;
-    const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve(null), this.timeoutMs); });
-    try {
-      const answer = station.stub().fetch(`https://station/${path}?${station.query}${params}`, { method: 'POST', body })
-        .then(async (res) => {
-          if (!res.ok) {
-            const text = await res.text();
-            let message = text;
-            try { message = JSON.parse(text).error.message; } catch { /* not JSON */ }
-            throw new StationError(`${station.name}: ${message}`);
-          }
-          return new Uint8Array(await res.arrayBuffer());
-        });
-      const bytes = await Promise.race([answer, timeout]);
-      if (bytes !== null) {
-        this.hops.messages++;
-        this.hops.bytes += body.byteLength + bytes.byteLength;
-        this.hops.ms += Date.now() - t0;
-      }
-      return bytes;
-    } finally {
-      clearTimeout(timer);
-    }
+    const r = await callStation(this.env, station, path, body, { timeoutMs: this.timeoutMs, ...options });
+    this.hops.calls++;
+    this.hops.ms += Date.now() - t0;
+    if (r === null) return null;
+    this.hops.messages += r.traffic.messages;
+    this.hops.bytes += r.traffic.bytes;
+    return r;
   }
 
-  /** One sequential round trip on the token's path (a fan-out counts once). */
-  round() {
-    this.rounds++;
-    this.hops.rounds++;
-  }
-
-  /** Hidden states through every layer station in order. */
-  async throughLayers(message) {
-    let m = message;
-    for (const s of this.layers) {
-      this.round();
-      const next = await this.call(s, 'step', m);
-      if (next === null) throw new StationError(`${s.name} did not answer within ${this.timeoutMs} ms`);
-      m = next;
-    }
-    return m;
+  /** `n` sequential round trips on the token's path (a fan-out counts once). */
+  round(n = 1) {
+    this.rounds += n;
+    this.hops.rounds += n;
   }
 
   /**
-   * The head shards' answers for `slots` (others kept from `answers`): each its logits with the
-   * embedding rows of its top `logitRows` ids.
+   * Hidden states through the chain of layer stations; for the last message of a step
+   * (`logits`), on to the head shards: their answers (a Uint8Array or an Error each), each its
+   * logits with the embedding rows of its top `logitRows` ids.
    */
-  async gather(message, slots, answers) {
-    this.round();
-    const top = `&top=${this.coordinator.logitRows}`;
-    await Promise.all(slots.map(async (i) => {
-      try {
-        answers[i] = await this.call(this.heads[i], 'logits', message, top);
-      } catch (e) {
-        answers[i] = e instanceof Error ? e : new Error(String(e));
-      }
-    }));
-    return answers;
+  async carry(message, logits) {
+    const [first, ...next] = this.layers;
+    const route = { next, heads: logits ? this.heads : null, top: this.coordinator.logitRows, timeoutMs: this.timeoutMs };
+    const timeoutMs = chainTimeout(route);
+    const r = await this.call(first, 'step', message, { headers: { 'x-knot-route': JSON.stringify(route) }, timeoutMs });
+    if (r === null) throw new StationError(`${first.name} did not answer within ${timeoutMs} ms`);
+    this.round(r.traffic.rounds);
+    return logits ? unbundleAnswers(r.bytes, this.heads.length) : null;
   }
 
-  /** The next token from the hidden states of the last message (`positions` new positions). */
+  /** The next token from the last message of a step (`positions` new positions). */
   async pick(message, positions) {
-    const answers = await this.gather(message, this.heads.map((_, i) => i), new Array(this.heads.length).fill(null));
-    let e = this.coordinator.pick(answers, positions);
-    if (e.retry !== undefined) {
-      await this.gather(message, e.retry, answers);
-      // Still missing after the retry: a failure now.
-      for (const i of e.retry) {
-        if (answers[i] === null) answers[i] = new Error(`${this.heads[i].name} did not answer within ${this.timeoutMs} ms`);
-      }
-      e = this.coordinator.pick(answers, positions);
-    }
+    const e = this.coordinator.pick(await this.carry(message, true), positions);
+    // The last layer station asked the silent shards again already; none is missing here.
+    if (e.retry !== undefined) throw new StationError(`head shards ${e.retry.join(', ')} gave no answer`);
     return e;
   }
 
@@ -229,9 +201,9 @@ export class SplitModel {
     await Promise.all(wanted.map(async ({ slot, ids }) => {
       const head = this.heads[slot];
       const body = new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength);
-      const bytes = (await this.call(head, 'rows', body)) ?? (await this.call(head, 'rows', body));
-      if (bytes === null) throw new StationError(`${head.name} did not answer within ${this.timeoutMs} ms`);
-      this.coordinator.addRows(slot, bytes);
+      const r = (await this.call(head, 'rows', body)) ?? (await this.call(head, 'rows', body));
+      if (r === null) throw new StationError(`${head.name} did not answer within ${this.timeoutMs} ms`);
+      this.coordinator.addRows(slot, r.bytes);
     }));
   }
 
@@ -249,8 +221,8 @@ export class SplitModel {
       const replay = this.coordinator.replayFor(ids);
       if (replay !== null) {
         const params = `&conversation=${replay.conversation}&len=${replay.len}&hash=${replay.hash}`;
-        const answers = await Promise.all(this.layers.map((s) => this.call(s, 'claim', new Uint8Array(0), params)
-          .then((bytes) => (bytes === null ? null : JSON.parse(new TextDecoder().decode(bytes)).hit === true), () => null)));
+        const answers = await Promise.all(this.layers.map((s) => this.call(s, 'claim', new Uint8Array(0), { params })
+          .then((r) => (r === null ? null : JSON.parse(new TextDecoder().decode(r.bytes)).hit === true), () => null)));
         if (this.coordinator.replayVerdict(answers)) {
           conversation = replay.conversation;
           kept = replay.len;
@@ -277,9 +249,8 @@ export class SplitModel {
         await this.fetchRows();
         const messages = this.coordinator.next();
         if (messages === null) break;
-        let last;
-        for (const m of messages) last = await this.throughLayers(m);
-        const e = await this.pick(last, positions);
+        for (const m of messages.slice(0, -1)) await this.carry(m, false);
+        const e = await this.pick(messages[messages.length - 1], positions);
         if (first) this.lastPrefillMs = Date.now() - t0;
         else this.lastTokenMs.push(Date.now() - t);
         this.lastHopRounds.push(this.rounds);
@@ -299,7 +270,7 @@ export class SplitModel {
         await this.forget(conversation);
       } else {
         const body = new Uint8Array(done.ids.buffer, done.ids.byteOffset, done.ids.byteLength);
-        const keep = await Promise.all(this.layers.map((s) => this.call(s, 'keep', body, `&conversation=${done.conversation}`)
+        const keep = await Promise.all(this.layers.map((s) => this.call(s, 'keep', body, { params: `&conversation=${done.conversation}` })
           .then((b) => b !== null, () => false)));
         if (!keep.every(Boolean)) await this.forget(done.conversation);
         for (const c of done.forget) await this.forget(c);
@@ -309,7 +280,7 @@ export class SplitModel {
 
   /** Every layer station forgets `conversation` (best effort: one that fails has lost it anyway). */
   async forget(conversation) {
-    await Promise.all(this.layers.map((s) => this.call(s, 'forget', new Uint8Array(0), `&conversation=${conversation}`)
+    await Promise.all(this.layers.map((s) => this.call(s, 'forget', new Uint8Array(0), { params: `&conversation=${conversation}` })
       .then(() => {}, () => {})));
   }
 }

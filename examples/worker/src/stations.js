@@ -5,7 +5,9 @@
 // use (range reads of that part only, its pieces in parallel) and keeps it for its lifetime: no
 // request after that reads R2.
 //
-//   POST /step?layers=A-B           body: hidden states (KNHS wire message) → the next ones
+//   POST /step?layers=A-B           body: hidden states (KNHS wire message) → the next ones; with
+//                                   a route (header x-knot-route, chain.js) it forwards them along
+//                                   the route instead and answers what the chain answers
 //   POST /forget?layers=A-B&conversation=N
 //   POST /keep?layers=A-B&conversation=N      body: the ids its KV holds (u32 little-endian)
 //   POST /claim?layers=A-B&conversation=N&len=L&hash=H   → { hit }: holds the first L (hash H)
@@ -20,6 +22,7 @@
 // (a coordinator configured differently, a stale binding) instead of answering wrongly.
 // Failures answer as OpenAI-shaped JSON errors with a 4xx/5xx status; the station keeps serving.
 import { WasmHeadStation, WasmLayerStation, errorStatus, wasmMemoryBytes } from 'knot-wasm';
+import { StationError, addTraffic, bundleAnswers, callStation, chainTimeout, gatherHeads, noTraffic, parseRoute } from './chain.js';
 import { R2KnotSource } from './r2.js';
 import { currentMeter, startMeter } from './meter.js';
 import { profileOf, simulate } from './simulate.js';
@@ -156,8 +159,10 @@ export class LayerStation extends Station {
     switch (url.pathname) {
       case '/step': {
         const message = new Uint8Array(await request.arrayBuffer());
+        const route = parseRoute(request.headers.get('x-knot-route'), this.env);
         this.count();
-        return binary(station.step(message));
+        const out = station.step(message);
+        return route === null ? binary(out) : this.forward(route, out);
       }
       case '/forget': {
         station.forget(Number(url.searchParams.get('conversation')));
@@ -176,6 +181,31 @@ export class LayerStation extends Station {
       }
       default: return fail(404, `unknown route ${url.pathname}`, 'unknown_url');
     }
+  }
+
+  /**
+   * This station's output along `route`: to the next layer station, answering what it answers;
+   * from the last, to the head shards, answering their answers bundled — or nothing, when the
+   * message is not the last of a prompt (no logits wanted). The traffic of the calls made here
+   * and behind rides back in `x-knot-chain`.
+   */
+  async forward(route, out) {
+    const traffic = noTraffic();
+    let body = new Uint8Array(0);
+    if (route.next.length > 0) {
+      const [first, ...rest] = route.next;
+      const onward = { ...route, next: rest };
+      const r = await callStation(this.env, first, 'step', out, {
+        headers: { 'x-knot-route': JSON.stringify(onward) },
+        timeoutMs: chainTimeout(onward),
+      });
+      if (r === null) throw new StationError(`${first.name} did not answer within ${chainTimeout(onward)} ms`);
+      addTraffic(traffic, r.traffic);
+      body = r.bytes;
+    } else if (route.heads !== null) {
+      body = bundleAnswers(await gatherHeads(this.env, route.heads, out, route.top, route.timeoutMs, traffic));
+    }
+    return new Response(body, { headers: { 'content-type': 'application/octet-stream', 'x-knot-chain': JSON.stringify(traffic) } });
   }
 }
 

@@ -243,25 +243,30 @@ describe('in workerd, under a profile', () => {
     }
   });
 
-  test('a split model: each station call pays the hop, and every isolate meters its requests', async () => {
-    const hopMs = 25;
-    const local = await startStations({ layers: 2, heads: 2, quiet: true, profile: only({ name: 'hops', doCallMs: hopMs }) });
+  test('a split model under prod: equal to one process, each round pays the hop, every isolate meters its requests and stays under 128 MiB', async () => {
+    const profile = resolveProfile('prod');
+    const hopMs = profile.doCallMs;
+    const local = await startStations({ layers: 2, heads: 2, quiet: true, profile });
     try {
-      assert.equal((await (await fetch(`${local.url}/health`)).json()).profile, 'hops');
+      assert.equal((await (await fetch(`${local.url}/health`)).json()).profile, 'prod');
       assert.equal((await chat(local.url, 2)).status, 200);
       const before = (await (await fetch(`${local.url}/stations`)).json()).hops;
       const r = await chat(local.url, 4);
       assert.equal(r.status, 200, r.text);
       assert.equal(r.json.choices[0].message.content, (await native([{ role: 'user', content: 'Name a colour.' }], 4)).text);
       const s = await (await fetch(`${local.url}/stations`)).json();
-      const messages = s.hops.messages - before.messages;
-      assert.ok((s.hops.ms - before.ms) / messages >= hopMs, `${(s.hops.ms - before.ms) / messages} ms per hop`);
-      // The coordinator's calls in that request: every hop (bookkeeping ones included).
+      // Every sequential round pays the hop, the stations' forwards along the chain too.
+      const rounds = s.hops.rounds - before.rounds;
+      assert.ok((s.hops.ms - before.ms) / rounds >= hopMs, `${(s.hops.ms - before.ms) / rounds} ms per round`);
+      // The coordinator's own calls in that request (bookkeeping ones included); the stations
+      // made the rest of the messages.
       const coordinator = (await stats(local.url)).last_request;
-      assert.equal(coordinator.do_calls, messages);
+      assert.equal(coordinator.do_calls, s.hops.calls - before.calls);
+      assert.ok(coordinator.do_calls < s.hops.messages - before.messages);
       assert.equal(coordinator.subrequests, coordinator.r2_reads + coordinator.do_calls);
       for (const st of s.stations) {
-        assert.equal(st.profile, 'hops');
+        assert.equal(st.profile, 'prod');
+        assert.ok(st.wasmMemoryBytes < 128 * 2 ** 20, `${st.station}: ${st.wasmMemoryBytes} bytes`);
         // The part was read by the request that opened it; later requests read nothing.
         assert.ok(st.open_spent.r2_reads > 0, `${st.station}: ${JSON.stringify(st.open_spent)}`);
         assert.equal(st.last_request.r2_reads, 0, st.station);

@@ -6,7 +6,8 @@
 // request succeeds; a bad message to a station is refused and it keeps serving. After open the
 // coordinator reads nothing from R2, and a token costs one round trip per layer station plus one
 // for the head shards' fan-out (Gemma's embedding rows come from the head stations: its prompt's
-// in one more round, its picked tokens' riding with the logits).
+// in one more round, its picked tokens' riding with the logits); the coordinator's request
+// spends one subrequest per token, the stations forwarding along the chain.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -60,6 +61,20 @@ async function checkRounds(url, request, perToken, extra = 0) {
   const after = await counters(url);
   assert.equal(after.reads, before.reads, 'the coordinator read R2 after open');
   assert.equal(after.rounds - before.rounds, perToken * r.json.usage.completion_tokens + extra);
+  return { tokens: r.json.usage.completion_tokens, spent: (await (await fetch(`${url}/stats`)).json()).last_request };
+}
+
+/**
+ * Subrequests of the coordinator's request grow by one per token whatever the number of
+ * stations (the chain: each station forwards to the next), the same bookkeeping apart.
+ */
+async function checkSubrequests(url, request, perToken) {
+  const short = await checkRounds(url, { ...request, max_tokens: 4 }, perToken);
+  const long = await checkRounds(url, { ...request, max_tokens: 12 }, perToken);
+  assert.equal(long.spent.r2_reads, 0);
+  assert.equal(long.spent.subrequests - short.spent.subrequests, long.tokens - short.tokens,
+    `subrequests ${short.spent.subrequests} for ${short.tokens} tokens, ${long.spent.subrequests} for ${long.tokens}`);
+  return long.spent;
 }
 
 describe('SmolLM2 split across stations', () => {
@@ -92,8 +107,9 @@ describe('SmolLM2 split across stations', () => {
     // The embedding table is resident in the coordinator: a token is a round trip per layer
     // station and one to the head shards, and nothing reads R2.
     await checkRounds(local.url, { model: MODEL, messages: POEM, temperature: 0, max_tokens: 8 }, layers + 1);
+    const spent = await checkSubrequests(local.url, { model: MODEL, messages: POEM, temperature: 0 }, layers + 1);
     console.log(`SmolLM2 on ${layers}+2 stations:`, JSON.stringify(s.stations.map((x) => [x.station, +(x.wasmMemoryBytes / MiB).toFixed(1)])),
-      `hops ${s.hops.messages}, ${(s.hops.bytes / s.hops.messages / 1024).toFixed(1)} KiB and ${(s.hops.ms / s.hops.messages).toFixed(1)} ms each`);
+      `hops ${s.hops.messages}, ${(s.hops.bytes / s.hops.messages / 1024).toFixed(1)} KiB each; a 12-token request's subrequests: ${spent.subrequests}`);
   });
 
   test('a station failing mid-generation is a clear error; the next request succeeds', async () => {
@@ -102,7 +118,7 @@ describe('SmolLM2 split across stations', () => {
     const r = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: POEM, temperature: 0, max_tokens: 16 });
     assert.equal(r.status, 502);
     assert.equal(r.json.error.code, 'station_failed');
-    assert.match(r.json.error.message, /layers 16-30: .*injected failure/);
+    assert.match(r.json.error.message, /layers-16-30: .*injected failure/);
     assert.equal(r.json.error.type, 'server_error');
     const ok = await client(local.url).chat.completions.create({ model: MODEL, messages: POEM, temperature: 0, max_tokens: 16 });
     assert.equal(ok.choices[0].message.content, (await native(POEM, 16)).text);
@@ -158,11 +174,12 @@ describe('Gemma-3-270M split across stations', () => {
     // each greedy pick's row rides with the logits: 4 layer stations + 1 fan-out per token, no
     // R2 read.
     await checkRounds(local.url, { model: 'gemma-3-270m', prompt, temperature: 0, max_tokens: 8 }, 5);
+    const spent = await checkSubrequests(local.url, { model: 'gemma-3-270m', prompt, temperature: 0 }, 5);
     const s = await stations(local.url);
     const coordinator = await (await fetch(`${local.url}/stats`)).json();
     const figures = [['coordinator', coordinator.wasm_memory_bytes], ...s.stations.map((x) => [x.station, x.wasmMemoryBytes])];
     for (const [name, bytes] of figures) assert.ok(bytes < 128 * MiB, `${name}: ${(bytes / MiB).toFixed(1)} MiB`);
     console.log('Gemma-3-270M on 4+4 stations, wasm memory (MiB):', JSON.stringify(figures.map(([n, b]) => [n, +(b / MiB).toFixed(1)])),
-      `hops ${s.hops.messages}, ${(s.hops.bytes / s.hops.messages / 1024).toFixed(1)} KiB and ${(s.hops.ms / s.hops.messages).toFixed(1)} ms each`);
+      `hops ${s.hops.messages}, ${(s.hops.bytes / s.hops.messages / 1024).toFixed(1)} KiB each; a 12-token request's subrequests: ${spent.subrequests}`);
   });
 });

@@ -1,0 +1,220 @@
+// The station chain: how one token's hidden states travel. The coordinator sends them to the
+// first layer station with a route — the layer stations after it and the head shards — and each
+// station forwards its output to the next; the last layer station fans out to the head shards
+// (asking once more those that did not answer in time) and answers with their answers, bundled,
+// back up the chain. The arithmetic is the same as the coordinator carrying every hop itself;
+// what changes is who spends the calls. Cloudflare counts subrequests per invocation, and every
+// incoming request to a Durable Object is an invocation of its own: so the coordinator's request
+// spends one call per token, whatever the number of stations, and each station spends one (the
+// last layer station one per head shard) of the request it is serving. Without the chain a
+// 2048-token request on 4 layer + 4 head stations would need ~17,400 subrequests, past the paid
+// plan's 10,000.
+//
+// The route rides in the header `x-knot-route` (JSON); the chain's own traffic comes back in
+// `x-knot-chain` (messages, bytes, sequential rounds), which each station adds its calls to.
+import { currentMeter } from './meter.js';
+import { hop } from './simulate.js';
+
+/** A station that failed or did not answer: the split model's upstream failed (502). */
+export class StationError extends Error {
+  code = 'station_failed';
+}
+
+/**
+ * A station on a route: the Durable Object binding serving it, the object's name, and the
+ * query naming its part (`layers=A-B` or `rows=A-B`).
+ * @typedef {{ binding: string, name: string, query: string }} Hop
+ * @typedef {{ next: Hop[], heads: Hop[] | null, top: number, timeoutMs: number }} Route
+ */
+
+/** Traffic a call and the calls behind it made: messages, bytes both ways, sequential rounds. */
+export const noTraffic = () => ({ messages: 0, bytes: 0, rounds: 0 });
+
+const MAX_ROUTE = 64;
+
+/**
+ * The route in `header`, checked: every hop's binding must be a Durable Object namespace of
+ * `env` (a station script binds every station the coordinator does).
+ * @param {string | null} header
+ * @param {Record<string, any>} env
+ * @returns {Route | null} null when there is none (the caller wants this station's output)
+ */
+export function parseRoute(header, env) {
+  if (header === null || header === '') return null;
+  const bad = (why) => Object.assign(new Error(`x-knot-route: ${why}`), { status: 400 });
+  let r;
+  try {
+    r = JSON.parse(header);
+  } catch (e) {
+    throw bad(`not JSON (${e.message})`);
+  }
+  if (r === null || typeof r !== 'object') throw bad('must be an object');
+  const hops = (list, what) => {
+    if (!Array.isArray(list) || list.length > MAX_ROUTE) throw bad(`${what} must be a list of at most ${MAX_ROUTE} stations`);
+    return list.map((h) => {
+      if (h === null || typeof h !== 'object' || typeof h.binding !== 'string' || typeof h.name !== 'string'
+        || typeof h.query !== 'string' || !/^(layers|rows)=\d+-\d+$/.test(h.query)) {
+        throw bad(`${what}: each station is { binding, name, query: "layers=A-B" | "rows=A-B" }, got ${JSON.stringify(h)}`);
+      }
+      if (typeof env[h.binding]?.idFromName !== 'function') {
+        throw bad(`${h.binding} is not a Durable Object binding of this station's script (it must bind every station the coordinator does)`);
+      }
+      return { binding: h.binding, name: h.name, query: h.query };
+    });
+  };
+  const next = hops(r.next ?? [], 'next');
+  const heads = r.heads === null || r.heads === undefined ? null : hops(r.heads, 'heads');
+  if (!Number.isSafeInteger(r.top) || r.top < 0) throw bad(`top must be a whole number, got ${JSON.stringify(r.top)}`);
+  if (typeof r.timeoutMs !== 'number' || !(r.timeoutMs > 0)) throw bad(`timeoutMs must be > 0, got ${JSON.stringify(r.timeoutMs)}`);
+  return { next, heads, top: r.top, timeoutMs: r.timeoutMs };
+}
+
+/** The traffic a chain answer reports (none when the header is absent or malformed). */
+export function chainTraffic(headers) {
+  try {
+    const t = JSON.parse(headers.get('x-knot-chain') ?? 'null');
+    if (t && [t.messages, t.bytes, t.rounds].every(Number.isSafeInteger)) return t;
+  } catch { /* not ours */ }
+  return noTraffic();
+}
+
+/**
+ * One request to a station, raced against `timeoutMs`: `{ bytes, traffic }` (the traffic this
+ * call made, and what the stations behind it reported), or null when it did not answer in time.
+ * A station's error answer throws it. Counts the call into the current meter (a subrequest of
+ * this invocation) and waits the simulated profile's latency per call (none deployed).
+ * @param {Record<string, any>} env
+ * @param {Hop} station
+ * @param {string} path
+ * @param {Uint8Array} body
+ * @param {{ params?: string, headers?: Record<string, string>, timeoutMs: number }} options
+ */
+export async function callStation(env, station, path, body, { params = '', headers, timeoutMs }) {
+  currentMeter()?.doCall();
+  await hop();
+  const ns = env[station.binding];
+  let timer;
+  const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve(null), timeoutMs); });
+  try {
+    const answer = ns.get(ns.idFromName(station.name))
+      .fetch(`https://station/${path}?${station.query}${params}`, { method: 'POST', body, headers })
+      .then(async (res) => {
+        if (!res.ok) {
+          const text = await res.text();
+          let message = text;
+          try { message = JSON.parse(text).error.message; } catch { /* not JSON */ }
+          throw new StationError(`${station.name}: ${message}`);
+        }
+        const bytes = new Uint8Array(await res.arrayBuffer());
+        const behind = chainTraffic(res.headers);
+        return {
+          bytes,
+          traffic: {
+            messages: behind.messages + 1,
+            bytes: behind.bytes + body.byteLength + bytes.byteLength,
+            rounds: behind.rounds + 1,
+          },
+        };
+      });
+    return await Promise.race([answer, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * How long a call carrying `route` may take: one timeout for the station called and each one
+ * after it, two for the head shards (a retry).
+ * @param {Route} route the route the called station forwards along
+ */
+export function chainTimeout(route) {
+  return route.timeoutMs * (1 + route.next.length + (route.heads === null ? 0 : 2));
+}
+
+/** Adds `b` to `a` (sequential: rounds add up). */
+export function addTraffic(a, b) {
+  a.messages += b.messages;
+  a.bytes += b.bytes;
+  a.rounds += b.rounds;
+  return a;
+}
+
+/**
+ * The head shards' answers to `message`, each its `/logits` answer or an Error; a shard that
+ * did not answer in time is asked once more, and one still silent is an Error. One round (two
+ * with a retry) of `traffic`.
+ */
+export async function gatherHeads(env, heads, message, top, timeoutMs, traffic) {
+  const answers = new Array(heads.length).fill(null);
+  const ask = async (slots) => {
+    let widest = 0;
+    await Promise.all(slots.map(async (i) => {
+      try {
+        const r = await callStation(env, heads[i], 'logits', message, { params: `&top=${top}`, timeoutMs });
+        if (r !== null) {
+          answers[i] = r.bytes;
+          traffic.messages += r.traffic.messages;
+          traffic.bytes += r.traffic.bytes;
+          widest = Math.max(widest, r.traffic.rounds);
+        }
+      } catch (e) {
+        answers[i] = e instanceof Error ? e : new Error(String(e));
+      }
+    }));
+    traffic.rounds += Math.max(widest, 1);
+  };
+  await ask(heads.map((_, i) => i));
+  const silent = answers.flatMap((a, i) => (a === null ? [i] : []));
+  if (silent.length > 0) await ask(silent);
+  return answers.map((a, i) => a ?? new StationError(`${heads[i].name} did not answer within ${timeoutMs} ms`));
+}
+
+// The bundle of the head shards' answers: "KNHB", u32 count, then per answer a kind byte (0: the
+// shard's bytes, 1: an error message, UTF-8), a u32 length and the bytes; little-endian.
+const MAGIC = [0x4b, 0x4e, 0x48, 0x42];
+
+/** @param {(Uint8Array | Error)[]} answers */
+export function bundleAnswers(answers) {
+  const enc = new TextEncoder();
+  const parts = answers.map((a) => (a instanceof Uint8Array ? [0, a] : [1, enc.encode(a.message)]));
+  const out = new Uint8Array(8 + parts.reduce((n, [, b]) => n + 5 + b.byteLength, 0));
+  const view = new DataView(out.buffer);
+  out.set(MAGIC, 0);
+  view.setUint32(4, parts.length, true);
+  let at = 8;
+  for (const [kind, bytes] of parts) {
+    out[at] = kind;
+    view.setUint32(at + 1, bytes.byteLength, true);
+    out.set(bytes, at + 5);
+    at += 5 + bytes.byteLength;
+  }
+  return out;
+}
+
+/**
+ * The answers of a bundle of `count` head shards: each a Uint8Array or a StationError. A
+ * malformed bundle throws a StationError naming what is wrong.
+ * @param {Uint8Array} bytes
+ * @param {number} count
+ */
+export function unbundleAnswers(bytes, count) {
+  const bad = (why) => new StationError(`the last layer station's answer bundle ${why}`);
+  if (bytes.byteLength < 8 || MAGIC.some((m, i) => bytes[i] !== m)) throw bad('does not start with KNHB');
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const n = view.getUint32(4, true);
+  if (n !== count) throw bad(`holds ${n} answers for ${count} head shards`);
+  const dec = new TextDecoder();
+  const out = [];
+  let at = 8;
+  for (let i = 0; i < n; i++) {
+    if (at + 5 > bytes.byteLength) throw bad(`ends inside answer ${i}`);
+    const kind = bytes[at];
+    const len = view.getUint32(at + 1, true);
+    if (kind > 1 || at + 5 + len > bytes.byteLength) throw bad(`answer ${i} is malformed (kind ${kind}, ${len} bytes)`);
+    const body = bytes.subarray(at + 5, at + 5 + len);
+    out.push(kind === 0 ? body : new StationError(dec.decode(body)));
+    at += 5 + len;
+  }
+  if (at !== bytes.byteLength) throw bad(`has ${bytes.byteLength - at} bytes after its answers`);
+  return out;
+}
