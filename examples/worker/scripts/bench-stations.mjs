@@ -134,7 +134,12 @@ for (const p of PROFILES) {
   for (const r of mine) console.log(`${p.name}: ${r.config}: decode ${(r.decodeTokS / base.decodeTokS).toFixed(2)}x of '${base.config}'`);
   // Where the per-invocation limit cuts a generation short (the prefill's reads aside).
   if (p.subrequests === null) continue;
+  // A split model's calls per token are 1 (the chain) plus a fixed few per request (forgets,
+  // claims: test/stations.test.js checks the growth is exactly one per token); a streaming
+  // Worker's reads grow with its tokens.
   for (const r of mine.filter((x) => x.subreqPerToken > 0)) {
-    console.log(`${p.name}: ${r.config}: ${r.subreqPerToken} subrequests per token: the limit of ${p.subrequests} is met after about ${Math.floor(p.subrequests / r.subreqPerToken)} tokens`);
+    const perToken = r.roundsPerToken === null ? r.subreqPerToken : 1;
+    const fixed = r.roundsPerToken === null ? 0 : r.subreqPerReq - TOKENS;
+    console.log(`${p.name}: ${r.config}: ${r.subreqPerReq} subrequests for ${TOKENS} tokens: the limit of ${p.subrequests} is met after about ${Math.floor((p.subrequests - fixed) / perToken)} tokens`);
   }
 }

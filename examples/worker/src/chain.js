@@ -11,7 +11,11 @@
 // plan's 10,000.
 //
 // The route rides in the header `x-knot-route` (JSON); the chain's own traffic comes back in
-// `x-knot-chain` (messages, bytes, sequential rounds), which each station adds its calls to.
+// `x-knot-chain` (messages, bytes, sequential rounds, and the size of the answer), which each
+// station adds its calls to. A layer station passes the answer coming back up through as a
+// stream, not buffered: the head shards' logits (4 bytes × the vocabulary) cross every layer
+// station on the way back, and piping lets those transfers overlap instead of queueing one
+// after another.
 import { currentMeter } from './meter.js';
 import { hop } from './simulate.js';
 
@@ -27,8 +31,11 @@ export class StationError extends Error {
  * @typedef {{ next: Hop[], heads: Hop[] | null, top: number, timeoutMs: number }} Route
  */
 
-/** Traffic a call and the calls behind it made: messages, bytes both ways, sequential rounds. */
-export const noTraffic = () => ({ messages: 0, bytes: 0, rounds: 0 });
+/**
+ * Traffic a call and the calls behind it made: messages, bytes both ways, sequential rounds;
+ * `answer`: the bytes of the answer coming back up (counted once per hop it crosses).
+ */
+export const noTraffic = () => ({ messages: 0, bytes: 0, rounds: 0, answer: 0 });
 
 const MAX_ROUTE = 64;
 
@@ -73,23 +80,25 @@ export function parseRoute(header, env) {
 export function chainTraffic(headers) {
   try {
     const t = JSON.parse(headers.get('x-knot-chain') ?? 'null');
-    if (t && [t.messages, t.bytes, t.rounds].every(Number.isSafeInteger)) return t;
+    if (t && [t.messages, t.bytes, t.rounds, t.answer].every(Number.isSafeInteger)) return t;
   } catch { /* not ours */ }
-  return noTraffic();
+  return null;
 }
 
 /**
  * One request to a station, raced against `timeoutMs`: `{ bytes, traffic }` (the traffic this
  * call made, and what the stations behind it reported), or null when it did not answer in time.
- * A station's error answer throws it. Counts the call into the current meter (a subrequest of
- * this invocation) and waits the simulated profile's latency per call (none deployed).
+ * With `pipe`, a chain answer is not read: `{ stream, traffic }`, its size from the chain's
+ * report. A station's error answer throws it. Counts the call into the current meter (a
+ * subrequest of this invocation) and waits the simulated profile's latency per call (none
+ * deployed).
  * @param {Record<string, any>} env
  * @param {Hop} station
  * @param {string} path
  * @param {Uint8Array} body
- * @param {{ params?: string, headers?: Record<string, string>, timeoutMs: number }} options
+ * @param {{ params?: string, headers?: Record<string, string>, timeoutMs: number, pipe?: boolean }} options
  */
-export async function callStation(env, station, path, body, { params = '', headers, timeoutMs }) {
+export async function callStation(env, station, path, body, { params = '', headers, timeoutMs, pipe = false }) {
   currentMeter()?.doCall();
   await hop();
   const ns = env[station.binding];
@@ -105,16 +114,16 @@ export async function callStation(env, station, path, body, { params = '', heade
           try { message = JSON.parse(text).error.message; } catch { /* not JSON */ }
           throw new StationError(`${station.name}: ${message}`);
         }
-        const bytes = new Uint8Array(await res.arrayBuffer());
         const behind = chainTraffic(res.headers);
-        return {
-          bytes,
-          traffic: {
-            messages: behind.messages + 1,
-            bytes: behind.bytes + body.byteLength + bytes.byteLength,
-            rounds: behind.rounds + 1,
-          },
-        };
+        const hop = (answer) => ({
+          messages: (behind?.messages ?? 0) + 1,
+          bytes: (behind?.bytes ?? 0) + body.byteLength + answer,
+          rounds: (behind?.rounds ?? 0) + 1,
+          answer,
+        });
+        if (pipe && behind !== null) return { stream: res.body, traffic: hop(behind.answer) };
+        const bytes = new Uint8Array(await res.arrayBuffer());
+        return { bytes, traffic: hop(bytes.byteLength) };
       });
     return await Promise.race([answer, timeout]);
   } finally {

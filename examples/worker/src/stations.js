@@ -198,12 +198,17 @@ export class LayerStation extends Station {
       const r = await callStation(this.env, first, 'step', out, {
         headers: { 'x-knot-route': JSON.stringify(onward) },
         timeoutMs: chainTimeout(onward),
+        pipe: true,
       });
       if (r === null) throw new StationError(`${first.name} did not answer within ${chainTimeout(onward)} ms`);
       addTraffic(traffic, r.traffic);
-      body = r.bytes;
+      traffic.answer = r.traffic.answer;
+      // The answer streams through (chain.js); a station that could not report its size was
+      // read whole.
+      body = r.stream ?? r.bytes;
     } else if (route.heads !== null) {
       body = bundleAnswers(await gatherHeads(this.env, route.heads, out, route.top, route.timeoutMs, traffic));
+      traffic.answer = body.byteLength;
     }
     return new Response(body, { headers: { 'content-type': 'application/octet-stream', 'x-knot-chain': JSON.stringify(traffic) } });
   }
