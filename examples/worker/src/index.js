@@ -121,7 +121,9 @@ async function stations(env, ctx) {
     throw new ApiError(404, 'This Worker holds the whole model: it has no stations (KNOT_STATIONS is not set)', { code: 'unknown_url' });
   }
   const s = shim.stats();
-  return Response.json({ stations: await shim.stationStats(), hops: s.hops, prefix: s.prefix });
+  // The coordinator's own figures ride along: R2 reads since open (0), the embedding's mode, and
+  // rounds of rows and misses (a picked token's row that did not ride with the logits).
+  return Response.json({ stations: await shim.stationStats(), hops: s.hops, prefix: s.prefix, coordinator: s.coordinator });
 }
 
 async function models(env, ctx) {

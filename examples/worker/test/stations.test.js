@@ -176,6 +176,8 @@ describe('Gemma-3-270M split across stations', () => {
     await checkRounds(local.url, { model: 'gemma-3-270m', prompt, temperature: 0, max_tokens: 8 }, 5);
     const spent = await checkSubrequests(local.url, { model: 'gemma-3-270m', prompt, temperature: 0 }, 5);
     const s = await stations(local.url);
+    assert.equal(s.coordinator.embedding.mode, 'sharded');
+    assert.equal(s.coordinator.readsSinceOpen, 0);
     const coordinator = await (await fetch(`${local.url}/stats`)).json();
     const figures = [['coordinator', coordinator.wasm_memory_bytes], ...s.stations.map((x) => [x.station, x.wasmMemoryBytes])];
     for (const [name, bytes] of figures) assert.ok(bytes < 128 * MiB, `${name}: ${(bytes / MiB).toFixed(1)} MiB`);
