@@ -71,6 +71,9 @@ function asApiError(e) {
       type: 'rate_limit_error', code: 'server_busy', headers: { 'retry-after': String(e.retryAfter) },
     });
   }
+  // A station that failed outside a generation (one that could not load its part at open): the
+  // split model's upstream failed.
+  if (e?.code === 'station_failed') return new ApiError(errorStatus(e), e.message, { code: e.code });
   return new ApiError(500, `The server failed: ${e?.message ?? String(e)}`, { code: 'internal_error' });
 }
 

@@ -140,8 +140,12 @@ export class SplitModel {
       await hop();
       const ns = this.env[s.binding];
       const res = await ns.get(ns.idFromName(s.name)).fetch(`https://station/stats?${s.query}`);
-      const body = await res.json();
-      if (!res.ok) throw new StationError(`${s.name}: ${body?.error?.message ?? res.status}`);
+      const text = await res.text();
+      let body = null;
+      try { body = JSON.parse(text); } catch { /* not JSON: a failure outside the station's code */ }
+      if (!res.ok || body === null) {
+        throw new StationError(`${s.name}: ${body?.error?.message ?? `HTTP ${res.status}: ${text.slice(0, 200)}`}`);
+      }
       return { station: s.name, ...body };
     }));
   }

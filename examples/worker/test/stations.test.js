@@ -124,6 +124,21 @@ describe('SmolLM2 split across stations', () => {
     assert.equal(ok.choices[0].message.content, (await native(POEM, 16)).text);
   });
 
+  test('a station that cannot load its part fails the open with its reason; the Worker keeps answering', async () => {
+    // Every station loads at open: the second layer station's object is missing from R2.
+    const local = await start({ layers: 2, heads: 2, stationVars: { 1: { MODEL_KEY: 'missing.knot' } } });
+    for (let i = 0; i < 2; i++) {
+      const r = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: CAPITAL, temperature: 0, max_tokens: 4 });
+      assert.equal(r.status, 502, r.text);
+      assert.equal(r.json.error.code, 'station_failed');
+      assert.match(r.json.error.message, /layers-16-30: .*missing\.knot/);
+    }
+    // /health opens the model too: the same clear answer, not a crash.
+    const health = await fetch(`${local.url}/health`);
+    assert.equal(health.status, 502);
+    assert.match((await health.json()).error.message, /missing\.knot/);
+  });
+
   test('prefix replay: the second turn claims the first from every station and equals one process', async () => {
     const local = await start({ layers: 2, heads: 2 });
     const turn1 = [{ role: 'user', content: 'Tell me one fact about octopuses.' }];
