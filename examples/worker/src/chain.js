@@ -89,17 +89,18 @@ export function chainTraffic(headers) {
  * One request to a station, raced against `timeoutMs`: `{ bytes, traffic }` (the traffic this
  * call made, and what the stations behind it reported), or null when it did not answer in time.
  * With `pipe`, a chain answer is not read: `{ stream, traffic }`, its size from the chain's
- * report. A station's error answer throws it. Counts the call into the current meter (a
- * subrequest of this invocation) and waits the simulated profile's latency per call (none
- * deployed).
+ * report. A station's error answer throws it. Counts the call into `meter` (default: the
+ * current one; a subrequest of this invocation) and waits the simulated profile's latency per
+ * call (none deployed).
  * @param {Record<string, any>} env
  * @param {Hop} station
  * @param {string} path
  * @param {Uint8Array} body
- * @param {{ params?: string, headers?: Record<string, string>, timeoutMs: number, pipe?: boolean }} options
+ * @param {{ params?: string, headers?: Record<string, string>, timeoutMs: number, pipe?: boolean,
+ *   meter?: import('./meter.js').Meter | null }} options
  */
-export async function callStation(env, station, path, body, { params = '', headers, timeoutMs, pipe = false }) {
-  currentMeter()?.doCall();
+export async function callStation(env, station, path, body, { params = '', headers, timeoutMs, pipe = false, meter = currentMeter() }) {
+  meter?.doCall();
   await hop();
   const ns = env[station.binding];
   let timer;
@@ -115,15 +116,15 @@ export async function callStation(env, station, path, body, { params = '', heade
           throw new StationError(`${station.name}: ${message}`);
         }
         const behind = chainTraffic(res.headers);
-        const hop = (answer) => ({
+        const thisHop = (answer) => ({
           messages: (behind?.messages ?? 0) + 1,
           bytes: (behind?.bytes ?? 0) + body.byteLength + answer,
           rounds: (behind?.rounds ?? 0) + 1,
           answer,
         });
-        if (pipe && behind !== null) return { stream: res.body, traffic: hop(behind.answer) };
+        if (pipe && behind !== null) return { stream: res.body, traffic: thisHop(behind.answer) };
         const bytes = new Uint8Array(await res.arrayBuffer());
-        return { bytes, traffic: hop(bytes.byteLength) };
+        return { bytes, traffic: thisHop(bytes.byteLength) };
       });
     return await Promise.race([answer, timeout]);
   } finally {
@@ -155,8 +156,9 @@ export function addTraffic(a, b) {
  */
 export async function gatherHeads(env, heads, message, top, timeoutMs, traffic) {
   const answers = new Array(heads.length).fill(null);
+  // One round per fan-out: the shards answer in parallel and forward nothing.
   const ask = async (slots) => {
-    let widest = 0;
+    traffic.rounds += 1;
     await Promise.all(slots.map(async (i) => {
       try {
         const r = await callStation(env, heads[i], 'logits', message, { params: `&top=${top}`, timeoutMs });
@@ -164,13 +166,11 @@ export async function gatherHeads(env, heads, message, top, timeoutMs, traffic) 
           answers[i] = r.bytes;
           traffic.messages += r.traffic.messages;
           traffic.bytes += r.traffic.bytes;
-          widest = Math.max(widest, r.traffic.rounds);
         }
       } catch (e) {
         answers[i] = e instanceof Error ? e : new Error(String(e));
       }
     }));
-    traffic.rounds += Math.max(widest, 1);
   };
   await ask(heads.map((_, i) => i));
   const silent = answers.flatMap((a, i) => (a === null ? [i] : []));

@@ -20,7 +20,6 @@ import { WasmCoordinator, wasmMemoryBytes } from 'knot-wasm';
 import { R2KnotSource } from './r2.js';
 import { StationError, callStation, chainTimeout, unbundleAnswers } from './chain.js';
 import { currentMeter } from './meter.js';
-import { hop } from './simulate.js';
 
 const MiB = 2 ** 20;
 
@@ -136,17 +135,9 @@ export class SplitModel {
   async stationStats(meter = null) {
     const all = [...this.layers, ...this.heads];
     return Promise.all(all.map(async (s) => {
-      meter?.doCall();
-      await hop();
-      const ns = this.env[s.binding];
-      const res = await ns.get(ns.idFromName(s.name)).fetch(`https://station/stats?${s.query}`);
-      const text = await res.text();
-      let body = null;
-      try { body = JSON.parse(text); } catch { /* not JSON: a failure outside the station's code */ }
-      if (!res.ok || body === null) {
-        throw new StationError(`${s.name}: ${body?.error?.message ?? `HTTP ${res.status}: ${text.slice(0, 200)}`}`);
-      }
-      return { station: s.name, ...body };
+      const r = await callStation(this.env, s, 'stats', new Uint8Array(0), { timeoutMs: this.timeoutMs, meter });
+      if (r === null) throw new StationError(`${s.name} did not answer within ${this.timeoutMs} ms`);
+      return { station: s.name, ...JSON.parse(new TextDecoder().decode(r.bytes)) };
     }));
   }
 

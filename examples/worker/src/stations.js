@@ -15,7 +15,7 @@
 //                                   logits, and the embedding rows of its C largest
 //   POST /rows?rows=A-B             body: token ids (u32 little-endian, each in A..B) → a rows
 //                                   message with their embedding rows
-//   GET  /stats?layers=A-B | ?rows=A-B   { part, weightBytes, wasmMemoryBytes, requests, open_spent,
+//   GET|POST /stats?layers=A-B | ?rows=A-B   { part, weightBytes, wasmMemoryBytes, requests, open_spent,
 //                                        last_request }
 //
 // The part rides on every request, so a station opened for one part refuses requests for another
