@@ -72,10 +72,7 @@ fn smollm2_prompts_tokenize_like_hf() {
         let messages: Vec<ChatMessage> = chat
             .messages
             .iter()
-            .map(|m| ChatMessage {
-                role: m.role.clone(),
-                content: m.content.clone(),
-            })
+            .map(|m| ChatMessage::new(m.role.clone(), m.content.clone()))
             .collect();
         let template = file
             .knot

@@ -15,6 +15,8 @@
 mod guard;
 
 pub use guard::{MAX_ITEMS, MAX_PROMPT_BYTES};
+/// A value as templates see it (a message's `tool_calls`).
+pub use minijinja::Value as TemplateValue;
 
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::Serde;
@@ -22,10 +24,20 @@ use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{context, Environment, Error, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One message as templates see it. The tool fields follow Hugging Face's convention: an
+/// assistant turn's `tool_calls` (`[{ type, function: { name, arguments } }]`, the arguments as
+/// an object) and a `tool` turn's `tool_call_id`; absent fields are not shown to the template.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatMessage {
     pub role: String,
     pub content: String,
+    /// Kept as the template's value, so JSON objects keep their key order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl ChatMessage {
@@ -33,7 +45,46 @@ impl ChatMessage {
         Self {
             role: role.into(),
             content: content.into(),
+            ..Self::default()
         }
+    }
+}
+
+/// What a template does with tools: whether it reads a `tools` variable, and the tag its
+/// model opens a call with, when the template writes one (`<tool_call>`, the convention of
+/// Hermes, Qwen 2.5/3 and SmolLM3 templates).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateTools {
+    pub takes_tools: bool,
+    pub call_tag: Option<String>,
+}
+
+/// The tag-opened tool-call conventions this crate knows, as (open, close).
+const CALL_TAGS: [(&str, &str); 1] = [("<tool_call>", "</tool_call>")];
+
+/// How `template` handles tools (a template that does not parse takes none: rendering it
+/// reports the syntax error).
+pub fn template_tools(template: Option<&str>) -> TemplateTools {
+    let Some(source) = template else {
+        return TemplateTools {
+            takes_tools: false,
+            call_tag: None,
+        };
+    };
+    let mut env = Environment::new();
+    let takes_tools = env.add_template("t", source).is_ok()
+        && env
+            .get_template("t")
+            .map(|t| t.undeclared_variables(true).contains("tools"))
+            .unwrap_or(false);
+    let call_tag = CALL_TAGS
+        .iter()
+        .find(|(open, close)| source.contains(open) && source.contains(close))
+        .map(|(open, _)| open.to_string());
+    TemplateTools {
+        takes_tools,
+        call_tag: if takes_tools { call_tag } else { None },
     }
 }
 
@@ -50,6 +101,9 @@ pub enum ChatError {
     Raised(String),
     #[error("the model has no chat template")]
     NoTemplate,
+    /// The `tools` given to the template are not a JSON list.
+    #[error("chat tools: {0}")]
+    Tools(String),
     /// The template ran more instructions than allowed (a loop that does not end, or nearly).
     #[error("chat template ran out of fuel after {fuel} instructions (a runaway loop?)")]
     OutOfFuel { fuel: u64 },
@@ -70,12 +124,28 @@ pub fn chat_prompt(
     tokenizer: &crate::tokenizer::Tokenizer,
     messages: &[ChatMessage],
 ) -> Result<String, ChatError> {
+    chat_prompt_with(template, tokenizer, messages, None, true)
+}
+
+/// [`chat_prompt`] with the `tools` variable set from `tools_json` (OpenAI's `tools` list, as
+/// Hugging Face passes it, for templates that take tools), and without the assistant turn's
+/// opening when `add_generation_prompt` is false (a conversation so far, as a prefix of the
+/// prompts that continue it).
+pub fn chat_prompt_with(
+    template: Option<&str>,
+    tokenizer: &crate::tokenizer::Tokenizer,
+    messages: &[ChatMessage],
+    tools_json: Option<&str>,
+    add_generation_prompt: bool,
+) -> Result<String, ChatError> {
     let template = template.ok_or(ChatError::NoTemplate)?;
+    let tools = tools_json.map(parse_tools).transpose()?;
     let name = |id: Option<u32>| id.and_then(|i| tokenizer.token(i)).unwrap_or("");
-    render_chat(
+    render(
         template,
         messages,
-        true,
+        tools.as_ref(),
+        add_generation_prompt,
         name(tokenizer.bos_id()),
         name(tokenizer.eos_id()),
     )
@@ -95,6 +165,33 @@ pub fn render_chat(
     bos_token: &str,
     eos_token: &str,
 ) -> Result<String, ChatError> {
+    render(
+        template,
+        messages,
+        None,
+        add_generation_prompt,
+        bos_token,
+        eos_token,
+    )
+}
+
+/// A `tools` list from JSON, its objects' keys in order.
+fn parse_tools(json: &str) -> Result<Value, ChatError> {
+    let tools: Value = serde_json::from_str(json).map_err(|e| ChatError::Tools(e.to_string()))?;
+    if tools.kind() != ValueKind::Seq {
+        return Err(ChatError::Tools("it must be a list".into()));
+    }
+    Ok(tools)
+}
+
+fn render(
+    template: &str,
+    messages: &[ChatMessage],
+    tools: Option<&Value>,
+    add_generation_prompt: bool,
+    bos_token: &str,
+    eos_token: &str,
+) -> Result<String, ChatError> {
     let mut env = Environment::new();
     // Hugging Face renders with Jinja2's trim_blocks and lstrip_blocks on.
     let syntax = SyntaxConfig::builder()
@@ -105,7 +202,9 @@ pub fn render_chat(
     env.set_syntax(syntax);
     // Guarded builtins and pycompat methods, fuel and an output cap: the template is untrusted.
     guard::install(&mut env);
-    let fuel = guard::fuel_for(messages.len());
+    // Tools count like messages: a template walks each one's schema.
+    let tool_count = tools.and_then(|t| t.len()).unwrap_or(0);
+    let fuel = guard::fuel_for(messages.len() + tool_count);
     env.set_fuel(Some(fuel));
     env.add_function("raise_exception", raise_exception);
     env.add_filter("tojson", tojson);
@@ -119,6 +218,8 @@ pub fn render_chat(
     let rendered = compiled.render_captured_to(
         context! {
             messages => Value::from(Serde(messages)),
+            // Unset (undefined, as in Hugging Face's call without tools) unless given.
+            tools => tools.cloned().unwrap_or(Value::UNDEFINED),
             add_generation_prompt => add_generation_prompt,
             bos_token => bos_token,
             eos_token => eos_token,
@@ -386,6 +487,63 @@ mod tests {
         )
         .unwrap();
         assert_eq!(text, "[|0||ca]");
+    }
+
+    #[test]
+    fn templates_that_take_tools_get_them_and_their_calls() {
+        let template = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/chat/chatml-tools.jinja"
+        ))
+        .unwrap();
+        assert_eq!(
+            template_tools(Some(&template)),
+            TemplateTools {
+                takes_tools: true,
+                call_tag: Some("<tool_call>".into())
+            }
+        );
+        assert_eq!(
+            template_tools(Some("{{ messages[0].content }}")),
+            TemplateTools {
+                takes_tools: false,
+                call_tag: None
+            }
+        );
+        assert!(!template_tools(None).takes_tools);
+        let tools = parse_tools(
+            r#"[{"type": "function", "function": {"name": "add",
+            "parameters": {"type": "object"}}}]"#,
+        )
+        .unwrap();
+        let call: Value = serde_json::from_str(
+            r#"[{"id": "c1", "type": "function", "function": {"name": "add", "arguments": {"a": 1}}}]"#,
+        )
+        .unwrap();
+        let messages = [
+            ChatMessage::new("user", "1+1?"),
+            ChatMessage {
+                tool_calls: Some(call),
+                ..ChatMessage::new("assistant", "")
+            },
+            ChatMessage {
+                tool_call_id: Some("c1".into()),
+                ..ChatMessage::new("tool", "2")
+            },
+        ];
+        let out = super::render(&template, &messages, Some(&tools), true, "", "").unwrap();
+        assert!(
+            out.contains("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"add\""),
+            "{out}"
+        );
+        assert!(out.contains("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call><|im_end|>"), "{out}");
+        assert!(
+            out.contains("<tool_response>\n2\n</tool_response><|im_end|>\n<|im_start|>assistant\n"),
+            "{out}"
+        );
+        // Without tools, the same template renders the plain chat.
+        let plain = super::render(&template, &messages[..1], None, true, "", "").unwrap();
+        assert!(!plain.contains("<tools>"), "{plain}");
     }
 
     #[test]

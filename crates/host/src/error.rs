@@ -142,6 +142,7 @@ impl HostError {
             HostError::Pipeline(e) => pipeline_code(e),
             HostError::Generate(e) => generate_code(e),
             HostError::Chat(ChatError::Syntax(_)) => ErrorCode::InvalidModel,
+            HostError::Chat(ChatError::Tools(_)) => ErrorCode::InvalidArgument,
             HostError::Chat(_) => ErrorCode::ChatTemplate,
             HostError::Options(e) => options_code(e),
             HostError::InvalidOption(_) => ErrorCode::InvalidOption,

@@ -52,7 +52,13 @@ pub struct HostOptions {
     /// The longest single read at open: the tokenizer and resident tensors (tens of MB) are read
     /// in pieces of this many bytes (`None`: in one read).
     pub max_read_bytes: Option<u64>,
+    /// A chat template used instead of the file's (`chatTemplate`), as llama-server's
+    /// `--chat-template-file`: a model whose file has none, or a template that declares tools.
+    pub chat_template: Option<String>,
 }
+
+/// The longest `chatTemplate` accepted (the templates models ship are a few KiB).
+pub const MAX_CHAT_TEMPLATE_BYTES: usize = 1 << 20;
 
 impl Default for HostOptions {
     fn default() -> Self {
@@ -71,6 +77,7 @@ impl Default for HostOptions {
             prefix_windows: 1,
             prefix_ttl_ms: None,
             max_read_bytes: None,
+            chat_template: None,
         }
     }
 }
@@ -129,6 +136,17 @@ pub fn open_options(json: &str) -> Result<HostOptions, OptionsError> {
             x.is_finite() && x >= 0.0
         })?,
         max_read_bytes: f.integer_in("maxReadBytes", 1, any)?,
+        chat_template: match f.get("chatTemplate") {
+            None => None,
+            Some(Value::String(t)) if t.len() <= MAX_CHAT_TEMPLATE_BYTES => Some(t.clone()),
+            Some(v) => {
+                return Err(f.invalid(
+                    "chatTemplate",
+                    format!("a string of at most {MAX_CHAT_TEMPLATE_BYTES} bytes"),
+                    v,
+                ))
+            }
+        },
     };
     f.finish()?;
     Ok(opts)

@@ -88,7 +88,10 @@ impl Host {
             }
         }
         let t0 = now_ms();
-        let o = open::open(source, &opts).await?;
+        let mut o = open::open(source, &opts).await?;
+        if let Some(t) = &opts.chat_template {
+            o.knot.meta.chat_template = Some(t.clone());
+        }
         let windows = Windows::new(&o.session, opts.prefix_windows, opts.prefix_ttl_ms);
         let stats = Stats {
             resident_bytes: o.resident.bytes.len() as u64,

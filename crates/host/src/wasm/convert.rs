@@ -29,12 +29,19 @@ pub(crate) fn saturating_usize(v: u64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
 }
 
-/// `[{ role, content }]` from JSON.
+/// `[{ role, content, tool_calls?, tool_call_id?, name? }]` from JSON: content may be null (an
+/// assistant turn that only calls tools); the tool fields go to the template as they are.
 pub(crate) fn parse_messages(messages_json: &str) -> Result<Vec<ChatMessage>, JsValue> {
     #[derive(serde::Deserialize)]
     struct Message {
         role: String,
-        content: String,
+        content: Option<String>,
+        #[serde(default)]
+        tool_calls: Option<engine::chat::TemplateValue>,
+        #[serde(default)]
+        tool_call_id: Option<String>,
+        #[serde(default)]
+        name: Option<String>,
     }
     let list: Vec<Message> = serde_json::from_str(messages_json).map_err(|e| {
         invalid_argument(format!(
@@ -50,7 +57,10 @@ pub(crate) fn parse_messages(messages_json: &str) -> Result<Vec<ChatMessage>, Js
         .into_iter()
         .map(|m| ChatMessage {
             role: m.role,
-            content: m.content,
+            content: m.content.unwrap_or_default(),
+            tool_calls: m.tool_calls,
+            tool_call_id: m.tool_call_id,
+            name: m.name,
         })
         .collect())
 }

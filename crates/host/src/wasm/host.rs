@@ -219,13 +219,35 @@ impl WasmHost {
             .map_err(host_error)
     }
 
-    /// Renders `[{ role, content }]` (as JSON) with the model's chat template.
+    /// Renders `[{ role, content }]` (as JSON) with the model's chat template, OpenAI's `tools`
+    /// list (as JSON) when given, ending with the assistant turn's opening unless
+    /// `addGenerationPrompt` is false.
     #[wasm_bindgen(js_name = chatPrompt)]
-    pub fn chat_prompt(&self, messages_json: &str) -> Result<String, JsValue> {
+    pub fn chat_prompt(
+        &self,
+        messages_json: &str,
+        tools_json: Option<String>,
+        add_generation_prompt: Option<bool>,
+    ) -> Result<String, JsValue> {
         let list = parse_messages(messages_json)?;
         check_live(&self.state)?;
         let template = self.lexicon.chat_template.as_deref();
-        engine::chat::chat_prompt(template, &self.lexicon.tokenizer, &list).map_err(host_error)
+        engine::chat::chat_prompt_with(
+            template,
+            &self.lexicon.tokenizer,
+            &list,
+            tools_json.as_deref(),
+            add_generation_prompt.unwrap_or(true),
+        )
+        .map_err(host_error)
+    }
+
+    /// How the chat template handles tools: `{ takesTools, callTag }`.
+    #[wasm_bindgen(js_name = chatTemplateTools)]
+    pub fn chat_template_tools(&self) -> Result<JsValue, JsValue> {
+        to_js(&engine::chat::template_tools(
+            self.lexicon.chat_template.as_deref(),
+        ))
     }
 
     /// Forgets the conversation; cached layers stay.

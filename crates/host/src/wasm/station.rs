@@ -433,10 +433,30 @@ impl WasmCoordinator {
     }
 
     #[wasm_bindgen(js_name = chatPrompt)]
-    pub fn chat_prompt(&self, messages_json: &str) -> Result<String, JsValue> {
+    pub fn chat_prompt(
+        &self,
+        messages_json: &str,
+        tools_json: Option<String>,
+        add_generation_prompt: Option<bool>,
+    ) -> Result<String, JsValue> {
         let list = parse_messages(messages_json)?;
         let template = self.model.knot.meta.chat_template.as_deref();
-        engine::chat::chat_prompt(template, &self.model.tokenizer, &list).map_err(host_error)
+        engine::chat::chat_prompt_with(
+            template,
+            &self.model.tokenizer,
+            &list,
+            tools_json.as_deref(),
+            add_generation_prompt.unwrap_or(true),
+        )
+        .map_err(host_error)
+    }
+
+    /// How the chat template handles tools: `{ takesTools, callTag }`.
+    #[wasm_bindgen(js_name = chatTemplateTools)]
+    pub fn chat_template_tools(&self) -> Result<JsValue, JsValue> {
+        to_js(&engine::chat::template_tools(
+            self.model.knot.meta.chat_template.as_deref(),
+        ))
     }
 
     /// Begins generating for conversation `conversation` from `ids` (checking the options);
