@@ -10,7 +10,8 @@
 //   readonly vocabSize, layerCount, contextLength: number; readonly eosIds: Uint32Array
 //   readonly busy: boolean                      whether an async call has the host
 //   dropReads(): number                         forgets reads in flight (after a reclaim)
-//   encode(text): Uint32Array;  decode(ids: Uint32Array): string;  chatPrompt(messagesJson): string
+//   encode(text): Uint32Array;  decode(ids: Uint32Array): string
+//   chatPrompt(messagesJson, toolsJson?): string;  chatTemplateTools(): { takesTools, callTag }
 //   start(ids: Uint32Array, optionsJson: string): Promise<void>
 //   next(): Promise<{ id, text, finishReason, step, constraint? } | null>
 //   reset(): void;  prefetchLayer(layer: number): Promise<void>;  drainReads(): Promise<void>
@@ -19,7 +20,7 @@
 //   free(): void
 import { coded } from './errors.js';
 import {
-  isPlainObject, messagesJson, optionsJson, toCallback, toSignal, toText, toTokenIds,
+  isPlainObject, messagesJson, optionsJson, toCallback, toJson, toSignal, toText, toTokenIds,
 } from './convert.js';
 import { CallQueue, SUPERSEDED } from './queue.js';
 import { resolveWasm, wasmMemory } from './resolver.js';
@@ -115,9 +116,31 @@ export class HostShim {
     return this.#live().decode(toTokenIds(ids));
   }
 
-  /** @param {{ role: string, content: string }[]} messages @returns {string} */
-  applyChatTemplate(messages) {
-    return this.#live().chatPrompt(messagesJson(messages));
+  /**
+   * Renders chat messages with the model's template (or the `chatTemplate` given at open).
+   * `tools` (OpenAI's list) reaches templates that take them; messages may carry `tool_calls`
+   * (arguments as objects, as Hugging Face templates expect) and `tool_call_id`.
+   * `addGenerationPrompt: false` leaves out the assistant turn's opening: the conversation so
+   * far, a prefix of the prompts that continue it.
+   * @param {{ role: string, content: string | null }[]} messages
+   * @param {{ tools?: object[], addGenerationPrompt?: boolean }} [options]
+   * @returns {string}
+   */
+  applyChatTemplate(messages, options = {}) {
+    const { tools, addGenerationPrompt } = options ?? {};
+    if (addGenerationPrompt !== undefined && typeof addGenerationPrompt !== 'boolean') {
+      throw coded('invalid_argument', 'applyChatTemplate: addGenerationPrompt must be true or false');
+    }
+    return this.#live().chatPrompt(messagesJson(messages), tools === undefined ? undefined : toJson(tools), addGenerationPrompt);
+  }
+
+  /**
+   * How the chat template handles tools: whether it takes a `tools` list, and the tag a call
+   * opens with (`<tool_call>`) when the template writes one.
+   * @returns {{ takesTools: boolean, callTag: string | null }}
+   */
+  chatTemplateTools() {
+    return this.#live().chatTemplateTools();
   }
 
   /**
@@ -386,5 +409,7 @@ function asOptions(options) {
  * @param {{ id: number, text: string, finishReason: 'stop' | 'length' | null }} e
  */
 function token(e) {
-  return { id: e.id, text: e.text, finishReason: e.finishReason };
+  const t = { id: e.id, text: e.text, finishReason: e.finishReason };
+  // What COLTRANE did over the generation, on its last token (when a constraint ran).
+  return e.constraint === undefined ? t : { ...t, constraint: e.constraint };
 }

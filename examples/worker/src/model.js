@@ -7,9 +7,8 @@
 // across stations that fits (planStations), unless KNOT_STREAM_LAYERS=1 asks for an LRU of
 // KNOT_LRU_CAPACITY layers, the others read from R2 again on every token.
 import { HostShim, errorStatus, planStations } from 'knot-wasm';
-import { ApiError } from './openai.js';
+import { ApiError, GenerationQueue } from 'knot-wasm/openai';
 import { R2KnotSource } from './r2.js';
-import { GenerationQueue } from './queue.js';
 import { SplitModel } from './split.js';
 import { startMeter } from './meter.js';
 
@@ -27,6 +26,13 @@ function envInt(env, name, fallback) {
   const n = Number(v);
   if (!Number.isSafeInteger(n) || n < 0) throw new Error(`${name} must be a whole number, got '${v}'`);
   return n;
+}
+
+/** TERMINAL_PROSODY: COLTRANE's terminal prosody on every prose answer (bias, observe or off). */
+function prosody(env) {
+  const v = env.TERMINAL_PROSODY || 'bias';
+  if (!['bias', 'observe', 'off'].includes(v)) throw new Error(`TERMINAL_PROSODY must be bias, observe or off, got '${v}'`);
+  return v;
 }
 
 /** The Worker's settings (wrangler.toml [vars]); see README for what each does. */
@@ -70,6 +76,9 @@ export function settings(env) {
       maxReadBytes: envInt(env, 'KNOT_MAX_READ_MB', 4) * MiB,
     },
     prefixReuse: env.KNOT_PREFIX_REUSE !== '0',
+    // Explicit prefill windows (/prefill/windows): on unless KNOT_PREFILL_WINDOWS=0.
+    prefillWindows: envInt(env, 'KNOT_PREFILL_WINDOWS', 1) > 0,
+    terminalProsody: prosody(env),
     stations,
     // Positions per message between stations: what a split suggested at an over-budget open
     // is planned for.

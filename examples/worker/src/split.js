@@ -1,6 +1,6 @@
-// A model split across stations (Durable Objects, see stations.js), behind the interface the
-// Worker's routes use of the package's HostShim: encode, applyChatTemplate, streamTokens, stats,
-// info. This isolate holds the index, the tokenizer, the decode loop (WasmCoordinator) and the
+// A model split across stations (Durable Objects, see stations.js): a `Backend` of the package's
+// OpenAI module (knot-wasm/openai), as HostShim is, plus what the Worker's own routes read
+// (stats, info, stationStats). This isolate holds the index, the tokenizer, the decode loop (WasmCoordinator) and the
 // embedding rows: the whole table when it fits `embeddingBudget` (read once at open), otherwise
 // rows the head stations hand over — a prompt's missing rows in one parallel round to the shards
 // owning them, each picked token's row riding with the logits that picked it (one more round
@@ -17,11 +17,14 @@
 // isolate made itself (its subrequests), `ms` its time waiting on them; `hopRounds` lists the
 // rounds per token of the last generation (the first entry is the prompt's).
 import { WasmCoordinator, wasmMemoryBytes } from 'knot-wasm';
+import { ApiError } from 'knot-wasm/openai';
 import { R2KnotSource } from './r2.js';
 import { StationError, callStation, chainTimeout, unbundleAnswers } from './chain.js';
 import { currentMeter } from './meter.js';
 
 const MiB = 2 ** 20;
+
+const noWindows = () => new ApiError(404, 'Prefill windows are not available on a model split across stations', { code: 'prefill_windows_disabled' });
 
 /**
  * The stations from `KNOT_STATIONS`: `{ "layers": [binding, ...], "heads": [binding, ...] }`,
@@ -45,6 +48,7 @@ function stationTable(env) {
   return table;
 }
 
+/** @implements {import('knot-wasm/openai').Backend} */
 export class SplitModel {
   /**
    * @param {Record<string, any>} env
@@ -105,7 +109,19 @@ export class SplitModel {
   get contextLength() { return this.coordinator.contextLength; }
 
   encode(text) { return this.coordinator.encode(text); }
-  applyChatTemplate(messages) { return this.coordinator.chatPrompt(JSON.stringify(messages)); }
+  applyChatTemplate(messages, options = {}) {
+    const tools = options.tools === undefined ? undefined : JSON.stringify(options.tools);
+    return this.coordinator.chatPrompt(JSON.stringify(messages), tools, options.addGenerationPrompt);
+  }
+
+  chatTemplateTools() { return this.coordinator.chatTemplateTools(); }
+
+  // Explicit prefill windows need a conversation every layer station keeps on request; a split
+  // model has implicit prefix replay only (the Worker turns the routes off in stations mode).
+  createPrefillWindow() { return Promise.reject(noWindows()); }
+  updatePrefillWindow() { return Promise.reject(noWindows()); }
+  prefillWindow() { return null; }
+  deletePrefillWindow() { return false; }
   info() { return JSON.parse(this.coordinator.info()); }
 
   stats() {
@@ -211,7 +227,8 @@ export class SplitModel {
    * @param {Record<string, unknown>} [options] the generation options (HostShim's), and `signal`
    */
   async *streamTokens(ids, options = {}) {
-    const { signal, reusePrefix, ...rest } = options;
+    // No explicit windows here (see createPrefillWindow).
+    const { signal, reusePrefix, prefillWindow: _window, ...rest } = options;
     let conversation = null;
     let kept = 0;
     this.lastPrefix = reusePrefix ? { status: 'miss', reused: 0 } : null;

@@ -1,34 +1,10 @@
-// The OpenAI API's shapes: requests checked and turned into the package's generation options,
-// responses and stream chunks built, errors in OpenAI's `{ error: { message, type, param, code } }`.
-
-/** An error answered as OpenAI does. */
-export class ApiError extends Error {
-  /**
-   * @param {number} status
-   * @param {string} message
-   * @param {{ type?: string, param?: string | null, code?: string | null, headers?: Record<string, string> }} [more]
-   */
-  constructor(status, message, more = {}) {
-    super(message);
-    this.status = status;
-    this.type = more.type ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
-    this.param = more.param ?? null;
-    this.code = more.code ?? null;
-    this.headers = more.headers ?? {};
-  }
-}
-
-/** @param {ApiError} e */
-export function errorResponse(e) {
-  const body = { error: { message: e.message, type: e.type, param: e.param, code: e.code } };
-  return Response.json(body, { status: e.status, headers: e.headers });
-}
-
-const bad = (message, param, code = null) => new ApiError(400, message, { param, code });
+// OpenAI requests read and checked: the body (size-capped JSON), the parameters both endpoints
+// share turned into the package's generation options, chat messages (tool calls and results
+// included) and tools. Every refusal is a 400 (or 404, 413) naming the field.
+import { ApiError, badRequest as bad } from './errors.js';
 
 /** Parameters of OpenAI's API this server does not implement: named, not silently ignored. */
-const UNSUPPORTED = new Set(['logprobs', 'top_logprobs', 'logit_bias', 'tools', 'tool_choice', 'functions',
-  'function_call', 'parallel_tool_calls', 'audio', 'modalities', 'prediction', 'reasoning_effort', 'echo',
+const UNSUPPORTED = new Set(['logprobs', 'top_logprobs', 'logit_bias', 'functions', 'function_call', 'audio', 'modalities', 'prediction', 'reasoning_effort', 'echo',
   'suffix', 'best_of', 'web_search_options', 'store']);
 
 /** A value of an unsupported parameter that asks for nothing (what some clients send by default). */
@@ -205,9 +181,9 @@ function maxTokens(body, limits, names) {
 
 const CHAT_FIELDS = new Set(['model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p',
   'seed', 'stop', 'presence_penalty', 'frequency_penalty', 'n', 'stream', 'stream_options', 'user',
-  'response_format', 'moa', 'coltrane', 'draft_mode']);
+  'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'moa', 'coltrane', 'draft_mode']);
 
-const ROLES = new Set(['system', 'developer', 'user', 'assistant']);
+const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
 
 /** A message's content: a string, or text parts. */
 function messageText(content, i) {
@@ -232,14 +208,12 @@ export function parseChatRequest(body, limits, fromResponseFormat) {
   if (!Array.isArray(body.messages) || body.messages.length === 0) {
     throw bad("'messages' must be a non-empty list of { role, content }", 'messages', 'invalid_value');
   }
-  const messages = body.messages.map((m, i) => {
-    if (!isObject(m) || typeof m.role !== 'string') throw bad(`messages[${i}] must be { role, content }`, `messages[${i}]`, 'invalid_value');
-    if (!ROLES.has(m.role)) {
-      throw bad(`messages[${i}].role '${m.role}' is not supported (system, developer, user, assistant)`, `messages[${i}].role`, 'invalid_value');
-    }
-    // The chat templates know 'system'; OpenAI's 'developer' is the same instruction role.
-    return { role: m.role === 'developer' ? 'system' : m.role, content: messageText(m.content, i) };
-  });
+  const messages = chatMessages(body.messages);
+  const tools = toolList(body.tools);
+  const toolChoice = toolChoiceOf(body.tool_choice, tools);
+  if (body.parallel_tool_calls !== undefined && body.parallel_tool_calls !== null && typeof body.parallel_tool_calls !== 'boolean') {
+    throw bad("'parallel_tool_calls' must be true or false", 'parallel_tool_calls', 'invalid_value');
+  }
   if (body.response_format !== undefined && body.response_format !== null) {
     if (!isObject(body.response_format)) throw bad("'response_format' must be an object", 'response_format', 'invalid_value');
     if (c.options.coltrane !== undefined && body.response_format.type !== 'text') {
@@ -253,7 +227,140 @@ export function parseChatRequest(body, limits, fromResponseFormat) {
     }
     if (coltrane !== null) c.options.coltrane = coltrane;
   }
-  return { ...c, messages, maxTokens: maxTokens(body, limits, ['max_completion_tokens', 'max_tokens']) };
+  if (tools.length > 0 && toolChoice !== 'none' && c.options.coltrane !== undefined) {
+    throw bad("Tool calls are constrained by the server: give 'tools' or 'response_format' / 'coltrane', not both",
+      body.response_format !== undefined ? 'response_format' : 'coltrane', 'invalid_value');
+  }
+  return {
+    ...c,
+    messages,
+    tools,
+    toolChoice,
+    parallelToolCalls: body.parallel_tool_calls !== false,
+    maxTokens: maxTokens(body, limits, ['max_completion_tokens', 'max_tokens']),
+  };
+}
+
+/** Tool and function names, as OpenAI allows them. */
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+const MAX_TOOLS = 128;
+
+/**
+ * `tools`: `[{ type: 'function', function: { name, description?, parameters?, strict? } }]`.
+ * @returns {{ name: string, description: string, parameters: object, strict: boolean }[]}
+ */
+function toolList(v) {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v) || v.length > MAX_TOOLS) throw bad(`'tools' must be a list of at most ${MAX_TOOLS} tools`, 'tools', 'invalid_value');
+  const seen = new Set();
+  return v.map((t, i) => {
+    const at = `tools[${i}]`;
+    if (!isObject(t) || t.type !== 'function' || !isObject(t.function)) {
+      throw bad(`${at} must be { type: 'function', function: { name, parameters } }`, at, 'invalid_value');
+    }
+    const f = t.function;
+    if (typeof f.name !== 'string' || !TOOL_NAME.test(f.name)) {
+      throw bad(`${at}.function.name must be 1 to 64 letters, digits, '_' or '-'`, `${at}.function.name`, 'invalid_value');
+    }
+    if (seen.has(f.name)) throw bad(`${at}.function.name '${f.name}' is given twice`, `${at}.function.name`, 'invalid_value');
+    seen.add(f.name);
+    if (f.description !== undefined && f.description !== null && typeof f.description !== 'string') {
+      throw bad(`${at}.function.description must be a string`, `${at}.function.description`, 'invalid_value');
+    }
+    if (f.parameters !== undefined && f.parameters !== null && !isObject(f.parameters)) {
+      throw bad(`${at}.function.parameters must be a JSON Schema object`, `${at}.function.parameters`, 'invalid_value');
+    }
+    if (f.strict !== undefined && f.strict !== null && typeof f.strict !== 'boolean') {
+      throw bad(`${at}.function.strict must be true or false`, `${at}.function.strict`, 'invalid_value');
+    }
+    // No parameters: the function takes none (OpenAI's reading).
+    const parameters = f.parameters ?? { type: 'object', properties: {}, additionalProperties: false };
+    return { name: f.name, description: f.description ?? '', parameters, strict: f.strict === true };
+  });
+}
+
+/**
+ * `tool_choice`: 'none' | 'auto' | 'required' | { type: 'function', function: { name } }; the
+ * default is 'auto' with tools, 'none' without.
+ * @returns {'none' | 'auto' | 'required' | { name: string }}
+ */
+function toolChoiceOf(v, tools) {
+  if (v === undefined || v === null) return tools.length > 0 ? 'auto' : 'none';
+  if (tools.length === 0 && v !== 'none') {
+    throw bad("'tool_choice' is only allowed when 'tools' are given", 'tool_choice', 'invalid_value');
+  }
+  if (v === 'none' || v === 'auto' || v === 'required') return v;
+  if (isObject(v) && v.type === 'function' && isObject(v.function) && typeof v.function.name === 'string') {
+    if (!tools.some((t) => t.name === v.function.name)) {
+      throw bad(`'tool_choice' names '${v.function.name}', which is not in 'tools'`, 'tool_choice', 'invalid_value');
+    }
+    return { name: v.function.name };
+  }
+  throw bad("'tool_choice' must be 'none', 'auto', 'required' or { type: 'function', function: { name } }", 'tool_choice', 'invalid_value');
+}
+
+/**
+ * The conversation, checked: roles, text content, an assistant turn's `tool_calls` (ids, names,
+ * arguments as a JSON string of an object) and each `tool` turn answering a call of the
+ * assistant turn before it, once.
+ * @returns {{ role: string, content: string | null, tool_calls?: { id: string, type: 'function',
+ *   function: { name: string, arguments: string } }[], tool_call_id?: string, name?: string }[]}
+ */
+function chatMessages(list) {
+  /** Calls of the last assistant turn not answered yet: id → name. */
+  let open = new Map();
+  return list.map((m, i) => {
+    const at = `messages[${i}]`;
+    if (!isObject(m) || typeof m.role !== 'string') throw bad(`${at} must be { role, content }`, at, 'invalid_value');
+    if (!ROLES.has(m.role)) {
+      throw bad(`${at}.role '${m.role}' is not supported (system, developer, user, assistant, tool)`, `${at}.role`, 'invalid_value');
+    }
+    if (m.role === 'tool') {
+      if (typeof m.tool_call_id !== 'string' || m.tool_call_id === '') {
+        throw bad(`${at}.tool_call_id must be the id of the call it answers`, `${at}.tool_call_id`, 'invalid_value');
+      }
+      if (!open.has(m.tool_call_id)) {
+        throw bad(`${at}.tool_call_id '${m.tool_call_id}' does not match a call of the assistant message before it (or was answered already)`,
+          `${at}.tool_call_id`, 'invalid_value');
+      }
+      const name = open.get(m.tool_call_id);
+      open.delete(m.tool_call_id);
+      return { role: 'tool', content: messageText(m.content, i), tool_call_id: m.tool_call_id, name };
+    }
+    open = new Map();
+    if (m.role === 'assistant' && m.tool_calls !== undefined && m.tool_calls !== null) {
+      if (!Array.isArray(m.tool_calls)) throw bad(`${at}.tool_calls must be a list`, `${at}.tool_calls`, 'invalid_value');
+      const calls = m.tool_calls.map((call, j) => {
+        const c = `${at}.tool_calls[${j}]`;
+        if (!isObject(call) || typeof call.id !== 'string' || call.id === '' || !isObject(call.function)) {
+          throw bad(`${c} must be { id, type: 'function', function: { name, arguments } }`, c, 'invalid_value');
+        }
+        if (call.type !== undefined && call.type !== 'function') throw bad(`${c}.type must be 'function'`, `${c}.type`, 'invalid_value');
+        if (typeof call.function.name !== 'string' || call.function.name === '') {
+          throw bad(`${c}.function.name must be a string`, `${c}.function.name`, 'invalid_value');
+        }
+        if (typeof call.function.arguments !== 'string') {
+          throw bad(`${c}.function.arguments must be a string (the arguments as JSON)`, `${c}.function.arguments`, 'invalid_value');
+        }
+        let args;
+        try {
+          args = JSON.parse(call.function.arguments);
+        } catch {
+          args = undefined;
+        }
+        if (!isObject(args)) {
+          throw bad(`${c}.function.arguments must be a JSON object written as a string`, `${c}.function.arguments`, 'invalid_value');
+        }
+        if (open.has(call.id)) throw bad(`${c}.id '${call.id}' is used twice`, `${c}.id`, 'invalid_value');
+        open.set(call.id, call.function.name);
+        return { id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } };
+      });
+      const content = m.content === null || m.content === undefined ? null : messageText(m.content, i);
+      return calls.length > 0 ? { role: 'assistant', content, tool_calls: calls } : { role: 'assistant', content: content ?? '' };
+    }
+    // The chat templates know 'system'; OpenAI's 'developer' is the same instruction role.
+    return { role: m.role === 'developer' ? 'system' : m.role, content: messageText(m.content, i) };
+  });
 }
 
 const COMPLETION_FIELDS = new Set(['model', 'prompt', 'max_tokens', 'temperature', 'top_p', 'seed', 'stop',
@@ -281,48 +388,4 @@ export function parseCompletionRequest(body, limits) {
   }
   // The legacy endpoint's default is 16 tokens.
   return { ...c, prompt, maxTokens: maxTokens(body, { ...limits, defaultMaxTokens: Math.min(16, limits.maxTokens) }, ['max_tokens']) };
-}
-
-/** Ids like OpenAI's: a prefix and 24 random alphanumerics. */
-export function newId(prefix) {
-  const alphabet = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
-  const bytes = crypto.getRandomValues(new Uint8Array(24));
-  return `${prefix}-${Array.from(bytes, (b) => alphabet[b % alphabet.length]).join('')}`;
-}
-
-/**
- * Response and chunk builders for one request.
- * @param {'chat' | 'completion'} kind
- * @param {string} model
- */
-export function shapes(kind, model) {
-  const id = newId(kind === 'chat' ? 'chatcmpl' : 'cmpl');
-  const created = Math.floor(Date.now() / 1000);
-  const usage = (prompt, completion) => ({ prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion });
-  if (kind === 'chat') {
-    return {
-      id,
-      whole: (text, finish, u) => ({
-        id, object: 'chat.completion', created, model,
-        choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: finish }],
-        usage: usage(u.prompt, u.completion),
-      }),
-      first: () => ({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] }),
-      piece: (text) => ({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta: { content: text }, logprobs: null, finish_reason: null }] }),
-      last: (finish) => ({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: finish }] }),
-      usage: (u) => ({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: usage(u.prompt, u.completion) }),
-    };
-  }
-  return {
-    id,
-    whole: (text, finish, u) => ({
-      id, object: 'text_completion', created, model,
-      choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
-      usage: usage(u.prompt, u.completion),
-    }),
-    first: () => null,
-    piece: (text) => ({ id, object: 'text_completion', created, model, choices: [{ text, index: 0, logprobs: null, finish_reason: null }] }),
-    last: (finish) => ({ id, object: 'text_completion', created, model, choices: [{ text: '', index: 0, logprobs: null, finish_reason: finish }] }),
-    usage: (u) => ({ id, object: 'text_completion', created, model, choices: [], usage: usage(u.prompt, u.completion) }),
-  };
 }

@@ -8,6 +8,8 @@ export class StopMatcher {
     this.stops = stops;
     this.held = '';
     this.stopped = false;
+    /** The sequence that stopped the text. @type {string | null} */
+    this.matched = null;
   }
 
   /**
@@ -21,7 +23,10 @@ export class StopMatcher {
     let cut = -1;
     for (const s of this.stops) {
       const at = text.indexOf(s);
-      if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+      if (at >= 0 && (cut < 0 || at < cut)) {
+        cut = at;
+        this.matched = s;
+      }
     }
     if (cut >= 0) {
       this.stopped = true;

@@ -1,6 +1,7 @@
 // HostShim, the package's model API (src/shim.js), and loading the wasm.
 import type { KnotByteSource } from './sources.js';
-import type { ChatMessage, GenerateOptions, GenerateTextOptions, HostShimOptions } from './options.js';
+import type { ChatMessage, ChatTemplateOptions, ChatTemplateTools, GenerateOptions, GenerateTextOptions, HostShimOptions } from './options.js';
+import type { Backend } from './openai.js';
 import type { GenerateTextResult, GeneratedToken, HostStats, ModelInfo } from './reports.js';
 
 /** The wasm-bindgen namespace (`import * as wasm from 'knot-wasm/wasm'`). */
@@ -8,7 +9,7 @@ export interface KnotWasmBindings {
   WasmHost: unknown;
 }
 
-export declare class HostShim implements Disposable {
+export declare class HostShim implements Disposable, Backend {
   /**
    * `wasm` is the package's bindings namespace (`import * as wasm from 'knot-wasm/wasm'`, or what
    * `loadWasm()` returns); omit it to use the package's own.
@@ -22,8 +23,13 @@ export declare class HostShim implements Disposable {
   readonly contextLength: number;
   encode(text: string): Uint32Array;
   decode(ids: Uint32Array | number[]): string;
-  /** Renders messages with the model's chat template. */
-  applyChatTemplate(messages: ChatMessage[]): string;
+  /**
+   * Renders messages with the model's chat template (or `chatTemplate` given at open); `tools`
+   * reach templates that take them.
+   */
+  applyChatTemplate(messages: ChatMessage[], options?: ChatTemplateOptions): string;
+  /** How the chat template handles tools. */
+  chatTemplateTools(): ChatTemplateTools;
   /**
    * Up to `n` tokens after `tokens`; ends after an end-of-text id (included). One generation runs
    * at a time: another one while it works is refused.

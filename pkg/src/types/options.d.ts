@@ -73,6 +73,11 @@ export interface HostShimOptions {
    */
   maxReadBytes?: number;
   /**
+   * A chat template used instead of the file's (a Jinja template, as llama-server's
+   * `--chat-template-file`): for a model whose file has none, or a template that takes tools.
+   */
+  chatTemplate?: string;
+  /**
    * Pieces of one long read (see `maxReadBytes`) in flight at once, 1 to 6 (a Worker keeps at
    * most 6 connections open per invocation). They are appended in order; memory peaks at the
    * span plus this many pieces. Default: 4.
@@ -200,6 +205,27 @@ export interface GenerateTextOptions extends SamplingOptions {
 }
 
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | (string & {});
-  content: string;
+  role: 'system' | 'user' | 'assistant' | 'tool' | (string & {});
+  /** null: an assistant turn that only calls tools. */
+  content: string | null;
+  /** An assistant turn's calls, arguments as objects (what Hugging Face templates read). */
+  tool_calls?: { id?: string; type?: 'function'; function: { name: string; arguments: unknown } }[];
+  /** A tool turn: the call it answers. */
+  tool_call_id?: string;
+  name?: string;
+}
+
+export interface ChatTemplateOptions {
+  /** OpenAI's tools list, for templates that take tools. */
+  tools?: object[];
+  /** false: without the assistant turn's opening (a conversation so far). Default true. */
+  addGenerationPrompt?: boolean;
+}
+
+/** How the chat template handles tools. */
+export interface ChatTemplateTools {
+  /** The template reads a `tools` variable. */
+  takesTools: boolean;
+  /** The tag a call opens with (`<tool_call>`), when the template writes one. */
+  callTag: string | null;
 }

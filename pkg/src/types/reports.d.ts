@@ -11,6 +11,8 @@ export interface GeneratedToken {
   text: string;
   /** Set on the last token: 'stop' at end-of-text, 'length' at maxTokens or a full context. */
   finishReason: 'stop' | 'length' | null;
+  /** What COLTRANE did over the generation, on the last token (when a constraint ran). */
+  constraint?: ColtraneMetrics;
 }
 
 /** What COLTRANE did at a step (on the `coltrane` entry of `StepInfo.stages`). */

@@ -1,0 +1,116 @@
+#!/usr/bin/env node
+// knot-serve: an OpenAI-compatible server over a model file, in Node >= 20, Bun or Deno.
+//
+//   npx knot-serve models/model.knot [--port 8080] [--host 127.0.0.1]
+//
+// Every layer is resident (read once at start). Routes: /health, /stats, /v1/models,
+// /v1/chat/completions, /v1/completions, /prefill/windows. `--help` lists the options.
+import { readFile } from 'node:fs/promises';
+import process from 'node:process';
+import { parseArgs } from 'node:util';
+import { FileKnotSource, HostShim } from '../src/node.js';
+import { createHandler, listen } from '../src/serve.js';
+import { knotFor } from '../src/gguf-cache.js';
+
+const HELP = `usage: knot-serve MODEL.knot|MODEL.gguf [options]
+
+  --port N                 port (default 8080; 0 picks a free one)
+  --host ADDR              address to listen on (default 127.0.0.1)
+  --model-id NAME          the model's id in requests (default: the file's name)
+  --max-tokens N           the most max_tokens a request may ask, and the default (512)
+  --max-context N          positions of the KV cache (default 4096, capped by the model)
+  --kv-cache f16|f32       KV cache type (default f16)
+  --memory-budget-mb N     refuse a model whose plan exceeds this (default: none)
+  --chat-template FILE     a Jinja chat template used instead of the file's
+  --queue N                requests that may wait for the model (default 8; past it, 429)
+  --terminal-prosody MODE  bias | observe | off (default: TERMINAL_PROSODY or bias)
+  --no-prefix-reuse        prefill every prompt from the start
+  --no-prefill-windows     turn off /prefill/windows (also KNOT_PREFILL_WINDOWS=0)
+
+A .gguf is converted once into a .knot-cache directory next to it and reused after.`;
+
+function fail(message) {
+  process.stderr.write(`knot-serve: ${message}\n`);
+  process.exit(2);
+}
+
+const int = (name, v, min = 0) => {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < min) fail(`--${name} must be an integer >= ${min}, got '${v}'`);
+  return n;
+};
+
+let args;
+try {
+  args = parseArgs({
+    allowPositionals: true,
+    options: {
+      port: { type: 'string', default: '8080' },
+      host: { type: 'string', default: '127.0.0.1' },
+      'model-id': { type: 'string' },
+      'max-tokens': { type: 'string', default: '512' },
+      'max-context': { type: 'string', default: '4096' },
+      'kv-cache': { type: 'string', default: 'f16' },
+      'memory-budget-mb': { type: 'string' },
+      'chat-template': { type: 'string' },
+      queue: { type: 'string', default: '8' },
+      'terminal-prosody': { type: 'string', default: process.env.TERMINAL_PROSODY || 'bias' },
+      'no-prefix-reuse': { type: 'boolean', default: false },
+      'no-prefill-windows': { type: 'boolean', default: process.env.KNOT_PREFILL_WINDOWS === '0' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+} catch (e) {
+  fail(`${e.message}\n\n${HELP}`);
+}
+const { values: o, positionals } = args;
+if (o.help) {
+  process.stdout.write(`${HELP}\n`);
+  process.exit(0);
+}
+if (positionals.length !== 1) fail(`give one model file\n\n${HELP}`);
+if (!['bias', 'observe', 'off'].includes(o['terminal-prosody'])) fail(`--terminal-prosody must be bias, observe or off, got '${o['terminal-prosody']}'`);
+
+const modelPath = await knotFor(positionals[0], (line) => process.stderr.write(line));
+const modelId = o['model-id'] ?? positionals[0].replace(/^.*[\\/]/, '').replace(/\.(knot|gguf)$/, '');
+const source = await FileKnotSource.open(modelPath);
+const t0 = Date.now();
+let shim;
+try {
+  shim = await HostShim.open(source, {
+    maxContext: int('max-context', o['max-context'], 1),
+    kvCache: o['kv-cache'],
+    ...(o['memory-budget-mb'] === undefined ? {} : { memoryBudget: int('memory-budget-mb', o['memory-budget-mb'], 1) * 2 ** 20 }),
+    ...(o['chat-template'] === undefined ? {} : { chatTemplate: await readFile(o['chat-template'], 'utf8') }),
+  });
+} catch (e) {
+  fail(`cannot open ${modelPath}: ${e.message}`);
+}
+const { handler } = createHandler(shim, {
+  modelId,
+  maxTokens: int('max-tokens', o['max-tokens'], 1),
+  prefixReuse: !o['no-prefix-reuse'],
+  prefillWindows: !o['no-prefill-windows'],
+  terminalProsody: /** @type {any} */ (o['terminal-prosody']),
+  queue: { max: int('queue', o.queue) },
+});
+const server = await listen(handler, { port: int('port', o.port), host: o.host });
+const runtime = globalThis.Bun ? 'Bun' : globalThis.Deno ? 'Deno' : 'Node';
+process.stdout.write(`knot-serve: ${modelId} on ${server.url} (OpenAI API at ${server.url}/v1; ${runtime}; `
+  + `${shim.layerCount} layers resident, context ${shim.contextLength}, opened in ${Date.now() - t0} ms)\n`);
+
+// Graceful shutdown: stop taking connections, let the answers in flight end, free the model.
+let stopping = false;
+const stop = async (signal) => {
+  if (stopping) return;
+  stopping = true;
+  process.stderr.write(`knot-serve: ${signal}, shutting down\n`);
+  const forced = setTimeout(() => process.exit(1), 10_000);
+  await server.close();
+  await shim.dispose();
+  await source.close?.();
+  clearTimeout(forced);
+  process.exit(0);
+};
+process.on('SIGINT', () => stop('SIGINT'));
+process.on('SIGTERM', () => stop('SIGTERM'));

@@ -1,0 +1,302 @@
+// One completion run on a backend: the phases of a chat with tools (free text, then a call under
+// its mask), the stop sequences, the token budget, and what it sends — server-sent events as the
+// tokens come, or one JSON answer at the end.
+import { CallReader } from './call-reader.js';
+import { toApiError } from './errors.js';
+import { newId, shapes } from './shapes.js';
+import { StopMatcher } from './stop.js';
+import { callSchema, envelopeSchema } from './tools.js';
+
+const encoder = new TextEncoder();
+
+/**
+ * Gives the event loop a turn between tokens, so that a generation whose reads all complete at
+ * once (layers resident, or an in-process store) still lets the runtime take new requests, run
+ * timers and notice a client that went away.
+ */
+const yieldToEventLoop = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+/**
+ * @typedef {{ since: number, progress(): void, release(): void }} Lease
+ * @typedef {import('./tools.js').Tool} Tool
+ * @typedef {{ mode: 'plain' | 'envelope' | 'tag', tools: Tool[], forced: boolean,
+ *   callTag: string | null, closeTag: string | null, maxCalls: number }} Plan
+ */
+
+/**
+ * Turns a call reader's events into OpenAI tool calls: a call starts once its name is known
+ * (arguments written before it wait), its arguments go out in fragments, and it counts only
+ * once it closed and its arguments parse.
+ */
+class Calls {
+  /** @param {{ callStart(i: number, call: object): void, callArguments(i: number, text: string): void }} out */
+  constructor(out) {
+    this.out = out;
+    /** @type {{ id: string, type: 'function', function: { name: string, arguments: string } }[]} */
+    this.done = [];
+    this.current = null;
+    this.waiting = '';
+    this.invalid = 0;
+  }
+
+  /** @param {ReturnType<CallReader['push']>} events @returns {string} the content among them */
+  take(events) {
+    let content = '';
+    for (const e of events) {
+      if (e.type === 'content') content += e.text;
+      else if (e.type === 'name') {
+        this.current = { id: newId('call_'), type: 'function', function: { name: e.name, arguments: '' } };
+        this.out.callStart(this.done.length, this.current);
+        if (this.waiting !== '') this.#args(this.waiting);
+        this.waiting = '';
+      } else if (e.type === 'arguments') {
+        if (this.current === null) this.waiting += e.text;
+        else this.#args(e.text);
+      } else if (e.type === 'end' && this.current !== null) {
+        const call = this.current;
+        this.current = null;
+        try {
+          JSON.parse(call.function.arguments);
+          this.done.push(call);
+        } catch {
+          this.invalid++;
+        }
+      }
+    }
+    return content;
+  }
+
+  #args(text) {
+    this.current.function.arguments += text;
+    this.out.callArguments(this.done.length, text);
+  }
+}
+
+/**
+ * Runs one completion under `lease` (released whatever happens). `started` settles at the first
+ * token (with how the prompt's prefill went) or the first failure; `done` with the result; a
+ * streaming request reads `body`, whose cancellation (the client going away) aborts the work.
+ * @param {{
+ *   backend: import('./index.js').Backend, kind: 'chat' | 'completion', modelId: string,
+ *   req: { options: Record<string, unknown>, stream: boolean, includeUsage: boolean, stop: string[], maxTokens: number },
+ *   ids: Uint32Array, prompt: string | null, plan: Plan, lease: Lease, signal?: AbortSignal,
+ *   generation: Record<string, unknown>, prosody: string,
+ *   onToken?: (count: number) => void,
+ * }} job
+ */
+export function runCompletion(job) {
+  const { backend, kind, req, plan, lease, signal } = job;
+  const promptField = kind === 'chat' ? 'messages' : 'prompt';
+  const shape = shapes(kind, job.modelId);
+  const abort = new AbortController();
+  const onClientGone = () => abort.abort(new DOMException('The client went away', 'AbortError'));
+  signal?.addEventListener('abort', onClientGone);
+  /** @type {ReadableStreamDefaultController<Uint8Array> | undefined} */
+  let sink;
+  const send = (obj) => {
+    if (sink === undefined || obj === null) return;
+    try {
+      // Never awaited: a slow client must not hold the model.
+      sink.enqueue(encoder.encode(`data: ${JSON.stringify(obj)}\n\n`));
+    } catch {
+      onClientGone();
+    }
+  };
+  const body = req.stream ? new ReadableStream({ start(c) { sink = c; }, cancel: onClientGone }) : null;
+  let resolveStarted;
+  let rejectStarted;
+  const started = new Promise((resolve, reject) => {
+    resolveStarted = resolve;
+    rejectStarted = reject;
+  });
+  started.catch(() => {});
+  let completion = 0;
+  let first = true;
+  let prefix = null;
+  const begin = () => {
+    if (!first) return;
+    first = false;
+    prefix = backend.stats().prefix ?? null;
+    resolveStarted(prefix);
+    send(shape.first());
+  };
+  let content = '';
+  let finish = 'length';
+  let constraint;
+  const stops = new StopMatcher(req.stop);
+  const say = (text) => {
+    const out = stops.push(text);
+    if (out !== '') {
+      content += out;
+      send(shape.piece(out));
+    }
+    return stops.stopped;
+  };
+  const calls = new Calls({
+    callStart: (i, call) => send(shape.callStart(i, call)),
+    callArguments: (i, text) => send(shape.callArguments(i, text)),
+  });
+
+  /**
+   * One generation over `ids`, each token's text handed to `onText` (true from it stops). Resolves
+   * with its tokens' text and how it ended.
+   * @param {Uint32Array} ids
+   * @param {Record<string, unknown>} extra options of this phase
+   * @param {(text: string) => boolean} onText
+   */
+  const phase = async (ids, extra, onText) => {
+    let raw = '';
+    let ended = 'length';
+    const options = {
+      ...job.generation, ...extra,
+      maxTokens: Math.max(1, req.maxTokens - completion),
+      signal: abort.signal,
+    };
+    for await (const e of backend.streamTokens(ids, options)) {
+      lease.progress();
+      begin();
+      completion++;
+      job.onToken?.(completion);
+      if (e.constraint !== undefined) constraint = e.constraint;
+      raw += e.text;
+      if (onText(e.text)) {
+        ended = 'stop_sequence';
+        break;
+      }
+      if (e.finishReason !== null) ended = e.finishReason;
+      await yieldToEventLoop();
+    }
+    return { raw, ended };
+  };
+
+  const withProsody = (options) => {
+    if (job.prosody === 'off' || options.coltrane !== undefined) return options;
+    return { ...options, coltrane: { prosody: job.prosody } };
+  };
+
+  const done = (async () => {
+    try {
+      if (plan.mode === 'plain') {
+        const r = await phase(job.ids, withProsody(req.options), say);
+        finish = r.ended === 'stop_sequence' ? 'stop' : r.ended;
+      } else if (plan.mode === 'envelope') {
+        const reader = new CallReader('envelope');
+        const coltrane = { preset: 'json_schema', schema: envelopeSchema(plan.tools, !plan.forced) };
+        const r = await phase(job.ids, { ...req.options, coltrane }, (text) => say(calls.take(reader.push(text))));
+        finish = calls.done.length > 0 ? 'tool_calls' : r.ended === 'stop_sequence' ? 'stop' : r.ended;
+        if (calls.done.length === 0 && !reader.done) finish = 'length';
+      } else {
+        finish = await tagPhases(job, plan, { phase, withProsody, say, calls, remaining: () => req.maxTokens - completion });
+      }
+      const rest = stops.flush();
+      if (rest !== '') {
+        content += rest;
+        send(shape.piece(rest));
+      }
+      begin();
+      const usage = { prompt: job.ids.length, completion };
+      const knot = extension(job, prefix, constraint, plan, calls);
+      send(shape.last(finish, knot));
+      if (req.includeUsage) send(shape.usage(usage));
+      if (sink !== undefined) {
+        sink.enqueue(encoder.encode('data: [DONE]\n\n'));
+        sink.close();
+      }
+      const message = { content: calls.done.length > 0 && content === '' ? null : content, toolCalls: calls.done };
+      return { message, finish, usage, prefix, shape, knot };
+    } catch (e) {
+      rejectStarted(e);
+      if (sink !== undefined && !first) {
+        // Mid-stream: OpenAI's error event, then the end of the stream.
+        try {
+          sink.enqueue(encoder.encode(`data: ${JSON.stringify(toApiError(e, promptField).toJSON())}\n\n`));
+          sink.close();
+        } catch {
+          // The client is gone.
+        }
+      } else if (sink !== undefined) {
+        try {
+          sink.error(e);
+        } catch {
+          // Nobody reads it.
+        }
+      }
+      throw e;
+    } finally {
+      signal?.removeEventListener('abort', onClientGone);
+      lease.release();
+    }
+  })();
+  return { started, done, body, shape, aborted: () => abort.signal.aborted, completion: () => completion };
+}
+
+/**
+ * The tag way: free text until the model opens its call tag (or, forced, straight into a call),
+ * then the call under its schema; with parallel calls, free text again after it.
+ * @returns {Promise<string>} the finish reason
+ */
+async function tagPhases(job, plan, { phase, withProsody, say, calls, remaining }) {
+  const open = /** @type {string} */ (plan.callTag);
+  const close = /** @type {string} */ (plan.closeTag);
+  // The conversation so far as text: each call phase starts from it, re-encoded (the prompt's
+  // own tokens are reused by prefix reuse).
+  let text = /** @type {string} */ (job.prompt);
+  let ids = job.ids;
+  let inCall = plan.forced;
+  const coltrane = { preset: 'json_schema', schema: callSchema(plan.tools) };
+  for (;;) {
+    if (!inCall && calls.done.length > 0) {
+      // After a call only another call may follow: a few tokens tell whether the model opens
+      // its tag again; anything else ends the turn (text after a call, before its result, is
+      // not an answer).
+      let seen = '';
+      let again = false;
+      await phase(ids, job.req.options, (t) => {
+        seen += t;
+        const start = seen.trimStart();
+        again = start.startsWith(open);
+        return again || !open.startsWith(start);
+      });
+      if (!again) return 'tool_calls';
+    } else if (!inCall) {
+      // Free text: the call tag ends it like a stop sequence, held back from the content.
+      const tag = new StopMatcher([open]);
+      const r = await phase(ids, withProsody(job.req.options), (t) => {
+        const out = tag.push(t);
+        return (out !== '' && say(out)) || tag.stopped;
+      });
+      if (!tag.stopped) {
+        const rest = tag.flush();
+        if (rest !== '') say(rest);
+        return r.ended === 'stop_sequence' ? 'stop' : r.ended;
+      }
+      text += r.raw.slice(0, r.raw.indexOf(open));
+    }
+    if (remaining() <= 0) return 'length';
+    text += `${open}\n`;
+    ids = job.backend.encode(text);
+    const reader = new CallReader('call');
+    const before = calls.done.length;
+    const r = await phase(ids, { ...job.req.options, coltrane }, (t) => {
+      calls.take(reader.push(t));
+      return false;
+    });
+    if (calls.done.length === before) return 'length';
+    const call = calls.done[calls.done.length - 1];
+    text += `${JSON.stringify({ name: call.function.name, arguments: JSON.parse(call.function.arguments) })}\n${close}\n`;
+    if (r.ended === 'length') return 'length';
+    if (calls.done.length >= plan.maxCalls || remaining() <= 0) return 'tool_calls';
+    ids = job.backend.encode(text);
+    inCall = false;
+  }
+}
+
+/** The project's figures for a response: prefill, prosody, constraint metrics, tool path. */
+function extension(job, prefix, constraint, plan, calls) {
+  return {
+    prefill: prefix === null ? null : { status: prefix.status, reused: prefix.reused ?? 0 },
+    terminal_prosody: job.prosody,
+    constraint: constraint ?? null,
+    ...(plan.mode === 'plain' ? {} : { tools: { path: plan.mode, calls: calls.done.length, invalid_calls: calls.invalid } }),
+  };
+}

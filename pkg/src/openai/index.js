@@ -1,0 +1,172 @@
+// knot-wasm/openai: OpenAI's API over a model, on Fetch API types (Request → Response), so the
+// same code answers in a Cloudflare Worker, in knot-serve (Node, Bun, Deno) or anywhere else
+// `Request` and `Response` exist.
+//
+//   GET    /v1/models
+//   POST   /v1/chat/completions      streaming or not; tools; response_format
+//   POST   /v1/completions
+//   POST   /prefill/windows          explicit prefill windows (see windows.js)
+//   GET | PATCH | DELETE /prefill/windows/:id
+//
+// The model is a `Backend` (types/openai.d.ts): HostShim implements it, and so does the Worker's
+// stations coordinator. What a server adds around it — the line of waiting requests, keeping work
+// alive past the response (Workers' waitUntil), its own routes — comes in through the options.
+import { coltraneFromResponseFormat } from '../helpers.js';
+import { ApiError, errorResponse, toApiError } from './errors.js';
+import { runCompletion } from './generate.js';
+import { parseChatRequest, parseCompletionRequest, readJson } from './request.js';
+import { toolPlan } from './tools.js';
+import { windowRoute } from './windows.js';
+
+export { ApiError, errorResponse, toApiError } from './errors.js';
+export { GenerationQueue, QueueFull, QueueTimeout } from './queue.js';
+export { StopMatcher } from './stop.js';
+export { CallReader } from './call-reader.js';
+export { parseChatRequest, parseCompletionRequest, readJson } from './request.js';
+
+/** The methods a Backend has (the interface in types/openai.d.ts), for a test to hold both to. */
+export const BACKEND_METHODS = Object.freeze([
+  'encode', 'applyChatTemplate', 'chatTemplateTools', 'streamTokens', 'stats',
+  'createPrefillWindow', 'prefillWindow', 'updatePrefillWindow', 'deletePrefillWindow',
+]);
+
+/** The routes this module answers, and their methods. */
+export const OPENAI_ROUTES = Object.freeze({
+  '/v1/models': ['GET'],
+  '/v1/chat/completions': ['POST'],
+  '/v1/completions': ['POST'],
+  '/prefill/windows': ['POST'],
+  '/prefill/windows/:id': ['GET', 'PATCH', 'DELETE'],
+});
+
+const PROSODY = ['bias', 'observe', 'off'];
+
+/**
+ * The route a path is, in OPENAI_ROUTES' spelling, or null.
+ * @param {string} pathname
+ */
+export function openaiRoute(pathname) {
+  if (Object.hasOwn(OPENAI_ROUTES, pathname)) return pathname;
+  if (/^\/prefill\/windows\/[^/]+$/.test(pathname)) return '/prefill/windows/:id';
+  return null;
+}
+
+/**
+ * Answers one request to the OpenAI routes. Never throws: every failure is an OpenAI-shaped
+ * error response.
+ * @param {import('../types/openai.js').Backend} backend
+ * @param {Request} request
+ * @param {import('../types/openai.js').OpenAIOptions} options
+ * @returns {Promise<Response>}
+ */
+export async function openaiResponse(backend, request, options) {
+  try {
+    const { pathname } = new URL(request.url);
+    const route = openaiRoute(pathname);
+    if (route === null) throw new ApiError(404, `Unknown route: ${request.method} ${pathname}`, { code: 'unknown_url' });
+    const methods = OPENAI_ROUTES[route];
+    if (!methods.includes(request.method)) {
+      throw new ApiError(405, `${request.method} is not allowed on ${pathname} (use ${methods.join(', ')})`,
+        { code: 'method_not_allowed', headers: { allow: methods.join(', ') } });
+    }
+    const settings = settingsOf(options);
+    if (route === '/v1/models') {
+      return Response.json({ object: 'list', data: [{ id: settings.modelId, object: 'model', created: 0, owned_by: 'knot' }] });
+    }
+    if (route.startsWith('/prefill/windows')) return await windowRoute(backend, request, pathname, settings);
+    return await complete(backend, route === '/v1/chat/completions' ? 'chat' : 'completion', request, settings);
+  } catch (e) {
+    return errorResponse(toApiError(e));
+  }
+}
+
+/** The options with their defaults, checked. */
+function settingsOf(options) {
+  const s = {
+    modelId: options.modelId,
+    maxTokens: options.maxTokens ?? 512,
+    maxBodyBytes: options.maxBodyBytes ?? 256 * 1024,
+    prefixReuse: options.prefixReuse ?? true,
+    terminalProsody: options.terminalProsody ?? 'bias',
+    acquire: options.acquire,
+    waitUntil: options.waitUntil,
+    onDone: options.onDone,
+    signal: options.signal,
+    prefillWindows: options.prefillWindows ?? true,
+  };
+  if (typeof s.modelId !== 'string' || s.modelId === '') throw new TypeError('openaiResponse: options.modelId must be a string');
+  if (!PROSODY.includes(s.terminalProsody)) {
+    throw new TypeError(`openaiResponse: terminalProsody must be ${PROSODY.join(', ')}, got '${s.terminalProsody}'`);
+  }
+  return s;
+}
+
+/** A line of one: the backend's own exclusivity decides. */
+const noLine = () => ({ since: Date.now(), progress() {}, release() {} });
+
+/**
+ * One completion: parse, wait for the model, generate (streamed as server-sent events, or whole).
+ * @param {import('../types/openai.js').Backend} backend
+ * @param {'chat' | 'completion'} kind
+ * @param {Request} request
+ * @param {ReturnType<typeof settingsOf>} s
+ */
+async function complete(backend, kind, request, s) {
+  // The body is read first: its cap does not depend on the model.
+  const body = await readJson(request, s.maxBodyBytes);
+  const limits = { maxTokens: s.maxTokens, defaultMaxTokens: s.maxTokens, modelId: s.modelId };
+  const promptField = kind === 'chat' ? 'messages' : 'prompt';
+  const req = kind === 'chat' ? parseChatRequest(body, limits, coltraneFromResponseFormat) : parseCompletionRequest(body, limits);
+  const window = request.headers.get('x-knot-prefill-window');
+  let plan = { mode: 'plain', tools: [], forced: false, callTag: null, closeTag: null, maxCalls: 0 };
+  let prompt = null;
+  let ids;
+  try {
+    if (kind === 'chat') {
+      plan = toolPlan(/** @type {any} */ (req), backend.chatTemplateTools());
+      prompt = backend.applyChatTemplate(plan.messages, plan.templateTools === undefined ? {} : { tools: plan.templateTools });
+      ids = backend.encode(prompt);
+    } else {
+      ids = typeof req.prompt === 'string' ? backend.encode(req.prompt) : Uint32Array.from(req.prompt);
+    }
+  } catch (e) {
+    throw toApiError(e, promptField);
+  }
+  const signal = s.signal ?? request.signal;
+  const lease = await (s.acquire?.(signal) ?? noLine());
+  const queuedMs = Date.now() - lease.since;
+  const generation = {
+    reusePrefix: s.prefixReuse,
+    ...(window !== null && s.prefillWindows ? { prefillWindow: window } : {}),
+  };
+  const run = runCompletion({
+    backend, kind, modelId: s.modelId, req, ids, prompt, plan, lease, signal, generation, prosody: s.terminalProsody,
+  });
+  const t0 = Date.now();
+  const record = (finish) => s.onDone?.({
+    id: run.shape.id, tokens: run.completion(), finish: run.aborted() ? 'aborted' : finish, ms: Date.now() - t0 + queuedMs,
+  });
+  run.done.then((r) => record(r.finish), () => record('error'));
+  s.waitUntil?.(run.done.catch(() => {}));
+  const headers = (prefix) => ({
+    'x-knot-prefill': window !== null && !s.prefillWindows ? 'disabled'
+      : s.prefixReuse || window !== null ? (prefix?.status ?? 'miss') : 'disabled',
+    'x-knot-prefill-reused': String(prefix?.reused ?? 0),
+    'x-knot-queue-ms': String(queuedMs),
+  });
+  if (!req.stream) {
+    const r = await run.done.catch((e) => {
+      throw toApiError(e, promptField);
+    });
+    return Response.json(r.shape.whole(r.message, r.finish, r.usage, r.knot), { headers: headers(r.prefix) });
+  }
+  let prefix;
+  try {
+    prefix = await run.started;
+  } catch (e) {
+    throw toApiError(e, promptField);
+  }
+  return new Response(run.body, {
+    headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...headers(prefix) },
+  });
+}

@@ -1,0 +1,82 @@
+// The response and stream-chunk shapes of OpenAI's chat and (legacy) completion endpoints, for
+// one request. The project's own figures ride in a `knot` field (OpenAI's clients keep unknown
+// fields).
+
+/** Ids like OpenAI's: a prefix and 24 random alphanumerics. */
+export function newId(prefix) {
+  const alphabet = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  return `${prefix}${prefix.endsWith('_') ? '' : '-'}${Array.from(bytes, (b) => alphabet[b % alphabet.length]).join('')}`;
+}
+
+/**
+ * @typedef {{ id: string, type: 'function', function: { name: string, arguments: string } }} ToolCall
+ * @typedef {{ prompt: number, completion: number }} Usage
+ */
+
+const usageOf = (u) => ({ prompt_tokens: u.prompt, completion_tokens: u.completion, total_tokens: u.prompt + u.completion });
+
+/**
+ * Response and chunk builders for one request.
+ * @param {'chat' | 'completion'} kind
+ * @param {string} model
+ */
+export function shapes(kind, model) {
+  const id = newId(kind === 'chat' ? 'chatcmpl' : 'cmpl');
+  const created = Math.floor(Date.now() / 1000);
+  if (kind === 'chat') {
+    const chunk = (delta, finish = null) => ({
+      id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    });
+    return {
+      id,
+      /**
+       * @param {{ content: string | null, toolCalls: ToolCall[] }} message
+       * @param {string} finish
+       * @param {Usage} u
+       * @param {object} knot the project's figures
+       */
+      whole: (message, finish, u, knot) => ({
+        id, object: 'chat.completion', created, model,
+        choices: [{
+          index: 0,
+          message: {
+            role: 'assistant', content: message.content, refusal: null,
+            ...(message.toolCalls.length > 0 ? { tool_calls: message.toolCalls } : {}),
+          },
+          logprobs: null,
+          finish_reason: finish,
+        }],
+        usage: usageOf(u),
+        knot,
+      }),
+      first: () => chunk({ role: 'assistant', content: '' }),
+      piece: (text) => chunk({ content: text }),
+      /** A call's first chunk: its index, id, type and name (arguments follow in pieces). */
+      callStart: (index, call) => chunk({
+        tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }],
+      }),
+      callArguments: (index, fragment) => chunk({ tool_calls: [{ index, function: { arguments: fragment } }] }),
+      last: (finish, knot) => ({ ...chunk({}, finish), knot }),
+      usage: (u) => ({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: usageOf(u) }),
+    };
+  }
+  const chunk = (text, finish = null) => ({
+    id, object: 'text_completion', created, model, choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
+  });
+  return {
+    id,
+    whole: (message, finish, u, knot) => ({
+      id, object: 'text_completion', created, model,
+      choices: [{ text: message.content ?? '', index: 0, logprobs: null, finish_reason: finish }],
+      usage: usageOf(u),
+      knot,
+    }),
+    first: () => null,
+    piece: (text) => chunk(text),
+    callStart: () => null,
+    callArguments: () => null,
+    last: (finish, knot) => ({ ...chunk('', finish), knot }),
+    usage: (u) => ({ id, object: 'text_completion', created, model, choices: [], usage: usageOf(u) }),
+  };
+}

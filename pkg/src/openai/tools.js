@@ -1,0 +1,152 @@
+// Tool calling on small models, made valid by construction. Two ways, chosen by the template:
+//
+// - tag: a template that takes `tools` and writes calls as `<tool_call>{json}</tool_call>` (Hermes,
+//   Qwen 2.5/3, SmolLM3) gets the tools through the template; the model writes freely until it
+//   opens its call tag, then writes the call under a COLTRANE JSON-Schema mask: a union, over the
+//   tools, of `{ "name": const, "arguments": that tool's parameters }`.
+// - envelope: any other template (SmolLM2, Gemma 3) gets a system block listing the tools, and
+//   the whole answer is one JSON value under a mask from its first token: `{"tool_call": call}`
+//   or `{"response": "text"}`.
+//
+// `required` and a named tool force a call from the first token (the tag path starts inside the
+// tag); `none` offers no tool. A call that the token budget cut short is never reported as one.
+
+/**
+ * @typedef {{ name: string, description: string, parameters: object, strict: boolean }} Tool
+ * @typedef {'none' | 'auto' | 'required' | { name: string }} ToolChoice
+ * @typedef {{ role: string, content: string | null, tool_calls?: { id: string, type: 'function',
+ *   function: { name: string, arguments: string } }[], tool_call_id?: string, name?: string }} Message
+ */
+
+/**
+ * The schema of one call: a union over the tools it may name.
+ * @param {Tool[]} tools
+ */
+export function callSchema(tools) {
+  const one = (t) => ({
+    type: 'object',
+    properties: { name: { const: t.name }, arguments: t.parameters },
+    required: ['name', 'arguments'],
+    additionalProperties: false,
+  });
+  return tools.length === 1 ? one(tools[0]) : { anyOf: tools.map(one) };
+}
+
+/**
+ * The envelope's schema: a call, or (with `auto`) a text answer.
+ * @param {Tool[]} tools
+ * @param {boolean} mayAnswer
+ */
+export function envelopeSchema(tools, mayAnswer) {
+  const call = { type: 'object', properties: { tool_call: callSchema(tools) }, required: ['tool_call'], additionalProperties: false };
+  if (!mayAnswer) return call;
+  const answer = { type: 'object', properties: { response: { type: 'string' } }, required: ['response'], additionalProperties: false };
+  return { anyOf: [call, answer] };
+}
+
+/** The tools a choice offers. @param {Tool[]} tools @param {ToolChoice} choice */
+export function offered(tools, choice) {
+  if (choice === 'none') return [];
+  if (typeof choice === 'object') return tools.filter((t) => t.name === choice.name);
+  return tools;
+}
+
+/** The tools as templates receive them (OpenAI's shape, which Hugging Face templates read). */
+export const templateTools = (tools) => tools.map((t) => ({
+  type: 'function',
+  function: { name: t.name, description: t.description, parameters: t.parameters },
+}));
+
+/**
+ * Messages as a template that takes tools reads them: calls' arguments as objects.
+ * @param {Message[]} messages
+ */
+export function tagMessages(messages) {
+  return messages.map((m) => (m.tool_calls === undefined ? m : {
+    ...m,
+    content: m.content ?? '',
+    tool_calls: m.tool_calls.map((c) => ({ ...c, function: { name: c.function.name, arguments: JSON.parse(c.function.arguments) } })),
+  }));
+}
+
+/**
+ * The envelope's instructions, put in the system turn.
+ * @param {Tool[]} tools
+ * @param {ToolChoice} choice
+ */
+function envelopeInstructions(tools, choice) {
+  const list = tools.map((t) => JSON.stringify({ name: t.name, description: t.description, parameters: t.parameters })).join('\n');
+  const call = '{"tool_call": {"name": "<tool name>", "arguments": {<arguments>}}}';
+  const how = choice === 'auto'
+    ? `To call a tool, reply with exactly ${call}. To answer without a tool, reply with {"response": "<your answer>"}.`
+    : typeof choice === 'object'
+      ? `Call the tool ${choice.name}: reply with exactly {"tool_call": {"name": "${choice.name}", "arguments": {<arguments>}}}.`
+      : `Call one of the tools: reply with exactly ${call}.`;
+  return `You can call these tools (JSON Schema of their arguments):\n${list}\n${how}`;
+}
+
+/**
+ * Messages for a template without tools: the tools listed in the system turn, past calls written
+ * as the envelope the model would have written, and tool results as a user turn (templates such
+ * as Gemma's allow only alternating user and assistant turns).
+ * @param {Message[]} messages
+ * @param {Tool[]} tools offered now (none: only the history is rewritten)
+ * @param {ToolChoice} choice
+ * @returns {{ role: string, content: string }[]}
+ */
+export function envelopeMessages(messages, tools, choice) {
+  /** @type {{ role: string, content: string }[]} */
+  const out = [];
+  for (const m of messages) {
+    if (m.role === 'tool') {
+      const result = `Result of the tool ${m.name} (call ${m.tool_call_id}):\n${m.content}`;
+      const prev = out[out.length - 1];
+      if (prev?.role === 'user' && prev.fromTool) prev.content += `\n\n${result}`;
+      else out.push(Object.assign({ role: 'user', content: result }, { fromTool: true }));
+    } else if (m.tool_calls !== undefined) {
+      const [first] = m.tool_calls;
+      const calls = m.tool_calls.map((c) => JSON.stringify({ tool_call: { name: c.function.name, arguments: JSON.parse(c.function.arguments) } }));
+      out.push({ role: 'assistant', content: (m.content ? `${m.content}\n` : '') + (first === undefined ? '' : calls.join('\n')) });
+    } else {
+      out.push({ role: m.role, content: m.content ?? '' });
+    }
+  }
+  const clean = out.map((m) => ({ role: m.role, content: m.content }));
+  if (tools.length === 0) return clean;
+  const text = envelopeInstructions(tools, choice);
+  if (clean[0]?.role === 'system') clean[0] = { role: 'system', content: `${clean[0].content}\n\n${text}` };
+  else clean.unshift({ role: 'system', content: text });
+  return clean;
+}
+
+/**
+ * How a chat request with tools is run.
+ * @param {{ messages: Message[], tools: Tool[], toolChoice: ToolChoice, parallelToolCalls: boolean }} req
+ * @param {{ takesTools: boolean, callTag: string | null }} template
+ * @returns {{ mode: 'plain' | 'envelope' | 'tag', messages: object[], templateTools?: object[],
+ *   tools: Tool[], forced: boolean, callTag: string | null, closeTag: string | null, maxCalls: number }}
+ */
+export function toolPlan(req, template) {
+  const tools = offered(req.tools, req.toolChoice);
+  const forced = req.toolChoice === 'required' || typeof req.toolChoice === 'object';
+  const maxCalls = req.parallelToolCalls ? 8 : 1;
+  const history = req.messages.some((m) => m.role === 'tool' || m.tool_calls !== undefined);
+  if (template.takesTools && template.callTag !== null) {
+    const closeTag = template.callTag.replace('<', '</');
+    return {
+      mode: tools.length > 0 ? 'tag' : 'plain',
+      messages: tagMessages(req.messages),
+      // Even with `none`, a template shows the conversation's tools if the request has them.
+      templateTools: req.tools.length > 0 ? templateTools(req.tools) : undefined,
+      tools, forced, callTag: template.callTag, closeTag, maxCalls,
+    };
+  }
+  if (tools.length === 0 && !history) {
+    return { mode: 'plain', messages: req.messages, tools, forced, callTag: null, closeTag: null, maxCalls };
+  }
+  return {
+    mode: tools.length > 0 ? 'envelope' : 'plain',
+    messages: envelopeMessages(req.messages, tools, req.toolChoice),
+    tools, forced, callTag: null, closeTag: null, maxCalls: 1,
+  };
+}

@@ -1,0 +1,163 @@
+// knot-serve's server: the OpenAI module over a HostShim on a local port, in Node, Bun or Deno.
+// The handler is a Fetch API function (Request → Response); `listen` puts it on the runtime's own
+// server (Bun.serve, Deno.serve) or on node:http through a small adapter.
+import { ApiError, GenerationQueue, errorResponse, openaiResponse, openaiRoute, toApiError } from './openai/index.js';
+
+/**
+ * @typedef {{ modelId: string, maxTokens?: number, maxBodyBytes?: number, prefixReuse?: boolean,
+ *   terminalProsody?: 'bias' | 'observe' | 'off', prefillWindows?: boolean,
+ *   queue?: { max?: number, timeoutMs?: number, stallMs?: number } }} ServeOptions
+ */
+
+/**
+ * The server's request handler over an open model: /health, /stats and the OpenAI routes, one
+ * generation at a time with the others waiting in a bounded line (429 past it).
+ * @param {import('./shim.js').HostShim} shim
+ * @param {ServeOptions} options
+ */
+export function createHandler(shim, options) {
+  const queue = new GenerationQueue({
+    max: options.queue?.max ?? 8,
+    timeoutMs: options.queue?.timeoutMs ?? 120_000,
+    stallMs: options.queue?.stallMs ?? 120_000,
+    onStall: async () => {
+      await shim.reclaim();
+    },
+  });
+  /** @type {object[]} */
+  const recent = [];
+  const openai = {
+    modelId: options.modelId,
+    maxTokens: options.maxTokens,
+    maxBodyBytes: options.maxBodyBytes,
+    prefixReuse: options.prefixReuse,
+    terminalProsody: options.terminalProsody,
+    prefillWindows: options.prefillWindows,
+    acquire: (signal) => queue.acquire(signal),
+    onDone: (r) => {
+      recent.push(r);
+      if (recent.length > 16) recent.shift();
+    },
+  };
+  /** @param {Request} request @returns {Promise<Response>} */
+  const handler = async (request) => {
+    const { pathname } = new URL(request.url);
+    if (openaiRoute(pathname) !== null) return openaiResponse(shim, request, openai);
+    try {
+      if (pathname !== '/health' && pathname !== '/stats') {
+        throw new ApiError(404, `Unknown route: ${request.method} ${pathname}`, { code: 'unknown_url' });
+      }
+      if (request.method !== 'GET') {
+        throw new ApiError(405, `${request.method} is not allowed on ${pathname} (use GET)`, { code: 'method_not_allowed', headers: { allow: 'GET' } });
+      }
+      if (pathname === '/health') {
+        const info = /** @type {any} */ (shim.info());
+        return Response.json({
+          status: 'ok', model: options.modelId, hidden_dim: info.config.dim, vocab_size: shim.vocabSize,
+          layers: `0-${shim.layerCount}`, context_length: shim.contextLength,
+        });
+      }
+      return Response.json({
+        ...shim.stats(),
+        queue: { waiting: queue.waiting.length, busy: queue.holder !== null, served: queue.served, reclaimed: queue.reclaimed },
+        recent,
+      });
+    } catch (e) {
+      return errorResponse(toApiError(e));
+    }
+  };
+  return { handler, queue };
+}
+
+/**
+ * Serves `handler` on host:port with the runtime's server. Resolves once listening, with the URL
+ * and a `close()` that stops taking connections and resolves when the open ones ended.
+ * @param {(request: Request) => Promise<Response>} handler
+ * @param {{ port: number, host: string }} at
+ * @returns {Promise<{ url: string, close(): Promise<void> }>}
+ */
+export async function listen(handler, { port, host }) {
+  const g = /** @type {any} */ (globalThis);
+  if (g.Bun !== undefined) {
+    const server = g.Bun.serve({ port, hostname: host, fetch: handler, idleTimeout: 0 });
+    return { url: `http://${host}:${server.port}`, close: async () => server.stop() };
+  }
+  if (g.Deno !== undefined) {
+    let resolveListening;
+    const listening = new Promise((resolve) => { resolveListening = resolve; });
+    const server = g.Deno.serve({ port, hostname: host, onListen: (addr) => resolveListening(addr) }, handler);
+    const addr = await listening;
+    return { url: `http://${host}:${addr.port}`, close: () => server.shutdown() };
+  }
+  return listenNode(handler, { port, host });
+}
+
+/** node:http in front of a Fetch API handler: the request's body streams in, the response's out. */
+async function listenNode(handler, { port, host }) {
+  const http = await import('node:http');
+  const server = http.createServer(async (req, res) => {
+    const gone = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) gone.abort(new DOMException('The client went away', 'AbortError'));
+    });
+    try {
+      const headers = new Headers();
+      for (let i = 0; i < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i], req.rawHeaders[i + 1]);
+      const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+      const request = new Request(`http://${req.headers.host ?? `${host}:${port}`}${req.url}`, {
+        method: req.method,
+        headers,
+        body: hasBody ? bodyOf(req) : null,
+        signal: gone.signal,
+        // @ts-ignore Node's fetch needs it for a streamed body.
+        duplex: 'half',
+      });
+      const response = await handler(request);
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      if (response.body !== null) {
+        for await (const chunk of /** @type {any} */ (response.body)) {
+          if (!res.write(chunk)) await new Promise((resolve) => res.once('drain', resolve));
+        }
+      }
+      res.end();
+    } catch (e) {
+      if (!res.headersSent) {
+        const body = JSON.stringify(toApiError(e).toJSON());
+        res.writeHead(500, { 'content-type': 'application/json' }).end(body);
+      } else {
+        res.destroy();
+      }
+    }
+  });
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve(undefined));
+  });
+  const address = /** @type {import('node:net').AddressInfo} */ (server.address());
+  return {
+    url: `http://${host}:${address.port}`,
+    close: () => new Promise((resolve) => {
+      server.close(() => resolve(undefined));
+      server.closeIdleConnections();
+    }),
+  };
+}
+
+/**
+ * A request's body as a web stream. Canceling it (a body over the cap) drains the rest unread
+ * rather than destroying the socket, so the client still gets the answer (413).
+ * @param {import('node:http').IncomingMessage} req
+ */
+function bodyOf(req) {
+  return new ReadableStream({
+    start(c) {
+      req.on('data', (d) => c.enqueue(new Uint8Array(d.buffer, d.byteOffset, d.byteLength)));
+      req.on('end', () => c.close());
+      req.on('error', (e) => c.error(e));
+    },
+    cancel() {
+      req.removeAllListeners('data');
+      req.resume();
+    },
+  });
+}

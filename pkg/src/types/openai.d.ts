@@ -1,0 +1,109 @@
+// knot-wasm/openai: OpenAI's API over a model, on Fetch API types.
+import type { ChatMessage, ChatTemplateOptions, ChatTemplateTools, GenerateTextOptions } from './options.js';
+import type { GeneratedToken, HostStats } from './reports.js';
+
+/** An explicit prefill window (see `HostShim.createPrefillWindow`). */
+export interface PrefillWindowInfo {
+  id: string;
+  /** Prompt tokens it holds. */
+  tokens: number;
+  /** When it expires, ms since the epoch. */
+  expiresAt: number;
+}
+
+/**
+ * What the OpenAI module runs on: the package's `HostShim` implements it, and so does the Worker's
+ * stations coordinator (examples/worker/src/split.js).
+ */
+export interface Backend {
+  encode(text: string): Uint32Array;
+  applyChatTemplate(messages: ChatMessage[], options?: ChatTemplateOptions): string;
+  chatTemplateTools(): ChatTemplateTools;
+  /** One generation at a time: the server's line (OpenAIOptions.acquire) keeps them in order. */
+  streamTokens(prompt: Uint32Array, options?: GenerateTextOptions & { prefillWindow?: string }):
+    AsyncGenerator<GeneratedToken, void, undefined>;
+  /** `prefix`: how the last prompt's prefill used a window. */
+  stats(): Pick<HostStats, 'prefix'>;
+  createPrefillWindow(prompt: Uint32Array, options?: { ttlMs?: number }): Promise<PrefillWindowInfo & { replaced: string | null }>;
+  prefillWindow(id: string): PrefillWindowInfo | null;
+  updatePrefillWindow(id: string, options: { prompt?: Uint32Array; ttlMs?: number }): Promise<PrefillWindowInfo | null>;
+  deletePrefillWindow(id: string): boolean;
+}
+
+/** A place in the server's line of requests: `progress` on every token, `release` at the end. */
+export interface Lease {
+  since: number;
+  progress(): void;
+  release(): void;
+}
+
+/** One finished (or failed, or aborted) generation. */
+export interface CompletionRecord {
+  id: string;
+  tokens: number;
+  finish: string;
+  ms: number;
+}
+
+export interface OpenAIOptions {
+  /** The model's id in requests and /v1/models. */
+  modelId: string;
+  /** The most `max_tokens` a request may ask, and the default. Default 512. */
+  maxTokens?: number;
+  /** Request bodies past this are refused with 413. Default 256 KiB. */
+  maxBodyBytes?: number;
+  /** Implicit prefix reuse across requests. Default true. */
+  prefixReuse?: boolean;
+  /** COLTRANE's terminal prosody on prose (not on structured output). Default 'bias'. */
+  terminalProsody?: 'bias' | 'observe' | 'off';
+  /** The /prefill/windows routes and the x-knot-prefill-window header. Default true. */
+  prefillWindows?: boolean;
+  /** The line in front of the backend (default: none, the backend refuses a second generation). */
+  acquire?: (signal: AbortSignal) => Promise<Lease>;
+  /** Keeps a generation alive past its response (Workers' `ctx.waitUntil`). */
+  waitUntil?: (work: Promise<unknown>) => void;
+  onDone?: (record: CompletionRecord) => void;
+  /** Aborts the generation (default: the request's signal). */
+  signal?: AbortSignal;
+}
+
+/** Answers one request to the OpenAI routes; every failure is an OpenAI-shaped error response. */
+export declare function openaiResponse(backend: Backend, request: Request, options: OpenAIOptions): Promise<Response>;
+/** The route a path is (`/prefill/windows/:id` for a window), or null. */
+export declare function openaiRoute(pathname: string): string | null;
+export declare const OPENAI_ROUTES: Readonly<Record<string, readonly string[]>>;
+export declare const BACKEND_METHODS: readonly (keyof Backend)[];
+
+/** An error answered as OpenAI does: `{ error: { message, type, param, code } }`. */
+export declare class ApiError extends Error {
+  constructor(status: number, message: string, more?: { type?: string; param?: string | null; code?: string | null; headers?: Record<string, string> });
+  status: number;
+  type: string;
+  param: string | null;
+  code: string | null;
+  headers: Record<string, string>;
+  toJSON(): { error: { message: string; type: string; param: string | null; code: string | null } };
+}
+export declare function errorResponse(error: ApiError): Response;
+/** Any failure as the OpenAI error it is answered with (status from the code table). */
+export declare function toApiError(error: unknown, promptField?: string | null): ApiError;
+
+export declare class QueueFull extends Error { retryAfter: number }
+export declare class QueueTimeout extends Error { retryAfter: number }
+/** One generation at a time, the others waiting in order; past `max` waiting, QueueFull. */
+export declare class GenerationQueue {
+  constructor(options: { max: number; timeoutMs: number; stallMs: number; pollMs?: number; onStall: (lease: Lease) => Promise<void> });
+  acquire(signal?: AbortSignal): Promise<Lease>;
+  readonly waiting: unknown[];
+  readonly served: number;
+  readonly reclaimed: number;
+}
+
+/** OpenAI's `stop` sequences over streamed text. */
+export declare class StopMatcher {
+  constructor(stops: string[]);
+  readonly stopped: boolean;
+  readonly matched: string | null;
+  push(piece: string): string;
+  flush(): string;
+}

@@ -1,0 +1,119 @@
+// knot-serve, started as a user starts it (the package's bin, in the runtime running this file:
+// Node, Bun or Deno), answering the OpenAI API test file the Worker runs too; then its own parts:
+// the tool-call tag path (a template that takes tools, given with --chat-template), bad
+// command lines, and a graceful shutdown on SIGTERM.
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, test } from './harness.js';
+import { openaiApiSuite } from './openai-api.js';
+import { KNOT_BIN, ROOT, SMOL, haveNative, haveSmol } from './support.js';
+
+const BIN = `${ROOT}pkg/bin/knot-serve.js`;
+const MODEL = 'SmolLM2-135M-Instruct';
+const run = promisify(execFile);
+const g = /** @type {any} */ (globalThis);
+
+/** The command that runs a script in this runtime. */
+const runtime = (script, args) => (g.Deno !== undefined
+  ? [g.Deno.execPath(), ['run', '--allow-all', script, ...args]]
+  : [process.execPath, [script, ...args]]);
+
+/**
+ * Starts knot-serve on a free port; resolves with its URL (from the startup line) and the process.
+ * @param {string[]} args
+ */
+function startServe(args) {
+  const [cmd, argv] = runtime(BIN, [SMOL, '--port', '0', '--model-id', MODEL, '--max-tokens', '400', '--max-context', '2048', ...args]);
+  const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (d) => { err += d; });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /on (http:\/\/\S+) /.exec(out);
+      if (m) resolve({ url: m[1], child, line: out.trim(), stderr: () => err });
+    });
+    child.on('exit', (code) => reject(new Error(`knot-serve exited (${code}) before listening: ${out}${err}`)));
+  });
+}
+
+const tmp = mkdtempSync(join(tmpdir(), 'knot-serve-test-'));
+let files = 0;
+
+/** The native CLI's generation: the reference the server must equal. */
+async function native(input, n, flags) {
+  const args = ['generate', SMOL, '-n', String(n), '--json', ...flags];
+  if (typeof input === 'string') {
+    args.push('--prompt', input);
+  } else {
+    const file = join(tmp, `messages-${files++}.json`);
+    writeFileSync(file, JSON.stringify(input));
+    args.push('--messages', file);
+  }
+  const { stdout } = await run(KNOT_BIN, args, { encoding: 'utf8', maxBuffer: 1 << 26 });
+  return JSON.parse(stdout);
+}
+
+const ready = haveSmol() && haveNative();
+
+describe('knot-serve', { skip: !ready }, () => {
+  /** @type {{ url: string, child: import('node:child_process').ChildProcess, line: string }} */
+  let server;
+  before(async () => {
+    server = await startServe([]);
+  });
+  after(() => server?.child.kill('SIGKILL'));
+
+  test('the startup line names the URL', () => {
+    assert.match(server.line, /^knot-serve: SmolLM2-135M-Instruct on http:\/\/127\.0\.0\.1:\d+ \(OpenAI API at http:\/\/127\.0\.0\.1:\d+\/v1; (Node|Bun|Deno); 30 layers resident/);
+  });
+
+  test('GET /health', async () => {
+    const h = await (await fetch(`${server.url}/health`)).json();
+    assert.deepEqual({ ...h, context_length: undefined }, {
+      status: 'ok', model: MODEL, hidden_dim: 576, vocab_size: 49152, layers: '0-30', context_length: undefined,
+    });
+    assert.equal(h.context_length, 2048);
+  });
+
+  openaiApiSuite({ url: () => server.url, model: MODEL, native });
+});
+
+describe('knot-serve: its own parts', { skip: !ready }, () => {
+  test('a template that takes tools: the model calls inside its <tool_call> tag, always validly', async () => {
+    const s = await startServe(['--chat-template', `${ROOT}tests/fixtures/chat/chatml-tools.jinja`]);
+    try {
+      const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false } } }];
+      const res = await fetch(`${s.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Weather in Oslo?' }], tools, tool_choice: 'required', temperature: 0, max_tokens: 48 }),
+      });
+      const r = await res.json();
+      assert.equal(r.knot.tools.path, 'tag');
+      assert.equal(r.choices[0].finish_reason, 'tool_calls');
+      const [call] = r.choices[0].message.tool_calls;
+      assert.equal(call.function.name, 'get_weather');
+      assert.equal(typeof JSON.parse(call.function.arguments).city, 'string');
+    } finally {
+      s.child.kill('SIGKILL');
+    }
+  });
+
+  test('SIGTERM shuts it down gracefully (exit 0); a bad command line exits 2 with the reason', async () => {
+    const s = await startServe([]);
+    const code = await new Promise((resolve) => {
+      s.child.on('exit', (c) => resolve(c));
+      s.child.kill('SIGTERM');
+    });
+    assert.equal(code, 0, s.stderr());
+    assert.match(s.stderr(), /SIGTERM, shutting down/);
+    const [cmd, argv] = runtime(BIN, [SMOL, '--terminal-prosody', 'loud']);
+    await assert.rejects(run(cmd, argv), (e) => e.code === 2 && /--terminal-prosody must be bias, observe or off/.test(e.stderr));
+  });
+});
