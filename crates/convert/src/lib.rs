@@ -136,6 +136,9 @@ pub enum ConvertError {
     Tensor { tensor: String, message: String },
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+    /// [`ConversionPlan::transform`] was asked for a piece that is not a tensor.
+    #[error("piece {0} is not a tensor of this plan")]
+    NotATensor(usize),
     #[error("{path}: invalid JSON: {message}")]
     Json { path: PathBuf, message: String },
     #[error("{path}: invalid safetensors file: {message}")]

@@ -162,9 +162,7 @@ impl ConversionPlan {
     /// output dtype. Refuses bytes of the wrong length and an index that is not a tensor.
     pub fn transform(&self, index: usize, bytes: Vec<u8>) -> Result<Vec<u8>, ConvertError> {
         let Some(Piece::Tensor(t)) = self.pieces.get(index) else {
-            return Err(ConvertError::Unsupported(format!(
-                "piece {index} is not a tensor of this plan"
-            )));
+            return Err(ConvertError::NotATensor(index));
         };
         let out = if t.transformed() {
             requant::convert(&self.sources[t.source], &bytes, t.to)?
