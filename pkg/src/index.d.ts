@@ -8,6 +8,7 @@ export * from './types/host.js';
 export * from './types/helpers.js';
 export * from './types/carrier.js';
 export * from './types/errors.js';
+export * from './types/convert.js';
 export type { Backend, PrefillWindowInfo } from './types/openai.js';
 
 // Workers and Node/Bun/Deno entries: the stations of a model split across Durable Objects (or

@@ -5,3 +5,4 @@ export { HttpKnotSource } from './http.js';
 export { HostShim } from './shim.js';
 export { coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge, planStations } from './helpers.js';
 export { ERROR_STATUS, errorStatus } from './errors.js';
+export { convertGguf } from './convert-gguf.js';

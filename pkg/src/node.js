@@ -6,6 +6,7 @@ import { setHelperBindings } from './helpers.js';
 
 export * from './index.js';
 export { FileKnotSource } from './file.js';
+export { convertGgufFile } from './convert-gguf-file.js';
 
 const WASM_URL = new URL('../dist/wasm/host_bg.wasm', import.meta.url);
 

@@ -4,8 +4,9 @@ pub mod bench;
 pub mod bench_draft;
 pub mod carrier_cmd;
 pub mod convert;
+/// The GGUF reader, which lives in `knot-convert`.
+pub use knot_convert::gguf;
 pub mod generate;
-pub mod gguf;
 pub mod inspect;
 pub mod loaded;
 pub mod progress;

@@ -9,6 +9,7 @@ use engine::decode::{GenerateError, OptionsError};
 use engine::tokenizer::TokenizerError;
 use engine::{EngineError, PipelineError};
 use knot::KnotError;
+use knot_convert::{ConvertError, GgufError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -51,6 +52,9 @@ pub enum HostError {
     Aborted,
     #[error("a station failed: {0}")]
     Station(String),
+    /// A GGUF → knot conversion failed (`WasmGgufConverter`).
+    #[error("converting GGUF: {0}")]
+    Convert(#[from] ConvertError),
     #[error("the model does not fit the memory budget of {budget} bytes ({budget_mib:.1} MiB): at {plan}")]
     OverBudget {
         budget: u64,
@@ -155,6 +159,7 @@ impl HostError {
             HostError::Aborted => ErrorCode::Aborted,
             HostError::Station(_) => ErrorCode::StationFailed,
             HostError::OverBudget { .. } => ErrorCode::OverBudget,
+            HostError::Convert(e) => convert_code(e),
         }
     }
 
@@ -170,6 +175,18 @@ impl HostError {
             HostError::Options(OptionsError::Pipeline(PipelineError::Moa(_))) => Some("moa"),
             _ => None,
         }
+    }
+}
+
+/// A GGUF the converter refuses is an invalid model; a caller's bad piece index or wrong byte
+/// count is an invalid argument; a header beyond the converter's cap is too large.
+fn convert_code(e: &ConvertError) -> ErrorCode {
+    match e {
+        ConvertError::NotATensor(_) | ConvertError::Write(knot::WriteError::WrongSize { .. }) => {
+            ErrorCode::InvalidArgument
+        }
+        ConvertError::Gguf(GgufError::PrefixTooLong { .. }) => ErrorCode::TooLarge,
+        _ => ErrorCode::InvalidModel,
     }
 }
 

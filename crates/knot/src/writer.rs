@@ -223,6 +223,11 @@ impl KnotPlan {
         self.prefix.len() as u64
     }
 
+    /// The tokenizer blob: the payload's first bytes, before the first tensor's padding.
+    pub fn tokenizer_blob(&self) -> &[u8] {
+        &self.tokenizer_blob
+    }
+
     pub fn file_len(&self) -> u64 {
         self.file_len
     }

@@ -17,6 +17,8 @@ use safetensors::tensor::{Metadata as StMetadata, TensorInfo as StTensorInfo};
 use safetensors::Dtype as StDtype;
 use serde_json::Value;
 
+use knot_convert::ConversionPlan;
+
 use super::tokenizer::{self, HfSpecialTokens};
 use super::{
     arch, io_err, write_knot, ConvertError, ConvertOptions, ModelSource, Progress, SourceTensor,
@@ -69,6 +71,7 @@ pub fn hf_to_knot(
                 name: name.clone(),
                 dtype,
                 shape: info.shape.iter().map(|&d| d as u64).collect(),
+                range: None,
             });
             if located
                 .insert(name.clone(), (shard_index, info.clone()))
@@ -156,8 +159,9 @@ pub fn hf_to_knot(
         tensors,
     };
 
+    let plan = ConversionPlan::new(source, opts)?;
     let mut files: HashMap<usize, File> = HashMap::new();
-    write_knot(source, output, opts, progress, |t| {
+    write_knot(&plan, output, progress, |t| {
         // Every listed tensor was located above.
         let (shard_index, info) = &located[&t.name];
         let shard = &shards[*shard_index];

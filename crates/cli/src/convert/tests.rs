@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::gguf::write::{file as gguf_file, RawTensor};
-use crate::gguf::{GgufArray, GgufFile, GgufValue};
+use crate::gguf::{GgufArray, GgufError, GgufFile, GgufValue};
 
 /// The real model the conversion is checked on, in the workspace's models/ cache.
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";

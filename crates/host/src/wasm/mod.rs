@@ -8,11 +8,13 @@
 //! - `host.rs` — `WasmHost`, behind `HostShim`;
 //! - `station.rs` — the stations of a split model and their coordinator;
 //! - `carrier.rs` — the carrier pipelines;
+//! - `gguf.rs` — `WasmGgufConverter`, GGUF → knot for `convertGguf`;
 //! - `helpers.rs` — MOA and COLTRANE helpers, and `errorCodes()`.
 
 mod carrier;
 mod convert;
 mod errors;
+mod gguf;
 mod helpers;
 mod host;
 mod source;

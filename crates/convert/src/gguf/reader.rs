@@ -17,6 +17,9 @@ pub struct GgufLimits {
     pub max_string_len: u64,
     pub max_array_len: u64,
     pub max_dims: u32,
+    /// Header, metadata and tensor table together, for a reader that holds them in memory
+    /// ([`super::PrefixReader`]).
+    pub max_prefix_len: u64,
 }
 
 impl Default for GgufLimits {
@@ -30,6 +33,8 @@ impl Default for GgufLimits {
             max_array_len: 1 << 24,
             // ggml's GGML_MAX_DIMS.
             max_dims: 4,
+            // Real files need a few MiB (a 256k vocabulary with its merges is about 10 MiB).
+            max_prefix_len: 256 << 20,
         }
     }
 }
@@ -52,6 +57,8 @@ pub enum GgufError {
     },
     #[error("string of {len} bytes exceeds the limit {max}")]
     StringTooLong { len: u64, max: u64 },
+    #[error("header, metadata and tensor table take more than {max} bytes")]
+    PrefixTooLong { max: u64 },
     #[error("string is not valid UTF-8")]
     InvalidUtf8,
     #[error("unknown metadata value type {0}")]

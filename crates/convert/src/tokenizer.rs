@@ -4,9 +4,9 @@
 use knot::TokenizerData;
 use serde_json::Value;
 
-use super::arch::END_OF_TURN_TOKENS;
-use super::ConvertError;
+use crate::arch::END_OF_TURN_TOKENS;
 use crate::gguf::{GgufArray, GgufFile, GgufValue};
+use crate::ConvertError;
 
 /// GGUF token types.
 pub const TOKEN_NORMAL: i32 = 1;

@@ -3,7 +3,7 @@
 use engine::quant;
 use knot::DType;
 
-use super::{ConvertError, SourceTensor, TargetDType};
+use crate::{ConvertError, SourceTensor, TargetDType};
 
 /// 2-D weight matrices take the target dtype when their rows are whole blocks of it; rows that
 /// are not whole 256-value super-blocks take q5_0 for a K-quant target (llama.cpp's fallback
@@ -56,6 +56,7 @@ mod tests {
             name: "x".into(),
             dtype,
             shape,
+            range: None,
         }
     }
 

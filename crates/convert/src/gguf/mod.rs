@@ -1,25 +1,29 @@
 //! A streaming GGUF (v2/v3) reader: parses the header, key-value metadata and tensor table from
-//! any `Read + Seek` and reads tensor data on demand, never the whole file.
+//! any `Read + Seek` and reads tensor data on demand, never the whole file; or, without I/O,
+//! from the file's first bytes as a driver fetches them ([`PrefixReader`]).
 //! Layout per ggml's `docs/gguf.md`: all integers little-endian; strings are a u64 length then
 //! UTF-8 bytes; tensor data starts at the first `general.alignment` boundary after the tensor
 //! table, and tensor offsets are relative to it.
 //!
 //! `mod.rs` holds the public API and [`GgufFile`]; `value.rs` the typed metadata values and
 //! arrays; `reader.rs` the counting reader that parses them under [`GgufLimits`], and the
-//! errors; `tensor.rs` the tensor table entries and the ggml type ids knot can store.
+//! errors; `tensor.rs` the tensor table entries and the ggml type ids knot can store;
+//! `prefix.rs` the sans-I/O [`PrefixReader`]; `write.rs` a GGUF writer for tests and fuzzers.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Seek, SeekFrom};
 
+mod prefix;
 mod reader;
 mod tensor;
 mod value;
+#[doc(hidden)]
+pub mod write;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-pub(crate) mod write;
 
+pub use prefix::PrefixReader;
 pub use reader::{GgufError, GgufLimits};
 pub use tensor::{dtype_from_ggml, ggml_type_of, GgufTensorInfo};
 pub use value::{GgufArray, GgufValue};
@@ -55,7 +59,17 @@ impl GgufFile {
     ) -> Result<GgufFile, GgufError> {
         let file_len = reader.seek(SeekFrom::End(0))?;
         reader.seek(SeekFrom::Start(0))?;
-        let mut r = Counting::new(io::BufReader::new(reader), *limits);
+        GgufFile::parse(io::BufReader::new(reader), file_len, limits)
+    }
+
+    /// Parses the header, metadata and tensor table from `reader`, positioned at the start of
+    /// a file of `file_len` bytes.
+    pub fn parse<R: Read>(
+        reader: R,
+        file_len: u64,
+        limits: &GgufLimits,
+    ) -> Result<GgufFile, GgufError> {
+        let mut r = Counting::new(reader, *limits);
         let mut magic = [0u8; 4];
         r.exact(&mut magic, "magic")?;
         if magic != GGUF_MAGIC {
