@@ -5,8 +5,9 @@
 //
 //   node bench/tools.mjs [model.knot ...] [--chat-template FILE] [--json]
 //
-// Default: SmolLM2-135M-Instruct and Gemma-3-270M (the envelope way), then SmolLM2 with the
-// tool-declaring chatml template of tests/fixtures/chat (the tag way).
+// Default: SmolLM2-135M-Instruct and Gemma-3-270M (the envelope way; Gemma's file has no chat
+// template, so Gemma 3's turns from tests/fixtures/chat), then SmolLM2 with the tool-declaring
+// chatml template of tests/fixtures/chat (the tag way).
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import Ajv from 'ajv';
@@ -52,7 +53,8 @@ const runs = files.length > 0
   ? files.map((f) => ({ file: f, template: tplAt >= 0 ? args[tplAt + 1] : undefined }))
   : [
     { file: `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.knot` },
-    { file: `${ROOT}models/gemma-3-270m.knot` },
+    // The Gemma GGUF carries no chat template: Gemma 3's turn format, from tests/fixtures/chat.
+    { file: `${ROOT}models/gemma-3-270m.knot`, template: `${ROOT}tests/fixtures/chat/gemma3.jinja` },
     { file: `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.knot`, template: `${ROOT}tests/fixtures/chat/chatml-tools.jinja` },
   ];
 

@@ -6,8 +6,8 @@
 // requests answered with OpenAI-shaped errors while the next request is unharmed.
 //
 // The server runs SmolLM2-135M-Instruct with max_tokens capped at 400, a context of at least
-// 1024, a 256 KiB body cap and terminal prosody `bias` (so the native reference gets
-// `--prosody bias` too).
+// 1024, a 256 KiB body cap and terminal prosody `bias` (so the native reference it is given runs
+// with `--prosody bias` too).
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Ajv from 'ajv';
@@ -21,8 +21,8 @@ export function openaiApiSuite(server) {
 const CAPITAL = [{ role: 'user', content: 'What is the capital of France? Answer in one sentence.' }];
 const STORY = [{ role: 'user', content: 'Write a long story about a lighthouse keeper and a storm.' }];
 const GREEDY = ['--temperature', '0'];
-/** The native CLI with the server's terminal prosody. */
-const nat = (input, n, flags = GREEDY) => server.native(input, n, [...flags, '--prosody', 'bias']);
+/** The native CLI, run as the server runs (its `native` adds `--prosody bias`). */
+const nat = (input, n, flags = GREEDY) => server.native(input, n, flags);
 /** @type {OpenAI} */
 let openai;
 before(() => {

@@ -45,9 +45,9 @@ function startServe(args) {
 const tmp = mkdtempSync(join(tmpdir(), 'knot-serve-test-'));
 let files = 0;
 
-/** The native CLI's generation: the reference the server must equal. */
-async function native(input, n, flags) {
-  const args = ['generate', SMOL, '-n', String(n), '--json', ...flags];
+/** The native CLI's generation, with the server's terminal prosody: the reference it must equal. */
+async function native(input, n, flags = ['--temperature', '0']) {
+  const args = ['generate', SMOL, '-n', String(n), '--json', ...flags, '--prosody', 'bias'];
   if (typeof input === 'string') {
     args.push('--prompt', input);
   } else {

@@ -40,7 +40,7 @@ const run = promisify(execFile);
 
 /**
  * The native CLI's generation for chat messages (or a plain prompt): what the Worker must give
- * for the same request. Run asynchronously: Miniflare's R2 lives in this process, and a blocked
+ * for the same request (with the Worker's terminal prosody). Run asynchronously: Miniflare's R2 lives in this process, and a blocked
  * event loop would stall the Worker meanwhile.
  * @param {{ role: string, content: string }[] | string} input
  * @param {number} n
@@ -49,7 +49,9 @@ const run = promisify(execFile);
  */
 export async function native(input, n, flags = ['--temperature', '0'], model = modelFile()) {
   if (!existsSync(KNOT_BIN)) throw new Error(`${KNOT_BIN} is missing: run scripts/prepare-model.sh`);
-  const args = ['generate', model, '-n', String(n), '--json', ...flags];
+  // The Worker runs terminal prosody `bias` (TERMINAL_PROSODY's default) on prose: so does the
+  // reference.
+  const args = ['generate', model, '-n', String(n), '--json', ...flags, '--prosody', 'bias'];
   if (typeof input === 'string') {
     args.push('--prompt', input);
   } else {

@@ -1,11 +1,14 @@
-// The Worker in workerd (Miniflare), driven by the official `openai` client and raw fetch: every
-// route, streaming and not, greedy and seeded output equal to the native CLI, concurrency, a
-// client going away, prefix reuse across turns, bad requests, and the memory it takes.
+// The Worker in workerd (Miniflare), driven by the official `openai` client and raw fetch: the
+// package's OpenAI API test file (the one knot-serve runs too: every OpenAI route, streaming and
+// not, output equal to the native CLI, tools, prefill windows, bad requests), then what is the
+// Worker's own: /health, concurrency in one isolate, a client going away, prefix reuse across
+// turns, and the memory it takes.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { MODEL, client, native, post, sleep, startLocal, stats } from './support.js';
 import { freePort, inspectIsolate } from '../scripts/isolate.mjs';
+import { openaiApiSuite } from '../../../pkg/test/openai-api.js';
 
 const MiB = 2 ** 20;
 const CAPITAL = [{ role: 'user', content: 'What is the capital of France? Answer in one sentence.' }];
@@ -48,8 +51,9 @@ describe('routes', () => {
     const list = await openai.models.list();
     assert.deepEqual(list.data.map((m) => m.id), [MODEL]);
   });
-
 });
+
+openaiApiSuite({ url: () => local.url, model: MODEL, native });
 
 describe('one model, many requests', () => {
   test('concurrent requests queue and all complete correctly; past the line, 429 with Retry-After', async () => {
