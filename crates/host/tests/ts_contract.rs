@@ -91,6 +91,13 @@ fn contract() -> String {
     );
     // A second turn of a conversation, so the prefix report is there.
     run(&mut host, json!({ "maxTokens": 1, "reusePrefix": true }));
+    // And one served from an explicit prefill window, which stays for the stats to list.
+    let created = block_on(host.create_prefill_window(&[1, 2], None)).unwrap();
+    run(
+        &mut host,
+        json!({ "maxTokens": 1, "prefillWindow": created.window.id }),
+    );
+    let created = serde_json::to_value(&created).unwrap();
     let stats = serde_json::to_value(host.stats()).unwrap();
     // planStations' answer on the same file (its first station is a layer station).
     let knot = knot::Knot::from_bytes(&bytes).unwrap();
@@ -112,6 +119,11 @@ fn contract() -> String {
         ),
         ("prefixReport", "Required<PrefixReport>", &stats["prefix"]),
         ("memoryPlan", "Required<MemoryPlan>", &stats["memoryPlan"]),
+        (
+            "prefillWindowCreated",
+            "Required<PrefillWindowCreated>",
+            &created,
+        ),
         ("greedyStep", "StepInfo", &greedy[0]),
         ("sampleStep", "StepInfo", &sample[0]),
         ("moaStep", "StepInfo & { picker: 'moa' }", &moa[0]),
@@ -140,7 +152,7 @@ fn contract() -> String {
     );
     out.push_str("import type {\n");
     out.push_str(
-        "  ColtraneMetrics, CoordinatorStats, HostStats, KnotErrorCode, MemoryPlan, MoaStepReport,\n  PrefixReport,\n",
+        "  ColtraneMetrics, CoordinatorStats, HostStats, KnotErrorCode, MemoryPlan, MoaStepReport,\n  PrefillWindowCreated, PrefixReport,\n",
     );
     out.push_str("  StationLayout, StepInfo,\n} from '../src/index.js';\n");
     // The error codes (ErrorCode::ALL) and the declared KnotErrorCode must be the same set.
