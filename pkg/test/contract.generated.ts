@@ -53,13 +53,13 @@ export const hostStats: Required<Omit<HostStats, 'wasmMemoryBytes'>> = {
     "windows": [
       {
         "expiresAt": 0,
-        "id": "pw-1-5e1a48d3",
+        "id": "pw-1-00000000",
         "tokens": 0
       }
     ]
   },
   "prefix": {
-    "id": "pw-1-5e1a48d3",
+    "id": "pw-1-00000000",
     "kind": "explicit",
     "prefilled": 0,
     "reused": 0,
@@ -80,7 +80,7 @@ export const hostStats: Required<Omit<HostStats, 'wasmMemoryBytes'>> = {
 };
 
 export const prefixReport: Required<PrefixReport> = {
-  "id": "pw-1-5e1a48d3",
+  "id": "pw-1-00000000",
   "kind": "explicit",
   "prefilled": 0,
   "reused": 0,
@@ -105,7 +105,7 @@ export const memoryPlan: Required<MemoryPlan> = {
 
 export const prefillWindowCreated: Required<PrefillWindowCreated> = {
   "expiresAt": 0,
-  "id": "pw-1-5e1a48d3",
+  "id": "pw-1-00000000",
   "replaced": null,
   "tokens": 0
 };

@@ -65,6 +65,9 @@ export function settings(env) {
       maxBatch: envInt(env, 'KNOT_MAX_BATCH', 256),
       prefixWindows: envInt(env, 'KNOT_PREFIX_WINDOWS', 1),
       prefixTtlMs: envInt(env, 'KNOT_PREFIX_TTL_MS', 15000),
+      // Explicit prefill windows: none until the Worker routes them (each one's KV counts in
+      // the memory plan, which would cost context).
+      prefillWindows: envInt(env, 'KNOT_PREFILL_WINDOWS', 0),
       // The resident tensors in 4 MiB reads, not one of 30 MB: each R2 answer is a JS buffer that
       // counts against the isolate until collected.
       maxReadBytes: envInt(env, 'KNOT_MAX_READ_MB', 4) * MiB,

@@ -52,7 +52,9 @@ struct Pinned {
     tokens: Vec<u32>,
     kv: KvCache,
     expires_at: f64,
-    last_used: f64,
+    /// When it was last created, extended or used, as a count of those events (milliseconds
+    /// tie too often to order them).
+    last_used: u64,
 }
 
 impl Pinned {
@@ -89,6 +91,8 @@ pub(crate) struct PrefillWindows {
     /// taken at open) makes a window's id hard to guess from another's. Not a secret.
     created: u64,
     seed: u64,
+    /// Creations, extensions and uses so far: the least recently used has the oldest.
+    uses: u64,
 }
 
 fn splitmix64(x: u64) -> u64 {
@@ -107,6 +111,7 @@ impl PrefillWindows {
             max_tokens,
             created: 0,
             seed: splitmix64(seed),
+            uses: 0,
         }
     }
 
@@ -167,7 +172,7 @@ impl PrefillWindows {
         let mut replaced = None;
         if self.held.len() >= self.max {
             let lru = (0..self.held.len())
-                .min_by(|&a, &b| self.held[a].last_used.total_cmp(&self.held[b].last_used))
+                .min_by_key(|&i| self.held[i].last_used)
                 .unwrap_or(0);
             let w = self.held.remove(lru);
             replaced = Some(w.id);
@@ -228,12 +233,13 @@ impl PrefillWindows {
                 (id, now + ttl_ms.unwrap_or(DEFAULT_TTL_MS))
             }
         };
+        self.uses += 1;
         let w = Pinned {
             id,
             tokens,
             kv: lent.kv,
             expires_at,
-            last_used: now,
+            last_used: self.uses,
         };
         let info = w.info();
         self.held.push(w);
@@ -364,7 +370,8 @@ impl PrefillWindows {
             session.reset();
             return report(PrefixStatus::Miss, 0);
         }
-        w.last_used = now;
+        self.uses += 1;
+        w.last_used = self.uses;
         report(PrefixStatus::Hit, w.tokens.len())
     }
 }
