@@ -23,6 +23,8 @@ export const ERROR_STATUS = Object.freeze({
   too_large: 500,
   station_failed: 502,
   no_candidates: 500,
+  not_found: 404,
+  disabled: 501,
   internal: 500,
 });
 

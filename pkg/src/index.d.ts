@@ -9,7 +9,7 @@ export * from './types/helpers.js';
 export * from './types/carrier.js';
 export * from './types/errors.js';
 export * from './types/convert.js';
-export type { Backend, PrefillWindowInfo } from './types/openai.js';
+export type { Backend } from './types/openai.js';
 
 // Workers and Node/Bun/Deno entries: the stations of a model split across Durable Objects (or
 // processes), and the coordinator that drives them (see examples/worker, stations mode).

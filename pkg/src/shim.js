@@ -15,6 +15,9 @@
 //   start(ids: Uint32Array, optionsJson: string): Promise<void>
 //   next(): Promise<{ id, text, finishReason, step, constraint? } | null>
 //   reset(): void;  prefetchLayer(layer: number): Promise<void>;  drainReads(): Promise<void>
+//   createPrefillWindow(ids: Uint32Array, optionsJson): Promise<{ id, tokens, expiresAt, replaced }>
+//   updatePrefillWindow(id, ids: Uint32Array | undefined, optionsJson): Promise<{ id, tokens, expiresAt }>
+//   prefillWindow(id): object | null;  prefillWindows(): object[];  deletePrefillWindow(id): boolean
 //   stats(): object;  info(): object            (encode … info also answer during a call)
 //   abort(): void                               the call in flight rejects (AbortError)
 //   free(): void
@@ -290,6 +293,79 @@ export class HostShim {
   }
 
   /**
+   * Prefills `prompt` (token ids) into a new prefill window pinned for `ttlMs` (default 15000,
+   * checked in Rust with any other key refused); a generation names it with the option
+   * `prefillWindow`. It runs a prefill, so it takes the model as a generation does.
+   * @param {Uint32Array | number[]} prompt
+   * @param {{ ttlMs?: number }} [options]
+   * @returns {Promise<{ id: string, tokens: number, expiresAt: number, replaced: string | null }>}
+   */
+  async createPrefillWindow(prompt, options = {}) {
+    this.#live();
+    const ids = toTokenIds(prompt);
+    const json = optionsJson(asOptions(options));
+    return this.#prefill((host) => host.createPrefillWindow(ids, json));
+  }
+
+  /**
+   * Extends window `id` to `prompt` (which must start with its tokens; only the new ones are
+   * prefilled) and/or gives it `ttlMs` more from now.
+   * @param {string} id
+   * @param {{ prompt?: Uint32Array | number[], ttlMs?: number }} [update]
+   * @returns {Promise<{ id: string, tokens: number, expiresAt: number }>}
+   */
+  async updatePrefillWindow(id, update = {}) {
+    this.#live();
+    const key = windowId(id);
+    const { prompt, ...rest } = asOptions(update);
+    const ids = prompt === undefined || prompt === null ? undefined : toTokenIds(prompt);
+    const json = optionsJson(rest);
+    return this.#prefill((host) => host.updatePrefillWindow(key, ids, json));
+  }
+
+  /**
+   * Window `id` (`{ id, tokens, expiresAt }`, expiresAt in ms since the epoch), or null.
+   * @param {string} id
+   */
+  prefillWindow(id) {
+    return this.#live().prefillWindow(windowId(id));
+  }
+
+  /** Every prefill window held, oldest first. */
+  prefillWindows() {
+    return this.#live().prefillWindows();
+  }
+
+  /**
+   * Drops window `id`, freeing its KV for the next; false when there was none.
+   * @param {string} id
+   * @returns {boolean}
+   */
+  deletePrefillWindow(id) {
+    return this.#live().deletePrefillWindow(windowId(id));
+  }
+
+  /**
+   * A call that runs a prefill outside a generation: it takes the model as a generation does
+   * (refused while another works, superseding a stream waiting for its consumer), and its reads
+   * in flight end with it.
+   * @template T
+   * @param {(host: any) => Promise<T>} fn
+   * @returns {Promise<T>}
+   */
+  async #prefill(fn) {
+    const run = this.#calls.begin(false, () => {});
+    try {
+      return await this.#calls.call(run, fn);
+    } finally {
+      if (this.#calls.current(run) && !this.#disposed) {
+        await this.#calls.run((host) => host.drainReads()).catch(() => {});
+      }
+      this.#calls.end(run);
+    }
+  }
+
+  /**
    * Fetches a layer ahead of need; resolves once it is resident. Queued behind earlier calls.
    * @param {number} layer
    * @returns {Promise<void>}
@@ -402,6 +478,16 @@ function asOptions(options) {
   if (options === undefined) return {};
   if (!isPlainObject(options)) throw coded('invalid_argument', 'options must be an object');
   return /** @type {Record<string, unknown>} */ (options);
+}
+
+/**
+ * A prefill window's id: a string (what it means, Rust checks).
+ * @param {unknown} id
+ * @returns {string}
+ */
+function windowId(id) {
+  if (typeof id !== 'string') throw coded('invalid_argument', `a prefill window id must be a string, got ${typeof id}`);
+  return id;
 }
 
 /**

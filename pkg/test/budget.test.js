@@ -55,7 +55,8 @@ describe('memory budget, KV cache and prefix reuse', () => {
       assert.ok(plan.total <= 96 * MiB, JSON.stringify(plan));
       assert.equal(shim.contextLength, plan.context);
       assert.equal(shim.info().contextLength, plan.context);
-      assert.ok(plan.context >= 1024, `context ${plan.context}`);
+      // The default explicit prefill window (512 positions, 11.25 MiB in f16) is counted too.
+      assert.ok(plan.context >= 768 && plan.prefillWindows === 512 * 30 * 2 * 192 * 2, JSON.stringify(plan));
       // The KV cache is allocated up front.
       assert.equal(shim.stats().kvCacheBytes, plan.kvCache);
       // A long prompt (prefilled in chunks of 256), a constraint and a long generation.
@@ -63,6 +64,10 @@ describe('memory budget, KV cache and prefix reuse', () => {
       await shim.generateText(long, { maxTokens: 16, coltrane: { preset: 'balanced' } });
       assert.ok(shim.stats().prefillTokens > 256, `prefill ${shim.stats().prefillTokens}`);
       await shim.generateText(CHAT, { maxTokens: 256, ignoreEos: true });
+      // A full prefill window, used by a generation.
+      const w = await shim.createPrefillWindow(new Uint32Array(512).fill(28));
+      await shim.generate(new Uint32Array(520).fill(28), 8, { prefillWindow: w.id });
+      assert.equal(shim.stats().prefix.status, 'hit');
       const s = shim.stats();
       assert.ok(s.wasmMemoryBytes <= plan.total, `wasm ${s.wasmMemoryBytes} > plan ${plan.total}`);
       // A prompt longer than the context that fits is refused.

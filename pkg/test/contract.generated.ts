@@ -3,11 +3,11 @@
 // them against src/types/reports.d.ts. Do not edit: rerun the test with KNOT_BLESS=1.
 import type {
   ColtraneMetrics, CoordinatorStats, HostStats, KnotErrorCode, MemoryPlan, MoaStepReport,
-  PrefixReport,
+  PrefillWindowCreated, PrefixReport,
   StationLayout, StepInfo,
 } from '../src/index.js';
 
-export const errorCodes = ["invalid_argument","invalid_option","invalid_text","token_out_of_range","empty_prompt","context_length_exceeded","no_context","unsupported_schema","chat_template","aborted","busy","disposed","read_failed","invalid_model","over_budget","too_large","station_failed","no_candidates","internal"] as const;
+export const errorCodes = ["invalid_argument","invalid_option","invalid_text","token_out_of_range","empty_prompt","context_length_exceeded","no_context","unsupported_schema","chat_template","aborted","busy","disposed","read_failed","invalid_model","over_budget","too_large","station_failed","no_candidates","not_found","disabled","internal"] as const;
 type RustCode = (typeof errorCodes)[number];
 export const sameErrorCodes: [RustCode] extends [KnotErrorCode]
   ? ([KnotErrorCode] extends [RustCode] ? true : never)
@@ -34,6 +34,7 @@ export const hostStats: Required<Omit<HostStats, 'wasmMemoryBytes'>> = {
     "logitsRows": 0,
     "maxBatch": 0,
     "overhead": 0,
+    "prefillWindows": 0,
     "resident": 0,
     "tokenizer": 0,
     "total": 0
@@ -44,10 +45,25 @@ export const hostStats: Required<Omit<HostStats, 'wasmMemoryBytes'>> = {
   "peakResidentBytes": 0,
   "prefillMs": 0,
   "prefillTokens": 0,
+  "prefillWindows": {
+    "count": 0,
+    "kvBytes": 0,
+    "max": 0,
+    "tokens": 0,
+    "windows": [
+      {
+        "expiresAt": 0,
+        "id": "pw-1-00000000",
+        "tokens": 0
+      }
+    ]
+  },
   "prefix": {
+    "id": "pw-1-00000000",
+    "kind": "explicit",
     "prefilled": 0,
     "reused": 0,
-    "status": "mismatch",
+    "status": "hit",
     "window": 0
   },
   "rangeReads": 0,
@@ -64,9 +80,11 @@ export const hostStats: Required<Omit<HostStats, 'wasmMemoryBytes'>> = {
 };
 
 export const prefixReport: Required<PrefixReport> = {
+  "id": "pw-1-00000000",
+  "kind": "explicit",
   "prefilled": 0,
   "reused": 0,
-  "status": "mismatch",
+  "status": "hit",
   "window": 0
 };
 
@@ -79,9 +97,17 @@ export const memoryPlan: Required<MemoryPlan> = {
   "logitsRows": 0,
   "maxBatch": 0,
   "overhead": 0,
+  "prefillWindows": 0,
   "resident": 0,
   "tokenizer": 0,
   "total": 0
+};
+
+export const prefillWindowCreated: Required<PrefillWindowCreated> = {
+  "expiresAt": 0,
+  "id": "pw-1-00000000",
+  "replaced": null,
+  "tokens": 0
 };
 
 export const greedyStep: StepInfo = {

@@ -320,6 +320,48 @@ impl KvCache {
         true
     }
 
+    /// Becomes a copy of `src` (a cache of the same shape): its positions, slot for slot, so
+    /// attention over the copy reads the very bits `src` holds. Pages already allocated are
+    /// reused; false (and nothing changed) when the shapes differ.
+    pub fn copy_from(&mut self, src: &KvCache) -> bool {
+        fn copy<T: Cell>(dst: &mut [LayerKv<T>], src: &[LayerKv<T>], len: usize) -> bool {
+            if dst.len() != src.len() {
+                return false;
+            }
+            for (d, s) in dst.iter_mut().zip(src) {
+                if d.window != s.window || d.k.ring != s.k.ring || d.k.width != s.k.width {
+                    return false;
+                }
+            }
+            for (d, s) in dst.iter_mut().zip(src) {
+                for (dr, sr) in [(&mut d.k, &s.k), (&mut d.v, &s.v)] {
+                    dr.ensure(len);
+                    let pages = dr.slots_for(len).div_ceil(PAGE_POSITIONS);
+                    for (dp, sp) in dr.pages.iter_mut().zip(&sr.pages).take(pages) {
+                        dp.copy_from_slice(sp);
+                    }
+                }
+            }
+            true
+        }
+        if self.kv_type != src.kv_type
+            || self.kv_dim != src.kv_dim
+            || self.max_positions != src.max_positions
+        {
+            return false;
+        }
+        let copied = match (&mut self.layers, &src.layers) {
+            (Layers::F32(d), Layers::F32(s)) => copy(d, s, src.len),
+            (Layers::F16(d), Layers::F16(s)) => copy(d, s, src.len),
+            _ => false,
+        };
+        if copied {
+            self.len = src.len;
+            self.clobbered = false;
+        }
+        copied
+    }
+
     /// Rounds a batch's keys or values to what the cache will read back, so the batch's own
     /// positions are seen exactly as later positions will see them.
     pub fn round(&self, rows: &mut [f32]) {

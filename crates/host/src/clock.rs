@@ -27,6 +27,21 @@ pub fn now_ms() -> f64 {
     js_sys::Date::now()
 }
 
+/// Milliseconds since the Unix epoch (`Date.now()` in wasm): when a prefill window expires, a
+/// time a caller elsewhere (an HTTP client) can read.
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+pub fn epoch_ms() -> f64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+pub fn epoch_ms() -> f64 {
+    js_sys::Date::now()
+}
+
 /// A future that is ready `ms` milliseconds after its first poll: read timeouts and the backoff
 /// between attempts. Natively a helper thread wakes it (the host runs on any executor, none
 /// with a timer); in wasm a `setTimeout`, cleared when the delay is dropped early.

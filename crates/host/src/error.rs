@@ -50,6 +50,10 @@ pub enum HostError {
     TooLarge { what: String, bytes: u64, max: u64 },
     #[error("the call was aborted")]
     Aborted,
+    #[error("no prefill window {0:?} (it was deleted, replaced or expired, or never existed)")]
+    PrefillWindowNotFound(String),
+    #[error("prefill windows are disabled on this host (open it with prefillWindows >= 1)")]
+    PrefillWindowsDisabled,
     #[error("a station failed: {0}")]
     Station(String),
     /// A GGUF → knot conversion failed (`WasmGgufConverter`).
@@ -84,11 +88,13 @@ pub enum ErrorCode {
     TooLarge,
     StationFailed,
     NoCandidates,
+    NotFound,
+    Disabled,
     Internal,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::InvalidArgument,
         ErrorCode::InvalidOption,
         ErrorCode::InvalidText,
@@ -107,6 +113,8 @@ impl ErrorCode {
         ErrorCode::TooLarge,
         ErrorCode::StationFailed,
         ErrorCode::NoCandidates,
+        ErrorCode::NotFound,
+        ErrorCode::Disabled,
         ErrorCode::Internal,
     ];
 
@@ -130,6 +138,8 @@ impl ErrorCode {
             ErrorCode::TooLarge => "too_large",
             ErrorCode::StationFailed => "station_failed",
             ErrorCode::NoCandidates => "no_candidates",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Disabled => "disabled",
             ErrorCode::Internal => "internal",
         }
     }
@@ -152,6 +162,8 @@ impl HostError {
             HostError::InvalidOption(_) => ErrorCode::InvalidOption,
             HostError::InvalidArgument(_) => ErrorCode::InvalidArgument,
             HostError::NoContext => ErrorCode::NoContext,
+            HostError::PrefillWindowNotFound(_) => ErrorCode::NotFound,
+            HostError::PrefillWindowsDisabled => ErrorCode::Disabled,
             HostError::EmptyPrompt => ErrorCode::EmptyPrompt,
             HostError::PromptTooLong { .. } => ErrorCode::ContextLengthExceeded,
             HostError::NoSuchLayer(_) => ErrorCode::InvalidArgument,

@@ -17,7 +17,10 @@ pub mod source;
 pub mod station;
 
 pub use error::{ErrorCode, HostError};
-pub use host::{DecodeStats, Generated, Host, PrefixReport, Stats};
+pub use host::{
+    DecodeStats, Generated, Host, PrefillWindowCreated, PrefillWindowInfo, PrefillWindowStats,
+    PrefixKind, PrefixReport, Stats,
+};
 pub use memory::MemoryPlan;
 pub use options::HostOptions;
 pub use prefix::PrefixStatus;

@@ -36,6 +36,8 @@ pub struct MemoryPlan {
     pub layers: u64,
     /// Every prefix window's KV cache holding the whole context.
     pub kv_cache: u64,
+    /// Every explicit prefill window's KV cache holding its most tokens.
+    pub prefill_windows: u64,
     pub activations: u64,
     pub logits: u64,
     pub overhead: u64,
@@ -56,6 +58,9 @@ pub struct PlanInput {
     pub max_batch: usize,
     pub logits_rows: usize,
     pub windows: usize,
+    /// Explicit prefill windows, and the most positions each holds.
+    pub prefill_windows: usize,
+    pub prefill_window_tokens: usize,
 }
 
 /// The memory a host opened on `knot` with these settings takes at most.
@@ -87,11 +92,20 @@ pub fn plan(knot: &Knot, config: &ModelConfig, input: PlanInput) -> MemoryPlan {
         input.logits_rows,
     );
     let kv_cache = session.kv_cache.saturating_mul(input.windows.max(1) as u64);
+    let pinned = Session::memory(
+        config,
+        input.prefill_window_tokens.min(input.context),
+        input.kv_type,
+        1,
+        1,
+    );
+    let prefill_windows = pinned.kv_cache.saturating_mul(input.prefill_windows as u64);
     let mut plan = MemoryPlan {
         resident,
         tokenizer,
         layers,
         kv_cache,
+        prefill_windows,
         activations: session.activations,
         logits: session.logits,
         overhead: FIXED_OVERHEAD,
@@ -105,6 +119,7 @@ pub fn plan(knot: &Knot, config: &ModelConfig, input: PlanInput) -> MemoryPlan {
         plan.tokenizer,
         plan.layers,
         plan.kv_cache,
+        plan.prefill_windows,
         plan.activations,
         plan.logits,
         plan.overhead,
@@ -160,13 +175,14 @@ pub fn fit_context(
 pub fn describe(p: &MemoryPlan) -> String {
     let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1 << 20) as f64);
     format!(
-        "{} in all: resident tensors {}, tokenizer {}, layer cache {}, KV cache {} ({} positions), activations {}, logits {}, overhead {}",
+        "{} in all: resident tensors {}, tokenizer {}, layer cache {}, KV cache {} ({} positions), prefill windows {}, activations {}, logits {}, overhead {}",
         mib(p.total),
         mib(p.resident),
         mib(p.tokenizer),
         mib(p.layers),
         mib(p.kv_cache),
         p.context,
+        mib(p.prefill_windows),
         mib(p.activations),
         mib(p.logits),
         mib(p.overhead)

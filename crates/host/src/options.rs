@@ -13,6 +13,10 @@ use serde_json::Value;
 /// The most prefix windows a host keeps (each holds a whole KV cache).
 pub const MAX_PREFIX_WINDOWS: u64 = 16;
 
+/// The most explicit prefill windows a host keeps (each holds a KV cache of up to
+/// `prefillWindowMaxTokens` positions).
+pub const MAX_PREFILL_WINDOWS: u64 = 16;
+
 #[derive(Debug, Clone)]
 pub struct HostOptions {
     /// Layers kept in memory (at least 1).
@@ -49,6 +53,10 @@ pub struct HostOptions {
     pub prefix_windows: usize,
     /// A window not used for this long is forgotten before it would serve a prompt.
     pub prefix_ttl_ms: Option<f64>,
+    /// Explicit prefill windows (`createPrefillWindow`) the host keeps; 0 disables them.
+    pub prefill_windows: usize,
+    /// The most tokens one explicit prefill window holds.
+    pub prefill_window_max_tokens: usize,
     /// The longest single read at open: the tokenizer and resident tensors (tens of MB) are read
     /// in pieces of this many bytes (`None`: in one read).
     pub max_read_bytes: Option<u64>,
@@ -76,6 +84,8 @@ impl Default for HostOptions {
             memory_budget: None,
             prefix_windows: 1,
             prefix_ttl_ms: None,
+            prefill_windows: 1,
+            prefill_window_max_tokens: 512,
             max_read_bytes: None,
             chat_template: None,
         }
@@ -135,6 +145,12 @@ pub fn open_options(json: &str) -> Result<HostOptions, OptionsError> {
         prefix_ttl_ms: f.number("prefixTtlMs", "a number >= 0", |x| {
             x.is_finite() && x >= 0.0
         })?,
+        prefill_windows: f
+            .integer_in("prefillWindows", 0, MAX_PREFILL_WINDOWS)?
+            .map_or(d.prefill_windows, to_usize),
+        prefill_window_max_tokens: f
+            .integer_in("prefillWindowMaxTokens", 1, any)?
+            .map_or(d.prefill_window_max_tokens, to_usize),
         max_read_bytes: f.integer_in("maxReadBytes", 1, any)?,
         chat_template: match f.get("chatTemplate") {
             None => None,
@@ -150,6 +166,17 @@ pub fn open_options(json: &str) -> Result<HostOptions, OptionsError> {
     };
     f.finish()?;
     Ok(opts)
+}
+
+/// The options of a prefill window's creation or update (`{ ttlMs }`, JSON): its time to live
+/// in milliseconds, None when absent.
+pub fn prefill_window_options(json: &str) -> Result<Option<f64>, OptionsError> {
+    let v: Value =
+        serde_json::from_str(json).map_err(|e| OptionsError::NotAnObject(e.to_string()))?;
+    let f = Fields::new(&v, "")?;
+    let ttl = f.number("ttlMs", "a number >= 0", |x| x.is_finite() && x >= 0.0)?;
+    f.finish()?;
+    Ok(ttl)
 }
 
 /// The `kvCache` option (`'f32'` | `'f16'`), or `default` when absent: the host's and the
@@ -181,7 +208,8 @@ mod tests {
                 "draftMode": {"maxDraft": 4}, "readTimeoutMs": 0, "readRetries": 5,
                 "readBackoffMs": 7, "kvCache": "f16", "maxContext": 2048, "maxBatch": 128,
                 "memoryBudget": 100663296, "prefixWindows": 3, "prefixTtlMs": 15000,
-                "maxReadBytes": 4194304, "readConcurrency": 6}"#,
+                "maxReadBytes": 4194304, "readConcurrency": 6, "prefillWindows": 0,
+                "prefillWindowMaxTokens": 64}"#,
         )
         .unwrap();
         assert_eq!((o.lru_capacity, o.max_resident_bytes), (4, Some(1000)));
@@ -200,6 +228,8 @@ mod tests {
         assert_eq!(o.memory_budget, Some(96 << 20));
         assert_eq!((o.prefix_windows, o.prefix_ttl_ms), (3, Some(15000.0)));
         assert_eq!(o.max_read_bytes, Some(4 << 20));
+        assert_eq!((o.prefill_windows, o.prefill_window_max_tokens), (0, 64));
+        assert_eq!((d.prefill_windows, d.prefill_window_max_tokens), (1, 512));
         assert_eq!(o.read_policy.concurrency.get(), 6);
         assert_eq!(d.read_policy.concurrency.get(), 4);
         // null is absent.
@@ -207,6 +237,22 @@ mod tests {
             open_options(r#"{"kvCache": null}"#).unwrap().kv_type,
             KvType::F32
         );
+    }
+
+    #[test]
+    fn prefill_window_options_are_a_time_to_live() {
+        assert_eq!(prefill_window_options("{}").unwrap(), None);
+        assert_eq!(
+            prefill_window_options(r#"{"ttlMs": 250}"#).unwrap(),
+            Some(250.0)
+        );
+        for (json, want) in [
+            (r#"{"ttlMs": -1}"#, "ttlMs must be a number >= 0, got -1"),
+            (r#"{"ttl": 1}"#, "unknown option 'ttl'"),
+        ] {
+            let err = prefill_window_options(json).unwrap_err().to_string();
+            assert!(err.contains(want), "{json}: {err}");
+        }
     }
 
     #[test]
@@ -245,6 +291,14 @@ mod tests {
             (
                 r#"{"prefixTtlMs": "x"}"#,
                 "prefixTtlMs must be a number >= 0, got \"x\"",
+            ),
+            (
+                r#"{"prefillWindows": 17}"#,
+                "prefillWindows must be an integer in [0, 16], got 17",
+            ),
+            (
+                r#"{"prefillWindowMaxTokens": 0}"#,
+                "prefillWindowMaxTokens must be an integer >= 1, got 0",
             ),
             (r#"{"draftMode": 3}"#, "draftMode must be true, false or"),
             (

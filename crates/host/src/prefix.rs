@@ -16,6 +16,9 @@ pub enum PrefixStatus {
     Mismatch,
     /// A window that would have served the prompt had outlived its time to live.
     Expired,
+    /// The host keeps no explicit prefill windows (`prefillWindows: 0`), or cannot (a model
+    /// split across stations).
+    Disabled,
 }
 
 /// What a window holds, as the planner sees it.

@@ -255,12 +255,13 @@ fn a_budget_sizes_the_context_and_refuses_what_cannot_fit() {
         return;
     };
     let data = std::fs::read(path).unwrap();
-    let budgeted = |budget: u64, kv_type: KvType| {
+    let budgeted_with = |budget: u64, kv_type: KvType, prefill_windows: usize| {
         let opts = HostOptions {
             memory_budget: Some(budget),
             lru_capacity: 4,
             kv_type,
             max_context: 8192,
+            prefill_windows,
             ..HostOptions::default()
         };
         block_on(Host::open(
@@ -268,6 +269,7 @@ fn a_budget_sizes_the_context_and_refuses_what_cannot_fit() {
             opts,
         ))
     };
+    let budgeted = |budget: u64, kv_type: KvType| budgeted_with(budget, kv_type, 0);
     let mib = 1u64 << 20;
     let host = budgeted(96 * mib, KvType::F16).unwrap();
     let s = host.stats();
@@ -285,6 +287,11 @@ fn a_budget_sizes_the_context_and_refuses_what_cannot_fit() {
         .memory_plan
         .unwrap();
     assert!(f32_plan.context < plan.context * 6 / 10, "{f32_plan:?}");
+    // The default explicit prefill window (512 positions) is counted, and costs context.
+    let windowed = budgeted_with(96 * mib, KvType::F16, 1).unwrap().stats();
+    let w_plan = windowed.memory_plan.unwrap();
+    assert_eq!(w_plan.prefill_windows, 512 * 30 * 2 * 192 * 2, "{w_plan:?}");
+    assert!(w_plan.total <= 96 * mib && w_plan.context < plan.context);
     // Too small for the resident tensors: refused with the numbers, before they are read.
     let err = budgeted(32 * mib, KvType::F16).err().unwrap().to_string();
     assert!(

@@ -18,13 +18,15 @@ use std::path::PathBuf;
 
 const GENERATED: &str = "pkg/test/contract.generated.ts";
 
-/// The shape of a value: numbers 0, arrays of their first element, objects and the rest as they
-/// are (strings name discriminants such as `picker`).
+/// The shape of a value: numbers 0, arrays of their first element, prefill window ids one fixed
+/// id, objects and the rest as they are (strings name discriminants such as `picker`).
 fn shape(v: &Value) -> Value {
     match v {
         Value::Number(_) => json!(0),
         Value::Array(a) => Value::Array(a.iter().take(1).map(shape).collect()),
         Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), shape(v))).collect()),
+        // A prefill window's id carries a random part.
+        Value::String(s) if s.starts_with("pw-") => json!("pw-1-00000000"),
         other => other.clone(),
     }
 }
@@ -91,6 +93,13 @@ fn contract() -> String {
     );
     // A second turn of a conversation, so the prefix report is there.
     run(&mut host, json!({ "maxTokens": 1, "reusePrefix": true }));
+    // And one served from an explicit prefill window, which stays for the stats to list.
+    let created = block_on(host.create_prefill_window(&[1, 2], None)).unwrap();
+    run(
+        &mut host,
+        json!({ "maxTokens": 1, "prefillWindow": created.window.id }),
+    );
+    let created = serde_json::to_value(&created).unwrap();
     let stats = serde_json::to_value(host.stats()).unwrap();
     // planStations' answer on the same file (its first station is a layer station).
     let knot = knot::Knot::from_bytes(&bytes).unwrap();
@@ -112,6 +121,11 @@ fn contract() -> String {
         ),
         ("prefixReport", "Required<PrefixReport>", &stats["prefix"]),
         ("memoryPlan", "Required<MemoryPlan>", &stats["memoryPlan"]),
+        (
+            "prefillWindowCreated",
+            "Required<PrefillWindowCreated>",
+            &created,
+        ),
         ("greedyStep", "StepInfo", &greedy[0]),
         ("sampleStep", "StepInfo", &sample[0]),
         ("moaStep", "StepInfo & { picker: 'moa' }", &moa[0]),
@@ -140,7 +154,7 @@ fn contract() -> String {
     );
     out.push_str("import type {\n");
     out.push_str(
-        "  ColtraneMetrics, CoordinatorStats, HostStats, KnotErrorCode, MemoryPlan, MoaStepReport,\n  PrefixReport,\n",
+        "  ColtraneMetrics, CoordinatorStats, HostStats, KnotErrorCode, MemoryPlan, MoaStepReport,\n  PrefillWindowCreated, PrefixReport,\n",
     );
     out.push_str("  StationLayout, StepInfo,\n} from '../src/index.js';\n");
     // The error codes (ErrorCode::ALL) and the declared KnotErrorCode must be the same set.

@@ -71,6 +71,10 @@ export function settings(env) {
       maxBatch: envInt(env, 'KNOT_MAX_BATCH', 256),
       prefixWindows: envInt(env, 'KNOT_PREFIX_WINDOWS', 1),
       prefixTtlMs: envInt(env, 'KNOT_PREFIX_TTL_MS', 15000),
+      // Explicit prefill windows (/prefill/windows): each one's KV cache counts in the memory
+      // plan (SmolLM2, f16, 512 tokens: 11.25 MiB of context).
+      prefillWindows: stations ? 0 : envInt(env, 'KNOT_PREFILL_WINDOWS', 1),
+      prefillWindowMaxTokens: envInt(env, 'KNOT_PREFILL_WINDOW_TOKENS', 512),
       // The resident tensors in 4 MiB reads, not one of 30 MB: each R2 answer is a JS buffer that
       // counts against the isolate until collected.
       maxReadBytes: envInt(env, 'KNOT_MAX_READ_MB', 4) * MiB,

@@ -20,6 +20,8 @@ export type KnotErrorCode =
   | 'too_large'
   | 'station_failed'
   | 'no_candidates'
+  | 'not_found'
+  | 'disabled'
   | 'internal';
 
 /** What a failure of the package looks like (an aborted call's is also named `AbortError`). */

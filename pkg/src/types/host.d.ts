@@ -2,7 +2,9 @@
 import type { KnotByteSource } from './sources.js';
 import type { ChatMessage, ChatTemplateOptions, ChatTemplateTools, GenerateOptions, GenerateTextOptions, HostShimOptions } from './options.js';
 import type { Backend } from './openai.js';
-import type { GenerateTextResult, GeneratedToken, HostStats, ModelInfo } from './reports.js';
+import type {
+  GenerateTextResult, GeneratedToken, HostStats, ModelInfo, PrefillWindow, PrefillWindowCreated,
+} from './reports.js';
 
 /** The wasm-bindgen namespace (`import * as wasm from 'knot-wasm/wasm'`). */
 export interface KnotWasmBindings {
@@ -62,6 +64,28 @@ export declare class HostShim implements Disposable, Backend {
    * forgets its reads in flight. Resolves true when it had to take the shim back.
    */
   reclaim(options?: { graceMs?: number }): Promise<boolean>;
+  /**
+   * Prefills `prompt` (token ids) into a new prefill window pinned for `ttlMs` (default 15000);
+   * a generation names it with the option `prefillWindow`. When `prefillWindows` are held
+   * already, the least recently used is replaced (`replaced`). Runs a prefill, so it takes the
+   * model as a generation does (`busy` while another works; a stream waiting for its consumer
+   * is superseded). `invalid_argument` over `prefillWindowMaxTokens`; `disabled` with
+   * `prefillWindows: 0`.
+   */
+  createPrefillWindow(prompt: Uint32Array | number[], options?: { ttlMs?: number }): Promise<PrefillWindowCreated>;
+  /** The window, or null when there is none with that id (deleted, replaced, expired). */
+  prefillWindow(id: string): PrefillWindow | null;
+  /** Every window held, oldest first. */
+  prefillWindows(): PrefillWindow[];
+  /**
+   * Extends a window to `prompt` (which must start with its tokens: only the new ones are
+   * prefilled; else `invalid_argument`) and/or gives it `ttlMs` more from now (an extension
+   * alone keeps its expiry). `not_found` when there is none. Takes the model as
+   * `createPrefillWindow` does.
+   */
+  updatePrefillWindow(id: string, update: { prompt?: Uint32Array | number[]; ttlMs?: number }): Promise<PrefillWindow>;
+  /** Drops a window and frees its KV for the next; false when there was none. */
+  deletePrefillWindow(id: string): boolean;
   /** Fetches a layer ahead of need; resolves once it is resident (queued behind earlier calls). */
   prefetchLayer(layer: number): Promise<void>;
   /** Works during a call too, with the counters from when that call began. */

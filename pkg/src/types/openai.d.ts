@@ -1,15 +1,6 @@
 // knot-wasm/openai: OpenAI's API over a model, on Fetch API types.
 import type { ChatMessage, ChatTemplateOptions, ChatTemplateTools, GenerateTextOptions } from './options.js';
-import type { GeneratedToken, HostStats } from './reports.js';
-
-/** An explicit prefill window (see `HostShim.createPrefillWindow`). */
-export interface PrefillWindowInfo {
-  id: string;
-  /** Prompt tokens it holds. */
-  tokens: number;
-  /** When it expires, ms since the epoch. */
-  expiresAt: number;
-}
+import type { GeneratedToken, HostStats, PrefillWindow, PrefillWindowCreated } from './reports.js';
 
 /**
  * What the OpenAI module runs on: the package's `HostShim` implements it, and so does the Worker's
@@ -24,9 +15,10 @@ export interface Backend {
     AsyncGenerator<GeneratedToken, void, undefined>;
   /** `prefix`: how the last prompt's prefill used a window. */
   stats(): Pick<HostStats, 'prefix'>;
-  createPrefillWindow(prompt: Uint32Array, options?: { ttlMs?: number }): Promise<PrefillWindowInfo & { replaced: string | null }>;
-  prefillWindow(id: string): PrefillWindowInfo | null;
-  updatePrefillWindow(id: string, options: { prompt?: Uint32Array; ttlMs?: number }): Promise<PrefillWindowInfo | null>;
+  createPrefillWindow(prompt: Uint32Array, options?: { ttlMs?: number }): Promise<PrefillWindowCreated>;
+  prefillWindow(id: string): PrefillWindow | null;
+  /** Rejects with code `not_found` for an unknown id. */
+  updatePrefillWindow(id: string, update: { prompt?: Uint32Array; ttlMs?: number }): Promise<PrefillWindow>;
   deletePrefillWindow(id: string): boolean;
 }
 

@@ -67,6 +67,13 @@ export interface HostShimOptions {
   /** A prefix window unused for this long (ms) is forgotten instead of reused. Default: never. */
   prefixTtlMs?: number;
   /**
+   * Explicit prefill windows (`createPrefillWindow`) kept at once (0..16; 0 disables them).
+   * Default 1. Each one's KV cache counts in the memory plan at `prefillWindowMaxTokens`.
+   */
+  prefillWindows?: number;
+  /** The most tokens one prefill window holds (>= 1). Default 512. */
+  prefillWindowMaxTokens?: number;
+  /**
    * The longest single read at open: the tokenizer and resident tensors (tens of MB) come in
    * pieces of this size, so the source never hands over one huge buffer (in a Worker, JS buffers
    * count against the isolate's memory until collected). Default: one read.
@@ -182,6 +189,13 @@ export interface GenerateOptions extends SamplingOptions {
    * with it is kept, and only the rest is prefilled (see `stats().prefix`). Not with `continue`.
    */
   reusePrefix?: boolean;
+  /**
+   * The id of a prefill window (`createPrefillWindow`) whose tokens start the prompt (the whole
+   * conversation): its KV is copied in and only the rest is prefilled; the window stays. Any
+   * other case is a cold prefill (`stats().prefix` says why). Wins over `reusePrefix`; not with
+   * `continue`.
+   */
+  prefillWindow?: string;
   /** Keep generating past end-of-text tokens (benchmarks). */
   ignoreEos?: boolean;
   /** Called with each token as it is generated (the shape `streamTokens` yields). */
@@ -195,6 +209,7 @@ export interface GenerateTextOptions extends SamplingOptions {
   signal?: AbortSignal;
   continue?: boolean;
   reusePrefix?: boolean;
+  prefillWindow?: string;
   ignoreEos?: boolean;
   /**
    * Called with each token as it is generated (the shape `streamTokens` yields; `text` is ''

@@ -111,8 +111,13 @@ export interface HostStats {
   kvCacheBytes: number;
   /** Positions the context holds. */
   contextLength: number;
-  /** How the last prompt used the prefix windows (with `reusePrefix`), else null. */
+  /**
+   * How the last prompt used the prefix windows (with `reusePrefix`) or an explicit prefill
+   * window (with `prefillWindow`), else null.
+   */
   prefix: PrefixReport | null;
+  /** The explicit prefill windows held (`createPrefillWindow`). */
+  prefillWindows: PrefillWindowStats;
   /** The plan `open` checked against `memoryBudget` (null without one). */
   memoryPlan: MemoryPlan | null;
   openMs: number;
@@ -147,12 +152,48 @@ export interface PrefixReport {
    * another way (the tokens they share were still kept); 'miss': no window held anything;
    * 'expired': the window that would have served it had outlived `prefixTtlMs`.
    */
-  status: 'hit' | 'miss' | 'mismatch' | 'expired';
+  status: 'hit' | 'miss' | 'mismatch' | 'expired' | 'disabled';
   /** Prompt tokens whose KV came from the window. */
   reused: number;
   /** Prompt tokens prefilled. */
   prefilled: number;
+  /** The implicit window that served it (0 for an explicit one). */
   window: number;
+  /**
+   * 'implicit': `reusePrefix` (the parked conversations); 'explicit': `prefillWindow` (the
+   * window named, `id`). For an explicit one, 'hit': the window's tokens start the prompt and
+   * its KV was copied in; 'miss': no window has that id (or copying it failed); 'mismatch': its
+   * tokens do not start the prompt, or leave no token of it to run; 'expired': its time to live
+   * ran out (it is dropped); 'disabled': the host keeps none (`prefillWindows: 0`). Every case
+   * but 'hit' is a cold prefill.
+   */
+  kind: 'implicit' | 'explicit';
+  id: string | null;
+}
+
+/** An explicit prefill window. */
+export interface PrefillWindow {
+  id: string;
+  /** Tokens it holds. */
+  tokens: number;
+  /** When it expires, in ms since the Unix epoch (as `Date.now()`). */
+  expiresAt: number;
+}
+
+/** `createPrefillWindow`'s answer: the window, and the one it replaced (the least recently used, when the count was full). */
+export interface PrefillWindowCreated extends PrefillWindow {
+  replaced: string | null;
+}
+
+/** The explicit prefill windows, in `stats()`. */
+export interface PrefillWindowStats {
+  /** Windows held, and the most the host keeps (`prefillWindows`). */
+  count: number;
+  max: number;
+  /** Tokens they hold, and the bytes their KV caches have allocated. */
+  tokens: number;
+  kvBytes: number;
+  windows: PrefillWindow[];
 }
 
 /** What `open` planned under `memoryBudget`, in bytes. */
@@ -161,6 +202,8 @@ export interface MemoryPlan {
   tokenizer: number;
   layers: number;
   kvCache: number;
+  /** Every explicit prefill window's KV cache at `prefillWindowMaxTokens` positions. */
+  prefillWindows: number;
   activations: number;
   logits: number;
   overhead: number;

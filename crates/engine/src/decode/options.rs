@@ -20,6 +20,10 @@ pub struct GenerateOptions {
     /// The prompt is the whole conversation: a host that still holds a prefix of it (from an
     /// earlier generation) prefills only the rest.
     pub reuse_prefix: bool,
+    /// The id of a host's explicit prefill window whose tokens start the prompt (the prompt is
+    /// the whole conversation): its KV is copied in and only the rest is prefilled. Takes
+    /// precedence over `reuse_prefix`.
+    pub prefill_window: Option<String>,
     /// Keep going past end-of-text tokens (benchmarks need exactly `max_tokens`).
     pub ignore_eos: bool,
     /// Speculative decoding for this generation.
@@ -53,6 +57,7 @@ impl Default for GenerateOptions {
             max_tokens: 256,
             continue_session: false,
             reuse_prefix: false,
+            prefill_window: None,
             ignore_eos: false,
             draft: DraftChoice::Inherit,
         }
@@ -65,7 +70,7 @@ impl GenerateOptions {
     /// `presencePenalty`, `frequencyPenalty`, `seed`,
     /// `moa` (true, or an object of `k`, `baseTemperature`, `temperatureSpread`,
     /// `minTemperature`, `topK`, `merge`, `useKl`, `sensitivity`, `target`), `maxTokens`,
-    /// `continue`, `reusePrefix`, `ignoreEos`, `draftMode`. Absent or null keys keep their
+    /// `continue`, `reusePrefix`, `prefillWindow`, `ignoreEos`, `draftMode`. Absent or null keys keep their
     /// defaults (greedy, 256 tokens).
     pub fn from_json(text: &str) -> Result<GenerateOptions, OptionsError> {
         let v: Value =
@@ -145,6 +150,17 @@ impl GenerateOptions {
                 .map_or(d.max_tokens, to_usize),
             continue_session: f.boolean("continue")?.unwrap_or(false),
             reuse_prefix: f.boolean("reusePrefix")?.unwrap_or(false),
+            prefill_window: match f.get("prefillWindow") {
+                None => None,
+                Some(Value::String(id)) if !id.is_empty() => Some(id.clone()),
+                Some(other) => {
+                    return Err(f.invalid(
+                        "prefillWindow",
+                        "a window id (a non-empty string)",
+                        other,
+                    ))
+                }
+            },
             ignore_eos: f.boolean("ignoreEos")?.unwrap_or(false),
             draft: match f.get("draftMode") {
                 None => DraftChoice::Inherit,
@@ -160,6 +176,13 @@ impl GenerateOptions {
                 name: "reusePrefix".into(),
                 rule: "false with continue (reusePrefix takes the whole conversation as the prompt, continue appends to it)".into(),
                 got: "true".into(),
+            });
+        }
+        if opts.continue_session && opts.prefill_window.is_some() {
+            return Err(OptionsError::Invalid {
+                name: "prefillWindow".into(),
+                rule: "absent with continue (a prefill window starts the whole conversation, continue appends to it)".into(),
+                got: shown(&Value::String(opts.prefill_window.clone().unwrap_or_default())),
             });
         }
         opts.decode.validate()?;

@@ -250,6 +250,14 @@ fn bad_options_are_named() {
             "reusePrefix must be false with continue",
         ),
         (
+            r#"{"continue": true, "prefillWindow": "pw-1"}"#,
+            "prefillWindow must be absent with continue",
+        ),
+        (
+            r#"{"prefillWindow": 3}"#,
+            "prefillWindow must be a window id (a non-empty string), got 3",
+        ),
+        (
             r#"{"moa": 3}"#,
             "moa must be true, false or an object, got 3",
         ),

@@ -274,3 +274,30 @@ fn memory_is_what_the_pages_for_the_positions_take() {
     c.clear();
     assert_eq!(c.bytes(), (16 + 3) * 64 * 16 * 2 * 2);
 }
+
+#[test]
+fn a_copy_attends_exactly_as_the_original_and_leaves_it_alone() {
+    for kv_type in [KvType::F32, KvType::F16] {
+        for window in [None, Some(5), Some(70)] {
+            // 200 positions wrap the window-5 ring; the copy's destination held something else.
+            let mut original = cache(&GQA, kv_type, window, 400, true);
+            run(&mut original, &GQA, 200, &[64], 3);
+            let mut copy = cache(&GQA, kv_type, window, 400, true);
+            run(&mut copy, &GQA, 90, &[7], 11);
+            assert!(copy.copy_from(&original));
+            assert_eq!(copy.len(), 200);
+            let a = run(&mut copy, &GQA, 50, &[9], 5);
+            let b = run(&mut original, &GQA, 50, &[9], 5);
+            assert!(
+                a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{kv_type:?} window {window:?}"
+            );
+        }
+    }
+    // Another shape is refused, and nothing changes.
+    let small = cache(&GQA, KvType::F32, None, 400, true);
+    let mut other = cache(&GQA, KvType::F16, None, 400, true);
+    run(&mut other, &GQA, 3, &[1], 1);
+    assert!(!other.copy_from(&small));
+    assert_eq!(other.len(), 3);
+}

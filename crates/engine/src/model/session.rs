@@ -480,6 +480,21 @@ impl Session {
         Ok(())
     }
 
+    /// Makes the session's KV cache a copy of `src` (from [`Session::new_kv`] of a session like
+    /// this one), between batches; `src` is left as it was. A host restores a pinned prefix
+    /// window this way, keeping the window for later prompts.
+    pub fn load_kv(&mut self, src: &KvCache) -> Result<(), EngineError> {
+        if self.n != 0 {
+            return Err(EngineError::Busy);
+        }
+        if !self.kv.copy_from(src) {
+            return Err(EngineError::BadConfig(
+                "a KV cache of another shape cannot be copied in".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Forgets the sequence; buffers are kept for reuse.
     pub fn reset(&mut self) {
         self.kv.clear();

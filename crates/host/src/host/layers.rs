@@ -155,7 +155,8 @@ impl LayerStore {
     }
 
     /// Runs `batch` (a prompt, after any pending token) in chunks of at most `max_batch`
-    /// positions, only the last computing logits. A failure takes the earlier chunks out of the
+    /// positions, only the last computing logits (`last`: `None` for a prefill window's, which
+    /// nobody picks from). A failure takes the earlier chunks out of the
     /// KV cache again (or, if a sliding window's ring cannot go back that far, loses the
     /// conversation).
     pub async fn prefill(
@@ -165,12 +166,13 @@ impl LayerStore {
         batch: &[u32],
         max_batch: usize,
         more_follows: bool,
+        last: Logits,
     ) -> Result<(), PassFailed> {
         let base = session.position();
         let chunks = batch.len().div_ceil(max_batch.max(1));
         for (i, chunk) in batch.chunks(max_batch.max(1)).enumerate() {
             let (more, logits) = match i + 1 == chunks {
-                true => (more_follows, Logits::Last),
+                true => (more_follows, last),
                 false => (true, Logits::None),
             };
             if let Err(mut failed) = self.pass(session, resident, chunk, more, logits).await {

@@ -5,7 +5,7 @@
 //! - `open.rs` — the reads at open and the memory plan;
 //! - `layers.rs` — the resident tensors, the layer store, and the passes (forward, prefill);
 //! - `conversation.rs` — the conversation in use; `windows.rs` — the ones parked for prefix
-//!   reuse;
+//!   reuse; `prefill_windows.rs` — the explicit prefill windows, pinned by id;
 //! - `stats.rs` — what `stats()` reports;
 //! - the speculation bookkeeping (pending token, tokens made ahead, drafts) is
 //!   [`engine::draft::Speculation`], which says what each pass runs.
@@ -13,12 +13,16 @@
 mod conversation;
 mod layers;
 mod open;
+mod prefill_windows;
 mod stats;
 mod windows;
 
-pub use stats::{DecodeStats, PrefixReport, Stats};
+pub use prefill_windows::{
+    PrefillWindowCreated, PrefillWindowInfo, PrefillWindowStats, DEFAULT_TTL_MS,
+};
+pub use stats::{DecodeStats, PrefixKind, PrefixReport, Stats};
 
-use crate::clock::now_ms;
+use crate::clock::{epoch_ms, now_ms};
 use crate::error::HostError;
 use crate::options::HostOptions;
 use crate::reader::Abort;
@@ -34,6 +38,7 @@ use engine::StepInfo;
 use knot::{Knot, ModelConfig};
 use layers::{LayerStore, Logits, PassFailed, Resident};
 use open::PassLimits;
+use prefill_windows::{Lent, PrefillWindows};
 use stats::ratio;
 use std::rc::Rc;
 use windows::Windows;
@@ -62,6 +67,8 @@ pub struct Host {
     /// The conversation in use, and the ones parked for prefix reuse.
     conversation: Conversation,
     windows: Windows,
+    /// The explicit prefill windows, pinned by id.
+    prefill_windows: PrefillWindows,
     /// What the next pass runs: the pending token, tokens made ahead, drafts.
     speculation: Speculation,
     /// Speculative decoding for generations that do not choose.
@@ -93,6 +100,10 @@ impl Host {
             o.knot.meta.chat_template = Some(t.clone());
         }
         let windows = Windows::new(&o.session, opts.prefix_windows, opts.prefix_ttl_ms);
+        // The ids' seed: the time and where the host's allocations landed.
+        let seed = epoch_ms().to_bits() ^ (o.resident.bytes.as_ptr() as u64).rotate_left(32);
+        let prefill_windows =
+            PrefillWindows::new(opts.prefill_windows, opts.prefill_window_max_tokens, seed);
         let stats = Stats {
             resident_bytes: o.resident.bytes.len() as u64,
             open_ms: now_ms() - t0,
@@ -107,6 +118,7 @@ impl Host {
             limits: o.limits,
             conversation: Conversation::new(o.session, now_ms()),
             windows,
+            prefill_windows,
             speculation: Speculation::new(),
             draft_default: opts.draft,
             stats,
@@ -160,7 +172,10 @@ impl Host {
             read_retries: io.retries.get(),
             read_timeouts: io.timeouts.get(),
             peak_resident_bytes: self.stats.resident_bytes + cache.peak_layer_bytes,
-            kv_cache_bytes: (session.kv_bytes() + self.windows.kv_bytes()) as u64,
+            kv_cache_bytes: (session.kv_bytes()
+                + self.windows.kv_bytes()
+                + self.prefill_windows.kv_bytes()) as u64,
+            prefill_windows: self.prefill_windows.stats(),
             context_length: session.max_context(),
             cache,
             decode: DecodeStats {
@@ -195,10 +210,11 @@ impl Host {
         &self.conversation.steps
     }
 
-    /// Forgets the conversation (KV cache), and every window kept for prefix reuse; cached
-    /// layers stay.
+    /// Forgets the conversation (KV cache), every window kept for prefix reuse and every
+    /// explicit prefill window; cached layers stay.
     pub fn reset(&mut self) {
         self.windows.clear();
+        self.prefill_windows.clear();
         self.forget_conversation();
     }
 
@@ -289,7 +305,18 @@ impl Host {
             Generation::new(opts, self.tokenizer.clone(), eos, context - after_prompt)?;
         let mut prompt = prompt;
         self.stats.prefix = None;
-        if opts.reuse_prefix {
+        if let Some(id) = &opts.prefill_window {
+            // The window's KV copied in (the window kept), else a cold prefill.
+            self.forget_conversation();
+            let conv = &mut self.conversation;
+            let report = self
+                .prefill_windows
+                .restore(id, &mut conv.session, prompt, epoch_ms());
+            conv.tokens
+                .extend_from_slice(&prompt[..report.reused as usize]);
+            prompt = &prompt[report.reused as usize..];
+            self.stats.prefix = Some(report);
+        } else if opts.reuse_prefix {
             // The kept tokens are the prompt's first ones: only the rest is prefilled.
             let report = self.windows.reuse(&mut self.conversation, prompt, now_ms());
             self.speculation.forget();
@@ -345,6 +372,7 @@ impl Host {
                 &batch,
                 self.limits.max_batch,
                 more_follows,
+                Logits::Last,
             )
             .await;
         if let Err(failed) = ran {
@@ -481,6 +509,115 @@ impl Host {
         Ok(out)
     }
 
+    /// Prefills `prompt` into a new explicit prefill window, pinned for `ttl_ms` (default
+    /// [`DEFAULT_TTL_MS`]); a generation names it with `prefillWindow`. When the host already
+    /// holds `prefillWindows` of them, the least recently used is replaced (and named in the
+    /// result). The conversation in use is left as it was.
+    pub async fn create_prefill_window(
+        &mut self,
+        prompt: &[u32],
+        ttl_ms: Option<f64>,
+    ) -> Result<PrefillWindowCreated, HostError> {
+        self.begin_call();
+        check_ttl(ttl_ms)?;
+        self.config().check_tokens(prompt)?;
+        let session = &self.conversation.session;
+        let (lent, replaced) = self.prefill_windows.lend_new(session, prompt, epoch_ms())?;
+        let lent = self.prefill_into(lent, prompt).await?;
+        let window = self
+            .prefill_windows
+            .insert(lent, prompt.to_vec(), ttl_ms, epoch_ms());
+        Ok(PrefillWindowCreated { window, replaced })
+    }
+
+    /// Window `id` (not found once deleted, replaced or expired).
+    pub fn prefill_window(&mut self, id: &str) -> Result<PrefillWindowInfo, HostError> {
+        self.prefill_windows.get(id, epoch_ms())
+    }
+
+    /// The windows held, oldest first.
+    pub fn prefill_window_list(&mut self) -> Result<Vec<PrefillWindowInfo>, HostError> {
+        self.prefill_windows.list(epoch_ms())
+    }
+
+    /// Extends window `id` to `prompt` (which must start with its tokens: only the new ones
+    /// are prefilled) and/or gives it `ttl_ms` more from now; an extension alone keeps its
+    /// expiry.
+    pub async fn update_prefill_window(
+        &mut self,
+        id: &str,
+        prompt: Option<&[u32]>,
+        ttl_ms: Option<f64>,
+    ) -> Result<PrefillWindowInfo, HostError> {
+        self.begin_call();
+        check_ttl(ttl_ms)?;
+        let now = epoch_ms();
+        let Some(prompt) = prompt else {
+            return match ttl_ms {
+                Some(ttl) => self.prefill_windows.refresh(id, ttl, now),
+                None => self.prefill_windows.get(id, now),
+            };
+        };
+        self.config().check_tokens(prompt)?;
+        let session = &self.conversation.session;
+        let lent = self
+            .prefill_windows
+            .lend_existing(session, id, prompt, now)?;
+        let lent = self.prefill_into(lent, prompt).await?;
+        Ok(self
+            .prefill_windows
+            .insert(lent, prompt.to_vec(), ttl_ms, epoch_ms()))
+    }
+
+    /// Drops window `id` (its KV cache kept for the next window); false when there is none.
+    pub fn delete_prefill_window(&mut self, id: &str) -> Result<bool, HostError> {
+        self.prefill_windows.delete(id, epoch_ms())
+    }
+
+    /// Runs the tokens of `prompt` that `lent` does not hold yet into its KV cache: it is
+    /// swapped into the session for the prefill and back out after, so the conversation in
+    /// use (KV cache, pending token, logits waiting to be picked) is as it was. A failure puts
+    /// the window back as it was (or drops it, if its cache could not be restored).
+    async fn prefill_into(&mut self, mut lent: Lent, prompt: &[u32]) -> Result<Lent, HostError> {
+        let new = &prompt[lent.tokens.len()..];
+        if new.is_empty() {
+            return Ok(lent);
+        }
+        let conv = &mut self.conversation;
+        if let Err(e) = conv.session.swap_kv(&mut lent.kv) {
+            self.prefill_windows.put_back(lent, false, epoch_ms());
+            return Err(e.into());
+        }
+        let ran = self
+            .layers
+            .prefill(
+                &mut conv.session,
+                &self.resident,
+                new,
+                self.limits.max_batch,
+                false,
+                Logits::None,
+            )
+            .await;
+        if conv.session.swap_kv(&mut lent.kv).is_err() {
+            // Between batches a swap only fails for a batch left open: close it and retry.
+            conv.session.reset();
+            if conv.session.swap_kv(&mut lent.kv).is_err() {
+                self.forget_conversation();
+            }
+            self.prefill_windows.put_back(lent, true, epoch_ms());
+            return Err(ran.err().map_or(HostError::Aborted, |f| f.error));
+        }
+        match ran {
+            Ok(()) => Ok(lent),
+            Err(failed) => {
+                let lost = failed.conversation_lost;
+                self.prefill_windows.put_back(lent, lost, epoch_ms());
+                Err(failed.error)
+            }
+        }
+    }
+
     /// Renders chat messages with the model's template, ready to encode.
     pub fn chat_prompt(&self, messages: &[ChatMessage]) -> Result<String, HostError> {
         let template = self.knot.meta.chat_template.as_deref();
@@ -489,5 +626,18 @@ impl Host {
             &self.tokenizer,
             messages,
         )?)
+    }
+}
+
+/// A prefill window's time to live: milliseconds, finite and not negative.
+fn check_ttl(ttl_ms: Option<f64>) -> Result<(), HostError> {
+    match ttl_ms {
+        Some(t) if !(t.is_finite() && t >= 0.0) => Err(OptionsError::Invalid {
+            name: "ttlMs".into(),
+            rule: "a number >= 0".into(),
+            got: t.to_string(),
+        }
+        .into()),
+        _ => Ok(()),
     }
 }

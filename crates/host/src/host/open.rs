@@ -150,6 +150,8 @@ fn plan_memory(
         max_batch: opts.max_batch.unwrap_or(memory::DEFAULT_BUDGET_BATCH),
         logits_rows: drafts + 1,
         windows: opts.prefix_windows.max(1),
+        prefill_windows: opts.prefill_windows,
+        prefill_window_tokens: opts.prefill_window_max_tokens,
     };
     match memory::fit_context(knot, config, input, budget) {
         Ok(plan) => {

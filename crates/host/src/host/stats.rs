@@ -1,6 +1,7 @@
 //! What a user can read through `stats()`: cache and I/O counters, memory, timings, and what the
 //! current generation's passes and drafts did.
 
+use super::prefill_windows::PrefillWindowStats;
 use crate::cache::CacheStats;
 use crate::memory::MemoryPlan;
 use crate::prefix::PrefixStatus;
@@ -25,8 +26,11 @@ pub struct Stats {
     pub kv_cache_bytes: u64,
     /// Positions the context holds (under a memory budget, what fits).
     pub context_length: usize,
-    /// How the last prompt used the prefix windows (`reusePrefix`), or None.
+    /// How the last prompt used the prefix windows (`reusePrefix`) or an explicit prefill
+    /// window (`prefillWindow`), or None.
     pub prefix: Option<PrefixReport>,
+    /// The explicit prefill windows held.
+    pub prefill_windows: PrefillWindowStats,
     /// The memory plan open checked, when a budget was given.
     pub memory_plan: Option<MemoryPlan>,
     pub open_ms: f64,
@@ -48,8 +52,22 @@ pub struct PrefixReport {
     pub reused: u64,
     /// Prompt tokens prefilled.
     pub prefilled: u64,
-    /// The window that served it.
+    /// The implicit window that served it (0 for an explicit one).
     pub window: usize,
+    /// Whether the prompt asked for reuse (`reusePrefix`: implicit) or named a window
+    /// (`prefillWindow`: explicit), and the window it named.
+    pub kind: PrefixKind,
+    pub id: Option<String>,
+}
+
+/// Which prefix reuse a prompt asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefixKind {
+    /// `reusePrefix`: the parked conversations.
+    Implicit,
+    /// `prefillWindow`: a window created by `createPrefillWindow`.
+    Explicit,
 }
 
 /// The current generation's forward passes and drafts.

@@ -4,7 +4,7 @@
 //! does the swapping.
 
 use super::conversation::Conversation;
-use super::stats::PrefixReport;
+use super::stats::{PrefixKind, PrefixReport};
 use crate::prefix::{self, WindowView};
 use engine::kv::KvCache;
 use engine::Session;
@@ -100,6 +100,8 @@ impl Windows {
             reused: keep as u64,
             prefilled: (prompt.len() - keep) as u64,
             window: plan.window,
+            kind: PrefixKind::Implicit,
+            id: None,
         }
     }
 }

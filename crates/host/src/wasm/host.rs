@@ -5,8 +5,9 @@
 use super::convert::{check_index, parse_messages, to_js};
 use super::errors::{host_error, js_error};
 use super::source::JsSource;
-use crate::error::ErrorCode;
-use crate::host::{Host, Stats};
+use crate::clock::epoch_ms;
+use crate::error::{ErrorCode, HostError};
+use crate::host::{Host, PrefillWindowInfo, Stats};
 use crate::reader::Abort;
 use engine::decode::GenerateOptions;
 use engine::tokenizer::Tokenizer;
@@ -86,6 +87,26 @@ fn check_live(state: &RefCell<State>) -> Result<(), JsValue> {
         }
         | State::Disposed => Err(disposed()),
         _ => Ok(()),
+    }
+}
+
+/// The prefill windows: the host's (expired ones dropped), or during an async call those of the
+/// stats snapshot taken when it began, less the expired.
+fn prefill_windows(state: &RefCell<State>) -> Result<Vec<PrefillWindowInfo>, JsValue> {
+    match &mut *state.borrow_mut() {
+        State::Idle(host) => host.prefill_window_list().map_err(host_error),
+        State::Busy {
+            dispose_after: false,
+            stats,
+        } => match stats.prefill_windows.max {
+            0 => Err(host_error(HostError::PrefillWindowsDisabled)),
+            _ => {
+                let now = epoch_ms();
+                let w = &stats.prefill_windows.windows;
+                Ok(w.iter().filter(|w| now < w.expires_at).cloned().collect())
+            }
+        },
+        _ => Err(disposed()),
     }
 }
 
@@ -287,6 +308,77 @@ impl WasmHost {
                 None => Ok(JsValue::NULL),
                 Some(e) => to_js(&e),
             }
+        })
+    }
+
+    /// Prefills `ids` into a new prefill window; `optionsJson` is `{ ttlMs }`. Resolves to
+    /// `{ id, tokens, expiresAt, replaced }`.
+    #[wasm_bindgen(js_name = createPrefillWindow)]
+    pub fn create_prefill_window(&self, ids: Uint32Array, options_json: String) -> Promise {
+        let state = self.state.clone();
+        let ids = ids.to_vec();
+        future_to_promise(async move {
+            let ttl = crate::options::prefill_window_options(&options_json).map_err(host_error)?;
+            let created = with_host_async(state, async |h: &mut Host| {
+                h.create_prefill_window(&ids, ttl).await.map_err(host_error)
+            })
+            .await?;
+            to_js(&created)
+        })
+    }
+
+    /// Extends window `id` to `ids` (when given) and/or refreshes its time to live
+    /// (`optionsJson`: `{ ttlMs }`). Resolves to `{ id, tokens, expiresAt }`.
+    #[wasm_bindgen(js_name = updatePrefillWindow)]
+    pub fn update_prefill_window(
+        &self,
+        id: String,
+        ids: Option<Uint32Array>,
+        options_json: String,
+    ) -> Promise {
+        let state = self.state.clone();
+        let ids = ids.map(|a| a.to_vec());
+        future_to_promise(async move {
+            let ttl = crate::options::prefill_window_options(&options_json).map_err(host_error)?;
+            let window = with_host_async(state, async |h: &mut Host| {
+                h.update_prefill_window(&id, ids.as_deref(), ttl)
+                    .await
+                    .map_err(host_error)
+            })
+            .await?;
+            to_js(&window)
+        })
+    }
+
+    /// Window `id` as `{ id, tokens, expiresAt }`, or null when there is none. Answers during
+    /// an async call too (from the windows held when it began).
+    #[wasm_bindgen(js_name = prefillWindow)]
+    pub fn prefill_window(&self, id: &str) -> Result<JsValue, JsValue> {
+        if let State::Idle(host) = &mut *self.state.borrow_mut() {
+            return match host.prefill_window(id) {
+                Ok(w) => to_js(&w),
+                Err(HostError::PrefillWindowNotFound(_)) => Ok(JsValue::NULL),
+                Err(e) => Err(host_error(e)),
+            };
+        }
+        let list = prefill_windows(&self.state)?;
+        match list.iter().find(|w| w.id == id) {
+            Some(w) => to_js(w),
+            None => Ok(JsValue::NULL),
+        }
+    }
+
+    /// Every window held, oldest first (during an async call, as when it began).
+    #[wasm_bindgen(js_name = prefillWindows)]
+    pub fn prefill_window_list(&self) -> Result<JsValue, JsValue> {
+        to_js(&prefill_windows(&self.state)?)
+    }
+
+    /// Drops window `id`; false when there is none.
+    #[wasm_bindgen(js_name = deletePrefillWindow)]
+    pub fn delete_prefill_window(&self, id: &str) -> Result<bool, JsValue> {
+        with_host(&self.state, |h| {
+            h.delete_prefill_window(id).map_err(host_error)
         })
     }
 
