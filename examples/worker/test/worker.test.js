@@ -44,7 +44,8 @@ describe('routes', () => {
       { ...health, context_length: undefined },
       { status: 'ok', model: MODEL, hidden_dim: 576, vocab_size: 49152, layers: '0-30', context_length: undefined, profile: 'local' },
     );
-    assert.ok(health.context_length >= 1024);
+    // 96 MiB with every layer resident, an f16 KV cache and one 512-token prefill window: 832.
+    assert.ok(health.context_length >= 768, String(health.context_length));
     const s = await stats(local.url);
     memory.afterOpenMiB = mib(s.wasm_memory_bytes);
     memory.planMiB = mib(s.memory_plan.total);
