@@ -94,23 +94,30 @@ const { handler } = createHandler(shim, {
   terminalProsody: /** @type {any} */ (o['terminal-prosody']),
   queue: { max: int('queue', o.queue) },
 });
-const server = await listen(handler, { port: int('port', o.port), host: o.host });
-const runtime = globalThis.Bun ? 'Bun' : globalThis.Deno ? 'Deno' : 'Node';
-process.stdout.write(`knot-serve: ${modelId} on ${server.url} (OpenAI API at ${server.url}/v1; ${runtime}; `
-  + `${shim.layerCount} layers resident, context ${shim.contextLength}, opened in ${Date.now() - t0} ms)\n`);
-
 // Graceful shutdown: stop taking connections, let the answers in flight end, free the model.
+// (Set up before the startup line: whoever reads it may signal at once.)
+/** @type {{ url: string, close(): Promise<void> } | undefined} */
+let server;
 let stopping = false;
 const stop = async (signal) => {
   if (stopping) return;
   stopping = true;
   process.stderr.write(`knot-serve: ${signal}, shutting down\n`);
   const forced = setTimeout(() => process.exit(1), 10_000);
-  await server.close();
+  await server?.close();
   await shim.dispose();
   await source.close?.();
   clearTimeout(forced);
   process.exit(0);
 };
-process.on('SIGINT', () => stop('SIGINT'));
-process.on('SIGTERM', () => stop('SIGTERM'));
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  // Deno's own listener: through node:process its exit after a handled signal is the signal's.
+  if (globalThis.Deno !== undefined) globalThis.Deno.addSignalListener(signal, () => stop(signal));
+  else process.on(signal, () => stop(signal));
+}
+
+server = await listen(handler, { port: int('port', o.port), host: o.host });
+const runtime = globalThis.Bun ? 'Bun' : globalThis.Deno ? 'Deno' : 'Node';
+process.stdout.write(`knot-serve: ${modelId} on ${server.url} (OpenAI API at ${server.url}/v1; ${runtime}; `
+  + `${shim.layerCount} layers resident, context ${shim.contextLength}, opened in ${Date.now() - t0} ms)\n`);
+

@@ -149,14 +149,22 @@ async function listenNode(handler, { port, host }) {
  * @param {import('node:http').IncomingMessage} req
  */
 function bodyOf(req) {
+  let open = true;
+  const settle = (f) => {
+    if (!open) return;
+    open = false;
+    f();
+  };
   return new ReadableStream({
     start(c) {
-      req.on('data', (d) => c.enqueue(new Uint8Array(d.buffer, d.byteOffset, d.byteLength)));
-      req.on('end', () => c.close());
-      req.on('error', (e) => c.error(e));
+      req.on('data', (d) => {
+        if (open) c.enqueue(new Uint8Array(d.buffer, d.byteOffset, d.byteLength));
+      });
+      req.on('end', () => settle(() => c.close()));
+      req.on('error', (e) => settle(() => c.error(e)));
     },
     cancel() {
-      req.removeAllListeners('data');
+      open = false;
       req.resume();
     },
   });

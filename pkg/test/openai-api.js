@@ -11,13 +11,17 @@
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Ajv from 'ajv';
-import { before, describe, test } from './harness.js';
+import { before, describe, test, testIf } from './harness.js';
 
 /**
+ * `quick`: only the models list, greedy chat, tool calls and a malformed history (what Bun and
+ * Deno run, the whole file running under Node).
  * @param {{ url(): string, model: string, native(input: object[] | string, n: number, flags?: string[]): Promise<any>,
- *   windows?: boolean }} server
+ *   windows?: boolean, quick?: boolean }} server
  */
 export function openaiApiSuite(server) {
+/** A test the quick subset leaves out. */
+const full = (name, fn) => testIf(!server.quick, name, fn);
 const CAPITAL = [{ role: 'user', content: 'What is the capital of France? Answer in one sentence.' }];
 const STORY = [{ role: 'user', content: 'Write a long story about a lighthouse keeper and a storm.' }];
 const GREEDY = ['--temperature', '0'];
@@ -94,7 +98,7 @@ describe('the OpenAI routes', () => {
     }
   });
 
-  test('the stream is server-sent events ending in [DONE]', async () => {
+  full('the stream is server-sent events ending in [DONE]', async () => {
     const res = await post(server.url(), '/v1/chat/completions', { model: server.model, messages: CAPITAL, temperature: 0, stream: true });
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type'), /^text\/event-stream/);
@@ -105,7 +109,7 @@ describe('the OpenAI routes', () => {
     assert.equal(last.choices[0].finish_reason, 'stop');
   });
 
-  test('completions: plain prompts and token ids, whole and streamed', async () => {
+  full('completions: plain prompts and token ids, whole and streamed', async () => {
     const prompt = 'The three primary colours are';
     const want = await nat(prompt, 24);
     const r = await openai.completions.create({ model: server.model, prompt, temperature: 0, max_tokens: 24 });
@@ -127,7 +131,7 @@ describe('the OpenAI routes', () => {
     assert.equal(short.choices[0].finish_reason, want16.finish_reason);
   });
 
-  test('stop sequences end the text before them, whole and streamed', async () => {
+  full('stop sequences end the text before them, whole and streamed', async () => {
     const want = (await nat(CAPITAL, 400)).text; // "The capital of France is Paris."
     for (const stop of [' Paris', ['xyz', 'of France']]) {
       const cut = want.slice(0, Math.min(...[].concat(stop).map((s) => (want.includes(s) ? want.indexOf(s) : Infinity))));
@@ -142,7 +146,7 @@ describe('the OpenAI routes', () => {
     }
   });
 
-  test('max_tokens and max_completion_tokens end with finish_reason length', async () => {
+  full('max_tokens and max_completion_tokens end with finish_reason length', async () => {
     const r = await openai.chat.completions.create({ model: server.model, messages: STORY, temperature: 0, max_tokens: 5 });
     assert.equal(r.choices[0].finish_reason, 'length');
     assert.equal(r.usage.completion_tokens, 5);
@@ -151,7 +155,7 @@ describe('the OpenAI routes', () => {
     assert.equal(c.usage.completion_tokens, 3);
   });
 
-  test('seeded sampling, penalties and MOA equal the native CLI for the same seed', async () => {
+  full('seeded sampling, penalties and MOA equal the native CLI for the same seed', async () => {
     const messages = [{ role: 'user', content: 'Write a haiku about rain.' }];
     const sampled = await openai.chat.completions.create({ model: server.model, messages, temperature: 0.8, top_p: 0.9, seed: 42, max_tokens: 24 });
     const want = await nat(messages, 24, ['--temperature', '0.8', '--top-p', '0.9', '--top-k', '0', '--min-p', '0', '--seed', '42']);
@@ -172,7 +176,7 @@ describe('the OpenAI routes', () => {
     assert.equal(moa.choices[0].message.content, (await nat(messages, 24, ['--moa', '', '--seed', '7'])).text);
   });
 
-  test('response_format and the coltrane extension constrain the output', async () => {
+  full('response_format and the coltrane extension constrain the output', async () => {
     const messages = [{ role: 'user', content: 'Describe a cat as JSON with a name and an age.' }];
     const json = await openai.chat.completions.create({ model: server.model, messages, temperature: 0, max_tokens: 64, response_format: { type: 'json_object' } });
     assert.doesNotThrow(() => JSON.parse(json.choices[0].message.content), json.choices[0].message.content);
@@ -203,7 +207,7 @@ describe('bad requests get OpenAI-shaped errors, and the next request is unharme
     assert.match(res.json.error.message, match);
   };
 
-  test('routes and methods: 404, 405', async () => {
+  full('routes and methods: 404, 405', async () => {
     const nf = await fetch(`${server.url()}/v1/nothing`);
     shaped({ status: nf.status, json: await nf.json(), text: '' }, 404, /Unknown route/);
     const wrong = await fetch(`${server.url()}/v1/chat/completions`);
@@ -213,7 +217,7 @@ describe('bad requests get OpenAI-shaped errors, and the next request is unharme
     assert.equal(health.status, 405);
   });
 
-  test('bodies and parameters: 400, 404, 413', async () => {
+  full('bodies and parameters: 400, 404, 413', async () => {
     shaped(await chat('{"model": '), 400, /not valid JSON/);
     shaped(await chat('[1, 2]'), 400, /must be a JSON object/);
     shaped(await chat({ messages: CAPITAL }), 400, /must provide a model/);
@@ -264,7 +268,7 @@ describe('bad requests get OpenAI-shaped errors, and the next request is unharme
     assert.deepEqual([long.json.error.code, long.json.error.param], ['context_length_exceeded', 'messages']);
   });
 
-  test('after all that, the same answer as before', async () => {
+  full('after all that, the same answer as before', async () => {
     const r = await openai.chat.completions.create({ model: server.model, messages: CAPITAL, temperature: 0 });
     assert.equal(r.choices[0].message.content, (await nat(CAPITAL, 400)).text);
   });
@@ -335,7 +339,7 @@ describe('tool calls', () => {
     }
   });
 
-  test('auto answers or calls, always well-formed; none never calls', async () => {
+  full('auto answers or calls, always well-formed; none never calls', async () => {
     const auto = await openai.chat.completions.create({ model: server.model, messages: ask, tools: TOOLS, temperature: 0, max_tokens: 96 });
     const m = auto.choices[0].message;
     if (m.tool_calls?.length) {
@@ -351,7 +355,7 @@ describe('tool calls', () => {
     assert.equal(typeof none.choices[0].message.content, 'string');
   });
 
-  test('a tool result goes back through the template and the model answers', async () => {
+  full('a tool result goes back through the template and the model answers', async () => {
     const first = await openai.chat.completions.create({ model: server.model, messages: ask, tools: TOOLS, tool_choice: 'required', temperature: 0, max_tokens: 64 });
     const call = first.choices[0].message.tool_calls[0];
     const messages = [...ask, first.choices[0].message, { role: 'tool', tool_call_id: call.id, content: '{"temperature": 18, "sky": "clear"}' }];
@@ -386,13 +390,13 @@ describe('tool calls', () => {
 });
 
 describe('terminal prosody and explicit prefill windows', () => {
-  test('the response says which terminal prosody ran', async () => {
+  full('the response says which terminal prosody ran', async () => {
     const r = await post(server.url(), '/v1/chat/completions', { model: server.model, messages: STORY, temperature: 0, max_tokens: 20 });
     assert.equal(r.json.knot.terminal_prosody, 'bias');
     assert.ok(r.json.knot.constraint.prosodySteps > 0, JSON.stringify(r.json.knot));
   });
 
-  test('a window serves the prompts that start with it (x-knot-prefill: hit), output unchanged', { skip: server.windows === false }, async () => {
+  testIf(server.windows !== false && !server.quick, 'a window serves the prompts that start with it (x-knot-prefill: hit), output unchanged', async () => {
     const system = { role: 'system', content: 'You are a geography teacher. You answer in one short sentence, and you always name the continent.' };
     const messages = [system, ...CAPITAL];
     const cold = await post(server.url(), '/v1/chat/completions', { model: server.model, messages, temperature: 0, max_tokens: 32 });
