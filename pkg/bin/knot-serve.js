@@ -108,12 +108,11 @@ const stop = async (signal) => {
   await shim.dispose();
   await source.close?.();
   clearTimeout(forced);
+  process.stderr.write('knot-serve: stopped\n');
   process.exit(0);
 };
 for (const signal of ['SIGINT', 'SIGTERM']) {
-  // Deno's own listener: through node:process its exit after a handled signal is the signal's.
-  if (globalThis.Deno !== undefined) globalThis.Deno.addSignalListener(signal, () => stop(signal));
-  else process.on(signal, () => stop(signal));
+  process.on(signal, () => stop(signal));
 }
 
 server = await listen(handler, { port: int('port', o.port), host: o.host });

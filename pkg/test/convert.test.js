@@ -4,13 +4,14 @@
 // and no read is longer than the GGUF's prefix or its largest tensor.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
 import { after, describe, test, testIf } from './harness.js';
 import { BufferKnotSource, FileKnotSource, convertGguf, convertGgufFile } from '../src/node.js';
 import { ROOT, countingSource, knotLayout } from './support.js';
+import { knotFor } from '../src/gguf-cache.js';
 
 const TINY_DIR = `${ROOT}tests/fixtures/tiny/`;
 const TINY = ['llama-f32', 'llama-f16', 'llama-tied-f32', 'qwen2-f32', 'qwen3-f32', 'gemma3-f32'];
@@ -145,5 +146,22 @@ describe('convertGguf', () => {
     assert.equal(r.status, 0, r.stderr);
     assert.ok(readFileSync(out).equals(expected));
     rmSync(out);
+  });
+});
+
+describe("knot-serve's GGUF cache", () => {
+  test('a .gguf is converted once into .knot-cache next to it and reused; a .knot is itself', async () => {
+    const gguf = join(dir, 'cached.gguf');
+    copyFileSync(`${TINY_DIR}llama-f32.gguf`, gguf);
+    const told = [];
+    const first = await knotFor(gguf, (line) => told.push(line));
+    assert.equal(first.startsWith(join(dir, '.knot-cache', 'cached-')), true, first);
+    assert.deepEqual(readFileSync(first), readFileSync(`${TINY_DIR}llama-f32.knot`));
+    assert.equal(told.length, 2);
+    const made = statSync(first).mtimeMs;
+    assert.equal(await knotFor(gguf, (line) => told.push(line)), first);
+    assert.equal(told.length, 2, 'not converted again');
+    assert.equal(statSync(first).mtimeMs, made);
+    assert.equal(await knotFor(`${TINY_DIR}llama-f32.knot`), `${TINY_DIR}llama-f32.knot`);
   });
 });

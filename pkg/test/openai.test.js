@@ -4,6 +4,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ApiError, CallReader, GenerationQueue, QueueFull, QueueTimeout, StopMatcher, parseChatRequest, parseCompletionRequest } from '../src/openai/index.js';
 import { envelopeMessages, envelopeSchema, toolPlan } from '../src/openai/tools.js';
+import { BACKEND_METHODS } from '../src/openai/index.js';
+import { HostShim } from '../src/shim.js';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const queue = (options = {}) => new GenerationQueue({ max: 2, timeoutMs: 5000, stallMs: 5000, pollMs: 2, onStall: async () => {}, ...options });
@@ -234,4 +236,8 @@ describe('tools', () => {
       assert.equal(c.events.filter((e) => e.type === 'arguments').map((e) => e.text).join(''), '5');
     }
   });
+});
+
+test('HostShim has every method of the Backend interface', () => {
+  for (const m of BACKEND_METHODS) assert.equal(typeof HostShim.prototype[m], 'function', m);
 });

@@ -3,6 +3,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { StationError, bundleAnswers, chainTimeout, parseRoute, unbundleAnswers } from '../src/chain.js';
+import { BACKEND_METHODS } from 'knot-wasm/openai';
+import { SplitModel } from '../src/split.js';
 
 
 describe('the station chain', () => {
@@ -63,4 +65,8 @@ describe('the station chain', () => {
       assert.throws(() => unbundleAnswers(bytes, count), (e) => e instanceof StationError && why.test(e.message));
     }
   });
+});
+
+test('the split model is a Backend of the OpenAI module, as HostShim is', () => {
+  for (const m of BACKEND_METHODS) assert.equal(typeof SplitModel.prototype[m], 'function', m);
 });

@@ -24,7 +24,7 @@ export { StopMatcher } from './stop.js';
 export { CallReader } from './call-reader.js';
 export { parseChatRequest, parseCompletionRequest, readJson } from './request.js';
 
-/** The methods a Backend has (the interface in types/openai.d.ts), for a test to hold both to. */
+/** The methods of a Backend (declared in types/openai.d.ts); tests hold HostShim and SplitModel to it. */
 export const BACKEND_METHODS = Object.freeze([
   'encode', 'applyChatTemplate', 'chatTemplateTools', 'streamTokens', 'stats',
   'createPrefillWindow', 'prefillWindow', 'updatePrefillWindow', 'deletePrefillWindow',
