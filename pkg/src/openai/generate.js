@@ -183,8 +183,11 @@ export function runCompletion(job) {
         const reader = new CallReader('envelope');
         const coltrane = { preset: 'json_schema', schema: envelopeSchema(plan.tools, !plan.forced) };
         const r = await phase(job.ids, { ...req.options, coltrane }, (text) => say(calls.take(reader.push(text))));
-        finish = calls.done.length > 0 ? 'tool_calls' : r.ended === 'stop_sequence' ? 'stop' : r.ended;
-        if (calls.done.length === 0 && !reader.done) finish = 'length';
+        // A stop sequence ends the response's text; otherwise an envelope that did not close was
+        // cut by the budget.
+        finish = calls.done.length > 0 ? 'tool_calls'
+          : r.ended === 'stop_sequence' ? 'stop'
+            : reader.done ? r.ended : 'length';
       } else {
         finish = await tagPhases(job, plan, { phase, withProsody, say, calls, remaining: () => req.maxTokens - completion });
       }
