@@ -17,10 +17,11 @@ mod prefill_windows;
 mod stats;
 mod windows;
 
-pub use prefill_windows::{
-    PrefillWindowCreated, PrefillWindowInfo, PrefillWindowStats, DEFAULT_TTL_MS,
+pub use prefill_windows::DEFAULT_TTL_MS;
+pub use stats::{
+    DecodeStats, PrefillWindowCreated, PrefillWindowInfo, PrefillWindowStats, PrefixKind,
+    PrefixReport, Stats,
 };
-pub use stats::{DecodeStats, PrefixKind, PrefixReport, Stats};
 
 use crate::clock::{epoch_ms, now_ms};
 use crate::error::HostError;

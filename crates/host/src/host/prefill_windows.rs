@@ -5,7 +5,7 @@
 //! it is an exact prefix of. This is the bookkeeping (ids, limits, expiry, least recently used);
 //! the host runs the prefills.
 
-use super::stats::{PrefixKind, PrefixReport};
+use super::stats::{PrefillWindowInfo, PrefillWindowStats, PrefixKind, PrefixReport};
 use crate::error::HostError;
 use crate::prefix::PrefixStatus;
 use engine::kv::KvCache;
@@ -13,39 +13,6 @@ use engine::Session;
 
 /// A window's time to live when its creation does not say.
 pub const DEFAULT_TTL_MS: f64 = 15_000.0;
-
-/// What a caller sees of a window.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PrefillWindowInfo {
-    pub id: String,
-    /// Tokens it holds (every one of them in its KV cache).
-    pub tokens: usize,
-    /// When it expires: milliseconds since the Unix epoch.
-    pub expires_at: f64,
-}
-
-/// A new window, and the least recently used one it replaced when the count was full.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PrefillWindowCreated {
-    #[serde(flatten)]
-    pub window: PrefillWindowInfo,
-    pub replaced: Option<String>,
-}
-
-/// The explicit windows, as `stats()` reports them.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PrefillWindowStats {
-    /// Windows held (expired ones not yet dropped included), and the most the host keeps.
-    pub count: usize,
-    pub max: usize,
-    /// Tokens they hold, and the bytes their KV caches have allocated.
-    pub tokens: u64,
-    pub kv_bytes: u64,
-    pub windows: Vec<PrefillWindowInfo>,
-}
 
 struct Pinned {
     id: String,

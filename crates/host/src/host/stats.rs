@@ -1,7 +1,6 @@
 //! What a user can read through `stats()`: cache and I/O counters, memory, timings, and what the
 //! current generation's passes and drafts did.
 
-use super::prefill_windows::PrefillWindowStats;
 use crate::cache::CacheStats;
 use crate::memory::MemoryPlan;
 use crate::prefix::PrefixStatus;
@@ -97,4 +96,37 @@ pub(crate) fn ratio(a: u64, b: u64) -> f64 {
         0 => 0.0,
         _ => a as f64 / b as f64,
     }
+}
+
+/// What a caller sees of a window.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrefillWindowInfo {
+    pub id: String,
+    /// Tokens it holds (every one of them in its KV cache).
+    pub tokens: usize,
+    /// When it expires: milliseconds since the Unix epoch.
+    pub expires_at: f64,
+}
+
+/// A new window, and the least recently used one it replaced when the count was full.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrefillWindowCreated {
+    #[serde(flatten)]
+    pub window: PrefillWindowInfo,
+    pub replaced: Option<String>,
+}
+
+/// The explicit windows, as `stats()` reports them.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrefillWindowStats {
+    /// Windows held (expired ones not yet dropped included), and the most the host keeps.
+    pub count: usize,
+    pub max: usize,
+    /// Tokens they hold, and the bytes their KV caches have allocated.
+    pub tokens: u64,
+    pub kv_bytes: u64,
+    pub windows: Vec<PrefillWindowInfo>,
 }
