@@ -84,7 +84,8 @@ describeIf(ready, 'knot-serve', () => {
   });
 
   // Node runs the whole API file; Bun and Deno the quick subset (the same server code).
-  openaiApiSuite({ url: () => server.url, model: MODEL, native, quick: g.Bun !== undefined || g.Deno !== undefined });
+  const other = g.Bun !== undefined || g.Deno !== undefined;
+  openaiApiSuite({ url: () => server.url, model: MODEL, native, quick: other, windows: !other });
 });
 
 describeIf(ready, 'knot-serve: its own parts', () => {

@@ -9,14 +9,16 @@ const turn1 = [{ role: 'user', content: 'Tell me one fact about octopuses.' }];
 const chat = (url, messages) => post(url, '/v1/chat/completions', { model: MODEL, messages, temperature: 0, max_tokens: 24 });
 
 describe('a Worker of its own', () => {
-  test('a model missing from the bucket: 500 naming the key, and the next request opens it once it is there', async () => {
+  test('a model missing from the bucket: 502 read_failed naming the key, and the next request opens it once it is there', async () => {
     const local = await startLocal({ quiet: true, vars: { MODEL_KEY: 'later.knot', KNOT_PREFIX_REUSE: '0' } });
     try {
       const missing = await chat(local.url, turn1);
-      assert.equal(missing.status, 500, missing.text);
+      // The status is the code's (read_failed: the upstream, R2, failed), as for every failure.
+      assert.equal(missing.status, 502, missing.text);
+      assert.equal(missing.json.error.code, 'read_failed');
       assert.match(missing.json.error.message, /R2 object 'later\.knot' not found/);
       const health = await fetch(`${local.url}/health`);
-      assert.equal(health.status, 500);
+      assert.equal(health.status, 502);
       await uploadFile(local.r2, 'later.knot', modelFile());
       const r1 = await chat(local.url, turn1);
       assert.equal(r1.status, 200, r1.text);
