@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Ajv from 'ajv';
 import { describe, test, testIf } from './harness.js';
+import { post } from './servers.js';
 
 /**
  * `quick`: only the models list, greedy chat, forced tool calls and a malformed history, plus the
@@ -38,23 +39,6 @@ const openai = /** @type {any} */ (new Proxy({}, {
     return client[key];
   },
 }));
-
-async function post(url, path, body, init = {}) {
-  const res = await fetch(url + path, {
-    method: init.method ?? 'POST',
-    headers: { 'content-type': 'application/json', ...(init.headers ?? {}) },
-    body: body === undefined ? undefined : typeof body === 'string' || body instanceof ReadableStream ? body : JSON.stringify(body),
-    ...(init.duplex ? { duplex: init.duplex } : {}),
-  });
-  const text = await res.text();
-  let json;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, headers: res.headers, text, json };
-}
 
 describe('the OpenAI routes', () => {
   test('GET /v1/models', async () => {

@@ -4,14 +4,12 @@
 // command lines, and a graceful shutdown on SIGTERM.
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from './harness.js';
 
 const describeIf = (condition, name, fn) => (condition ? describe(name, fn) : describe.skip(name, fn));
 import { openaiApiSuite } from './openai-api.js';
+import { nativeGenerator } from './servers.js';
 import { KNOT_BIN, ROOT, SMOL, haveNative, haveSmol } from './support.js';
 
 const BIN = `${ROOT}pkg/bin/knot-serve.js`;
@@ -44,22 +42,9 @@ function startServe(args) {
   });
 }
 
-const tmp = mkdtempSync(join(tmpdir(), 'knot-serve-test-'));
-let files = 0;
-
-/** The native CLI's generation, with the server's terminal prosody: the reference it must equal. */
-async function native(input, n, flags = ['--temperature', '0']) {
-  const args = ['generate', SMOL, '-n', String(n), '--json', ...flags, '--prosody', 'bias'];
-  if (typeof input === 'string') {
-    args.push('--prompt', input);
-  } else {
-    const file = join(tmp, `messages-${files++}.json`);
-    writeFileSync(file, JSON.stringify(input));
-    args.push('--messages', file);
-  }
-  const { stdout } = await run(KNOT_BIN, args, { encoding: 'utf8', maxBuffer: 1 << 26 });
-  return JSON.parse(stdout);
-}
+/** The native CLI's generation on SmolLM2: the reference the server must equal. */
+const generate = nativeGenerator(KNOT_BIN);
+const native = (input, n, flags) => generate(input, n, flags, SMOL);
 
 const ready = haveSmol() && haveNative();
 

@@ -65,6 +65,26 @@ pub(crate) fn parse_messages(messages_json: &str) -> Result<Vec<ChatMessage>, Js
         .collect())
 }
 
+/// `chatPrompt` of the host and of the stations' coordinator: messages (JSON) rendered with
+/// `template`, OpenAI's tools (JSON) when given, the assistant's opening unless asked not to.
+pub(crate) fn chat_prompt(
+    template: Option<&str>,
+    tokenizer: &engine::tokenizer::Tokenizer,
+    messages_json: &str,
+    tools_json: Option<&str>,
+    add_generation_prompt: Option<bool>,
+) -> Result<String, JsValue> {
+    let list = parse_messages(messages_json)?;
+    engine::chat::chat_prompt_with(
+        template,
+        tokenizer,
+        &list,
+        tools_json,
+        add_generation_prompt.unwrap_or(true),
+    )
+    .map_err(super::errors::host_error)
+}
+
 /// An index from JS (a layer): a non-negative integer.
 pub(crate) fn check_index(v: f64, what: &str) -> Result<usize, JsValue> {
     check_count(v, what).map(saturating_usize)

@@ -2,7 +2,7 @@
 //! of a `RefCell` to one async call at a time (never holding a borrow across an await), the
 //! queries that answer while a call runs, and disposal.
 
-use super::convert::{check_index, parse_messages, to_js};
+use super::convert::{chat_prompt, check_index, to_js};
 use super::errors::{host_error, js_error};
 use super::source::JsSource;
 use crate::clock::epoch_ms;
@@ -250,17 +250,14 @@ impl WasmHost {
         tools_json: Option<String>,
         add_generation_prompt: Option<bool>,
     ) -> Result<String, JsValue> {
-        let list = parse_messages(messages_json)?;
         check_live(&self.state)?;
-        let template = self.lexicon.chat_template.as_deref();
-        engine::chat::chat_prompt_with(
-            template,
+        chat_prompt(
+            self.lexicon.chat_template.as_deref(),
             &self.lexicon.tokenizer,
-            &list,
+            messages_json,
             tools_json.as_deref(),
-            add_generation_prompt.unwrap_or(true),
+            add_generation_prompt,
         )
-        .map_err(host_error)
     }
 
     /// How the chat template handles tools: `{ takesTools, callTag }`.

@@ -16,7 +16,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
-use super::convert::{check_count, parse_messages, to_js};
+use super::convert::{chat_prompt, check_count, to_js};
 use super::errors::{host_error, invalid_argument, js_error};
 use super::source::JsSource;
 use crate::error::ErrorCode;
@@ -439,16 +439,13 @@ impl WasmCoordinator {
         tools_json: Option<String>,
         add_generation_prompt: Option<bool>,
     ) -> Result<String, JsValue> {
-        let list = parse_messages(messages_json)?;
-        let template = self.model.knot.meta.chat_template.as_deref();
-        engine::chat::chat_prompt_with(
-            template,
+        chat_prompt(
+            self.model.knot.meta.chat_template.as_deref(),
             &self.model.tokenizer,
-            &list,
+            messages_json,
             tools_json.as_deref(),
-            add_generation_prompt.unwrap_or(true),
+            add_generation_prompt,
         )
-        .map_err(host_error)
     }
 
     /// How the chat template handles tools: `{ takesTools, callTag }`.

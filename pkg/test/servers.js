@@ -1,0 +1,55 @@
+// What the OpenAI servers' tests share (pkg/test/serve.test.js for knot-serve,
+// examples/worker/test for the Worker): raw requests, and the native CLI as the reference.
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/**
+ * A request with fetch, JSON in (a string or stream as it is) and read back: the error routes,
+ * and what the client library hides. `init`: method (default POST), headers, duplex.
+ */
+export async function post(url, path, body, init = {}) {
+  const res = await fetch(url + path, {
+    method: init.method ?? 'POST',
+    headers: { 'content-type': 'application/json', ...(init.headers ?? {}) },
+    body: body === undefined ? undefined : typeof body === 'string' || body instanceof ReadableStream ? body : JSON.stringify(body),
+    ...(init.duplex ? { duplex: init.duplex } : {}),
+  });
+  const text = await res.text();
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+/**
+ * The native CLI's generation for chat messages (or a plain prompt) on `model`, as the servers
+ * run it: with terminal prosody `bias`, their default on prose. Asynchronous, so a server living
+ * in this process (Miniflare's R2) is not stalled meanwhile.
+ * @param {string} knotBin
+ * @returns {(input: object[] | string, n: number, flags: string[] | undefined, model: string) => Promise<any>}
+ */
+export function nativeGenerator(knotBin) {
+  const tmp = mkdtempSync(join(tmpdir(), 'knot-native-'));
+  let files = 0;
+  return async (input, n, flags = ['--temperature', '0'], model) => {
+    if (!existsSync(knotBin)) throw new Error(`${knotBin} is missing: run scripts/prepare-model.sh`);
+    const args = ['generate', model, '-n', String(n), '--json', ...flags, '--prosody', 'bias'];
+    if (typeof input === 'string') {
+      args.push('--prompt', input);
+    } else {
+      const file = join(tmp, `messages-${files++}.json`);
+      writeFileSync(file, JSON.stringify(input));
+      args.push('--messages', file);
+    }
+    const { stdout } = await run(knotBin, args, { encoding: 'utf8', maxBuffer: 1 << 26 });
+    return JSON.parse(stdout);
+  };
+}
