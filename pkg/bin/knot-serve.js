@@ -80,6 +80,8 @@ try {
   shim = await HostShim.open(source, {
     maxContext: int('max-context', o['max-context'], 1),
     kvCache: o['kv-cache'],
+    // No windows: no KV cache kept for them in the memory plan either.
+    ...(o['no-prefill-windows'] ? { prefillWindows: 0 } : {}),
     ...(o['memory-budget-mb'] === undefined ? {} : { memoryBudget: int('memory-budget-mb', o['memory-budget-mb'], 1) * 2 ** 20 }),
     ...(o['chat-template'] === undefined ? {} : { chatTemplate: await readFile(o['chat-template'], 'utf8') }),
   });

@@ -9,7 +9,7 @@ import { after, before, describe, test } from './harness.js';
 
 const describeIf = (condition, name, fn) => (condition ? describe(name, fn) : describe.skip(name, fn));
 import { openaiApiSuite } from './openai-api.js';
-import { nativeGenerator } from './servers.js';
+import { nativeGenerator, post } from './servers.js';
 import { KNOT_BIN, ROOT, SMOL, haveNative, haveSmol } from './support.js';
 
 const BIN = `${ROOT}pkg/bin/knot-serve.js`;
@@ -94,8 +94,13 @@ describeIf(ready, 'knot-serve: its own parts', () => {
     }
   });
 
-  test('SIGTERM shuts it down gracefully (exit 0); a bad command line exits 2 with the reason', async () => {
-    const s = await startServe([]);
+  test('--no-prefill-windows turns the routes off; SIGTERM shuts it down gracefully (exit 0); a bad command line exits 2 with the reason', async () => {
+    const s = await startServe(['--no-prefill-windows']);
+    const off = await post(s.url, '/prefill/windows', { prompt: 'Once upon a time' });
+    assert.equal(off.status, 404, off.text);
+    assert.equal(off.json.error.code, 'prefill_windows_disabled');
+    const stats = await (await fetch(`${s.url}/stats`)).json();
+    assert.equal(stats.prefillWindows.max, 0, JSON.stringify(stats.prefillWindows));
     const code = await new Promise((resolve) => {
       s.child.on('exit', (c) => resolve(c));
       s.child.kill('SIGTERM');
