@@ -81,7 +81,6 @@ class Calls {
  *   req: { options: Record<string, unknown>, stream: boolean, includeUsage: boolean, stop: string[], maxTokens: number },
  *   ids: Uint32Array, prompt: string | null, plan: Plan, lease: Lease, signal?: AbortSignal,
  *   generation: Record<string, unknown>, prosody: string,
- *   onToken?: (count: number) => void,
  * }} job
  */
 export function runCompletion(job) {
@@ -156,7 +155,6 @@ export function runCompletion(job) {
       lease.progress();
       begin();
       completion++;
-      job.onToken?.(completion);
       if (e.constraint !== undefined) constraint = e.constraint;
       raw += e.text;
       if (onText(e.text)) {

@@ -101,6 +101,19 @@ function settingsOf(options) {
   return s;
 }
 
+/** How each backend's chat template takes tools: its template is fixed once open, and reading
+ * it parses the template, so once per backend, not per request. */
+const templates = new WeakMap();
+/** @param {import('../types/openai.js').Backend} backend */
+function templateTools(backend) {
+  let t = templates.get(backend);
+  if (t === undefined) {
+    t = backend.chatTemplateTools();
+    templates.set(backend, t);
+  }
+  return t;
+}
+
 /** A line of one: the backend's own exclusivity decides. */
 const noLine = () => ({ since: Date.now(), progress() {}, release() {} });
 
@@ -123,7 +136,7 @@ async function complete(backend, kind, request, s) {
   let ids;
   try {
     if (kind === 'chat') {
-      plan = toolPlan(/** @type {any} */ (req), backend.chatTemplateTools());
+      plan = toolPlan(/** @type {any} */ (req), templateTools(backend));
       prompt = backend.applyChatTemplate(plan.messages, plan.templateTools === undefined ? {} : { tools: plan.templateTools });
       ids = backend.encode(prompt);
     } else {

@@ -97,26 +97,29 @@ function envelopeInstructions(tools, choice) {
 export function envelopeMessages(messages, tools, choice) {
   /** @type {{ role: string, content: string }[]} */
   const out = [];
+  /** Whether the last turn in `out` holds tool results (the next result joins it). */
+  let results = false;
   for (const m of messages) {
     if (m.role === 'tool') {
       const result = `Result of the tool ${m.name} (call ${m.tool_call_id}):\n${m.content}`;
-      const prev = out[out.length - 1];
-      if (prev?.role === 'user' && prev.fromTool) prev.content += `\n\n${result}`;
-      else out.push(Object.assign({ role: 'user', content: result }, { fromTool: true }));
-    } else if (m.tool_calls !== undefined) {
-      const [first] = m.tool_calls;
+      if (results) out[out.length - 1].content += `\n\n${result}`;
+      else out.push({ role: 'user', content: result });
+      results = true;
+      continue;
+    }
+    results = false;
+    if (m.tool_calls !== undefined) {
       const calls = m.tool_calls.map((c) => JSON.stringify({ tool_call: { name: c.function.name, arguments: JSON.parse(c.function.arguments) } }));
-      out.push({ role: 'assistant', content: (m.content ? `${m.content}\n` : '') + (first === undefined ? '' : calls.join('\n')) });
+      out.push({ role: 'assistant', content: (m.content ? `${m.content}\n` : '') + calls.join('\n') });
     } else {
       out.push({ role: m.role, content: m.content ?? '' });
     }
   }
-  const clean = out.map((m) => ({ role: m.role, content: m.content }));
-  if (tools.length === 0) return clean;
+  if (tools.length === 0) return out;
   const text = envelopeInstructions(tools, choice);
-  if (clean[0]?.role === 'system') clean[0] = { role: 'system', content: `${clean[0].content}\n\n${text}` };
-  else clean.unshift({ role: 'system', content: text });
-  return clean;
+  if (out[0]?.role === 'system') out[0] = { role: 'system', content: `${out[0].content}\n\n${text}` };
+  else out.unshift({ role: 'system', content: text });
+  return out;
 }
 
 /**
