@@ -73,18 +73,51 @@ class Calls {
 }
 
 /**
- * Runs one completion under `lease` (released whatever happens). `started` settles at the first
- * token (with how the prompt's prefill went) or the first failure; `done` with the result; a
- * streaming request reads `body`, whose cancellation (the client going away) aborts the work.
- * @param {{
+ * Runs one completion under `lease` (released whatever happens): one model turn (`knot`: more
+ * of the project's figures for the response). `started`
+ * settles at the first token (with how the prompt's prefill went) or the first failure; `done`
+ * with the result; a streaming request reads `body`, whose cancellation (the client going away)
+ * aborts the work.
+ * @param {Job} job
+ * @param {object} [knot]
+ */
+export function runCompletion(job, knot = {}) {
+  return respond(job, async (ctx) => {
+    const turn = await ctx.turn(job.ids, job.prompt, job.plan);
+    return { finish: turn.finish, toolCalls: turn.calls, knot };
+  });
+}
+
+/**
+ * @typedef {{
  *   backend: import('./index.js').Backend, kind: 'chat' | 'completion', modelId: string,
  *   req: { options: Record<string, unknown>, stream: boolean, includeUsage: boolean, stop: string[], maxTokens: number },
  *   ids: Uint32Array, prompt: string | null, plan: Plan, lease: Lease, signal?: AbortSignal,
+ *   acquire?: (signal: AbortSignal) => Promise<Lease>,
  *   generation: Record<string, unknown>, prosody: string,
- * }} job
+ * }} Job
+ * @typedef {{ content: string, calls: import('./shapes.js').ToolCall[], invalid: number, finish: string, promptTokens: number }} Turn
+ * @typedef {{
+ *   turn(ids: Uint32Array, prompt: string | null, plan: Plan): Promise<Turn>,
+ *   emit(event: object): void,
+ *   release(): void,
+ *   acquire(): Promise<void>,
+ *   remaining(): number,
+ *   signal: AbortSignal,
+ * }} Turns
  */
-export function runCompletion(job) {
-  const { backend, kind, req, plan, lease, signal } = job;
+
+/**
+ * The response around model turns: the stream (or the one answer), the lease, the stop
+ * sequences, the usage. `drive` runs the turns (one, or an agentic loop's several) and says how
+ * the response ends: its finish reason, the tool calls its message carries, and any more of the
+ * project's figures.
+ * @param {Job} job
+ * @param {(ctx: Turns) => Promise<{ finish: string, toolCalls: import('./shapes.js').ToolCall[], knot?: object }>} drive
+ */
+export function respond(job, drive) {
+  const { backend, kind, req, signal } = job;
+  let lease = /** @type {Lease | null} */ (job.lease);
   const promptField = kind === 'chat' ? 'messages' : 'prompt';
   const shape = shapes(kind, job.modelId);
   const abort = new AbortController();
@@ -110,6 +143,7 @@ export function runCompletion(job) {
   });
   started.catch(() => {});
   let completion = 0;
+  let promptTokens = 0;
   let first = true;
   let prefix = null;
   const begin = () => {
@@ -120,13 +154,17 @@ export function runCompletion(job) {
     send(shape.first());
   };
   let content = '';
-  let finish = 'length';
   let constraint;
+  /** The tool path of the last turn that offered tools. */
+  let toolPath = null;
   const stops = new StopMatcher(req.stop);
+  /** Content said in the current turn. */
+  let said = '';
   const say = (text) => {
     const out = stops.push(text);
     if (out !== '') {
       content += out;
+      said += out;
       send(shape.piece(out));
     }
     return stops.stopped;
@@ -152,7 +190,7 @@ export function runCompletion(job) {
       signal: abort.signal,
     };
     for await (const e of backend.streamTokens(ids, options)) {
-      lease.progress();
+      lease?.progress();
       begin();
       completion++;
       if (e.constraint !== undefined) constraint = e.constraint;
@@ -172,39 +210,77 @@ export function runCompletion(job) {
     return { ...options, coltrane: { prosody: job.prosody } };
   };
 
+  /** @type {Turns['turn']} */
+  const turn = async (ids, prompt, plan) => {
+    if (lease === null) throw new Error('respond: a turn without the model (acquire first)');
+    const before = calls.done.length;
+    const invalidBefore = calls.invalid;
+    said = '';
+    promptTokens += ids.length;
+    let finish;
+    if (plan.mode === 'plain') {
+      const r = await phase(ids, withProsody(req.options), say);
+      finish = r.ended === 'stop_sequence' ? 'stop' : r.ended;
+    } else if (plan.mode === 'envelope') {
+      const reader = new CallReader('envelope');
+      const coltrane = { preset: 'json_schema', schema: envelopeSchema(plan.tools, !plan.forced) };
+      const r = await phase(ids, { ...req.options, coltrane }, (text) => say(calls.take(reader.push(text))));
+      // A stop sequence ends the response's text; otherwise an envelope that did not close was
+      // cut by the budget.
+      finish = calls.done.length > before ? 'tool_calls'
+        : r.ended === 'stop_sequence' ? 'stop'
+          : reader.done ? r.ended : 'length';
+    } else {
+      finish = await tagPhases({ ...job, ids, prompt }, plan, {
+        phase, withProsody, say, calls, remaining: () => req.maxTokens - completion,
+      });
+    }
+    if (plan.mode !== 'plain') toolPath = plan.mode;
+    return { content: said, calls: calls.done.slice(before), invalid: calls.invalid - invalidBefore, finish, promptTokens: ids.length };
+  };
+
+  /** @type {Turns} */
+  const ctx = {
+    turn,
+    emit: (event) => send(shape.event(event)),
+    release: () => {
+      lease?.release();
+      lease = null;
+    },
+    acquire: async () => {
+      if (lease !== null) return;
+      if (job.acquire === undefined) throw new Error('respond: no line to acquire the model from');
+      lease = await job.acquire(abort.signal);
+    },
+    remaining: () => req.maxTokens - completion,
+    signal: abort.signal,
+  };
+
   const done = (async () => {
     try {
-      if (plan.mode === 'plain') {
-        const r = await phase(job.ids, withProsody(req.options), say);
-        finish = r.ended === 'stop_sequence' ? 'stop' : r.ended;
-      } else if (plan.mode === 'envelope') {
-        const reader = new CallReader('envelope');
-        const coltrane = { preset: 'json_schema', schema: envelopeSchema(plan.tools, !plan.forced) };
-        const r = await phase(job.ids, { ...req.options, coltrane }, (text) => say(calls.take(reader.push(text))));
-        // A stop sequence ends the response's text; otherwise an envelope that did not close was
-        // cut by the budget.
-        finish = calls.done.length > 0 ? 'tool_calls'
-          : r.ended === 'stop_sequence' ? 'stop'
-            : reader.done ? r.ended : 'length';
-      } else {
-        finish = await tagPhases(job, plan, { phase, withProsody, say, calls, remaining: () => req.maxTokens - completion });
-      }
+      const ending = await drive(ctx);
       const rest = stops.flush();
       if (rest !== '') {
         content += rest;
         send(shape.piece(rest));
       }
       begin();
-      const usage = { prompt: job.ids.length, completion };
-      const knot = extension(job, prefix, constraint, plan, calls);
-      send(shape.last(finish, knot));
+      const usage = { prompt: promptTokens, completion };
+      const knot = {
+        prefill: prefix === null ? null : { status: prefix.status, reused: prefix.reused ?? 0 },
+        terminal_prosody: job.prosody,
+        constraint: constraint ?? null,
+        ...(toolPath === null ? {} : { tools: { path: toolPath, calls: calls.done.length, invalid_calls: calls.invalid } }),
+        ...ending.knot,
+      };
+      send(shape.last(ending.finish, knot));
       if (req.includeUsage) send(shape.usage(usage));
       if (sink !== undefined) {
         sink.enqueue(encoder.encode('data: [DONE]\n\n'));
         sink.close();
       }
-      const message = { content: calls.done.length > 0 && content === '' ? null : content, toolCalls: calls.done };
-      return { message, finish, usage, prefix, shape, knot };
+      const message = { content: ending.toolCalls.length > 0 && content === '' ? null : content, toolCalls: ending.toolCalls };
+      return { message, finish: ending.finish, usage, prefix, shape, knot };
     } catch (e) {
       rejectStarted(e);
       if (sink !== undefined && !first) {
@@ -225,7 +301,7 @@ export function runCompletion(job) {
       throw e;
     } finally {
       signal?.removeEventListener('abort', onClientGone);
-      lease.release();
+      lease?.release();
     }
   })();
   return { started, done, body, shape, aborted: () => abort.signal.aborted, completion: () => completion };
@@ -290,14 +366,4 @@ async function tagPhases(job, plan, { phase, withProsody, say, calls, remaining 
     ids = job.backend.encode(text);
     inCall = false;
   }
-}
-
-/** The project's figures for a response: prefill, prosody, constraint metrics, tool path. */
-function extension(job, prefix, constraint, plan, calls) {
-  return {
-    prefill: prefix === null ? null : { status: prefix.status, reused: prefix.reused ?? 0 },
-    terminal_prosody: job.prosody,
-    constraint: constraint ?? null,
-    ...(plan.mode === 'plain' ? {} : { tools: { path: plan.mode, calls: calls.done.length, invalid_calls: calls.invalid } }),
-  };
 }

@@ -58,6 +58,8 @@ export function shapes(kind, model) {
       }),
       callArguments: (index, fragment) => chunk({ tool_calls: [{ index, function: { arguments: fragment } }] }),
       last: (finish, knot) => ({ ...chunk({}, finish), knot }),
+      /** One of the project's events (an agentic loop's steps, calls and results): no delta. */
+      event: (knot) => ({ ...chunk({}), knot }),
       usage: (u) => ({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: usageOf(u) }),
     };
   }
@@ -77,6 +79,7 @@ export function shapes(kind, model) {
     callStart: () => null,
     callArguments: () => null,
     last: (finish, knot) => ({ ...chunk('', finish), knot }),
+    event: () => null,
     usage: (u) => ({ id, object: 'text_completion', created, model, choices: [], usage: usageOf(u) }),
   };
 }
