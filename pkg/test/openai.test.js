@@ -182,7 +182,10 @@ describe('tools', () => {
     fails(() => chat({ tools: [{ type: 'function', function: { name: 'a b' } }] }), 'tools[0].function.name', /letters/);
     fails(() => chat({ tools: [weather, weather] }), 'tools[1].function.name', /twice/);
     fails(() => chat({ tools: [{ type: 'function', function: { name: 'a', parameters: 3 } }] }), 'tools[0].function.parameters', /JSON Schema/);
-    fails(() => chat({ tool_choice: 'auto' }), 'tool_choice', /only allowed when 'tools'/);
+    // Without tools, a choice is the agentic loop's (its servers bring the tools); the plain API
+    // refuses it once it knows the request did not opt in.
+    fails(() => { throw chat({ tool_choice: 'auto' }).toolChoiceWithoutTools; }, 'tool_choice', /only allowed when 'tools'/);
+    assert.equal(chat({ tool_choice: 'none' }).toolChoiceWithoutTools, null);
     fails(() => chat({ tools: [weather], tool_choice: 'always' }), 'tool_choice', /'none', 'auto'/);
     fails(() => chat({ tools: [weather], tool_choice: { type: 'function', function: { name: 'x' } } }), 'tool_choice', /not in 'tools'/);
     fails(() => chat({ tools: [weather], parallel_tool_calls: 1 }), 'parallel_tool_calls', /true or false/);

@@ -12,8 +12,9 @@
 // stations coordinator. What a server adds around it — the line of waiting requests, keeping work
 // alive past the response (Workers' waitUntil), its own routes — comes in through the options.
 import { coltraneFromResponseFormat } from '../helpers.js';
-import { ApiError, errorResponse, toApiError } from './errors.js';
-import { runCompletion } from './generate.js';
+import { ApiError, badRequest, errorResponse, toApiError } from './errors.js';
+import { admit, agenticDrive, agenticOptIn, agenticSettings } from './agentic.js';
+import { respond, runCompletion } from './generate.js';
 import { parseChatRequest, parseCompletionRequest, readJson } from './request.js';
 import { toolPlan } from './tools.js';
 import { windowRoute } from './windows.js';
@@ -22,6 +23,8 @@ export { ApiError, errorResponse, toApiError } from './errors.js';
 export { GenerationQueue, QueueFull, QueueTimeout } from './queue.js';
 export { StopMatcher } from './stop.js';
 export { CallReader } from './call-reader.js';
+export { agenticFromEnv, agenticSettings } from './agentic.js';
+export { McpConfigError, parseMcpServers } from './mcp.js';
 export { parseChatRequest, parseCompletionRequest, readJson } from './request.js';
 
 /** The methods of a Backend (declared in types/openai.d.ts); tests hold HostShim and SplitModel to it. */
@@ -93,10 +96,23 @@ function settingsOf(options) {
     onDone: options.onDone,
     signal: options.signal,
     prefillWindows: options.prefillWindows ?? true,
+    agentic: agenticOf(options.agentic),
   };
   if (typeof s.modelId !== 'string' || s.modelId === '') throw new TypeError('openaiResponse: options.modelId must be a string');
   if (!PROSODY.includes(s.terminalProsody)) {
     throw new TypeError(`openaiResponse: terminalProsody must be ${PROSODY.join(', ')}, got '${s.terminalProsody}'`);
+  }
+  return s;
+}
+
+/** The agentic settings are checked once per options object (and keep its tools cache). */
+const agenticByOptions = new WeakMap();
+function agenticOf(o) {
+  if (o === undefined) return agenticSettings(undefined);
+  let s = agenticByOptions.get(o);
+  if (s === undefined) {
+    s = agenticSettings(o);
+    agenticByOptions.set(o, s);
   }
   return s;
 }
@@ -112,6 +128,15 @@ function templateTools(backend) {
     templates.set(backend, t);
   }
   return t;
+}
+
+/** The legacy endpoint has no loop: a request asking for one is told so. */
+function agenticAskedOf(request) {
+  const h = request.headers.get('x-knot-agentic')?.trim().toLowerCase();
+  if (h !== undefined && !['0', 'false', 'off'].includes(h)) {
+    throw badRequest('The agentic loop runs on /v1/chat/completions only', null, 'agentic_chat_only');
+  }
+  return null;
 }
 
 /** A line of one: the backend's own exclusivity decides. */
@@ -131,11 +156,18 @@ async function complete(backend, kind, request, s) {
   const promptField = kind === 'chat' ? 'messages' : 'prompt';
   const req = kind === 'chat' ? parseChatRequest(body, limits, coltraneFromResponseFormat) : parseCompletionRequest(body, limits);
   const window = request.headers.get('x-knot-prefill-window');
+  const signal = s.signal ?? request.signal;
+  const optIn = kind === 'chat' ? agenticOptIn(s.agentic, request, /** @type {any} */ (req).agentic) : agenticAskedOf(request);
+  if (optIn === null && kind === 'chat' && /** @type {any} */ (req).toolChoiceWithoutTools !== null) throw /** @type {any} */ (req).toolChoiceWithoutTools;
+  // C0 runs before the model is asked for: a preflight never holds the line.
+  const session = optIn === null ? null : await admit(s.agentic, optIn, /** @type {any} */ (req), signal);
   let plan = { mode: 'plain', tools: [], forced: false, callTag: null, closeTag: null, maxCalls: 0 };
   let prompt = null;
   let ids;
   try {
-    if (kind === 'chat') {
+    if (session?.C0.admitted) {
+      ids = new Uint32Array(0);
+    } else if (kind === 'chat') {
       plan = toolPlan(/** @type {any} */ (req), templateTools(backend));
       prompt = backend.applyChatTemplate(plan.messages, plan.templateTools === undefined ? {} : { tools: plan.templateTools });
       ids = backend.encode(prompt);
@@ -145,16 +177,25 @@ async function complete(backend, kind, request, s) {
   } catch (e) {
     throw toApiError(e, promptField);
   }
-  const signal = s.signal ?? request.signal;
-  const lease = await (s.acquire?.(signal) ?? noLine());
+  const acquire = s.acquire ?? (async () => noLine());
+  let lease;
+  try {
+    lease = await acquire(signal);
+  } catch (e) {
+    await session?.close();
+    throw e;
+  }
   const queuedMs = Date.now() - lease.since;
   const generation = {
     reusePrefix: s.prefixReuse,
     ...(window !== null && s.prefillWindows ? { prefillWindow: window } : {}),
   };
-  const run = runCompletion({
-    backend, kind, modelId: s.modelId, req, ids, prompt, plan, lease, signal, generation, prosody: s.terminalProsody,
-  });
+  const job = {
+    backend, kind, modelId: s.modelId, req, ids, prompt, plan, lease, acquire, signal, generation, prosody: s.terminalProsody,
+  };
+  const run = session?.C0.admitted
+    ? respond(job, agenticDrive({ backend, req, template: templateTools(backend), session }))
+    : runCompletion(job, session === null ? {} : { agentic: { C0: session.C0 } });
   const t0 = Date.now();
   const record = (finish) => s.onDone?.({
     id: run.shape.id, tokens: run.completion(), finish: run.aborted() ? 'aborted' : finish, ms: Date.now() - t0 + queuedMs,

@@ -181,7 +181,7 @@ function maxTokens(body, limits, names) {
 
 const CHAT_FIELDS = new Set(['model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p',
   'seed', 'stop', 'presence_penalty', 'frequency_penalty', 'n', 'stream', 'stream_options', 'user',
-  'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'moa', 'coltrane', 'draft_mode']);
+  'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'moa', 'coltrane', 'draft_mode', 'knot']);
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
 
@@ -211,6 +211,9 @@ export function parseChatRequest(body, limits, fromResponseFormat) {
   const messages = chatMessages(body.messages);
   const tools = toolList(body.tools);
   const toolChoice = toolChoiceOf(body.tool_choice, tools);
+  // A choice of tools with no tools is for the agentic loop only (its servers bring the tools).
+  const toolChoiceWithoutTools = tools.length === 0 && toolChoice !== 'none'
+    ? bad("'tool_choice' is only allowed when 'tools' are given", 'tool_choice', 'invalid_value') : null;
   if (body.parallel_tool_calls !== undefined && body.parallel_tool_calls !== null && typeof body.parallel_tool_calls !== 'boolean') {
     throw bad("'parallel_tool_calls' must be true or false", 'parallel_tool_calls', 'invalid_value');
   }
@@ -227,7 +230,7 @@ export function parseChatRequest(body, limits, fromResponseFormat) {
     }
     if (coltrane !== null) c.options.coltrane = coltrane;
   }
-  if (tools.length > 0 && toolChoice !== 'none' && c.options.coltrane !== undefined) {
+  if (toolChoice !== 'none' && c.options.coltrane !== undefined) {
     throw bad("Tool calls are constrained by the server: give 'tools' or 'response_format' / 'coltrane', not both",
       body.response_format !== undefined ? 'response_format' : 'coltrane', 'invalid_value');
   }
@@ -236,8 +239,51 @@ export function parseChatRequest(body, limits, fromResponseFormat) {
     messages,
     tools,
     toolChoice,
+    toolChoiceGiven: body.tool_choice !== undefined && body.tool_choice !== null,
+    toolChoiceWithoutTools,
+    agentic: agenticField(body.knot),
     parallelToolCalls: body.parallel_tool_calls !== false,
     maxTokens: maxTokens(body, limits, ['max_completion_tokens', 'max_tokens']),
+  };
+}
+
+/** The fields of `knot.agentic` (the project's extension object on a chat request): budgets as numbers. */
+const AGENTIC_BUDGETS = { max_steps: [2, 64], max_total_tokens: [1, 1 << 24], max_ms: [1, 3_600_000], tool_timeout_ms: [1, 600_000] };
+
+/**
+ * `knot`: `{ agentic?: true | false | { max_steps?, max_total_tokens?, max_ms?, tool_timeout_ms?,
+ * servers? (which configured servers; default all), mcp_servers? (more, within the allow-list) } }`. The budgets are checked against the server's caps where the loop starts.
+ * @returns {undefined | false | { budgets: Record<string, number>, mcpServers?: unknown, only?: string[] }}
+ */
+function agenticField(knot) {
+  if (knot === undefined || knot === null) return undefined;
+  if (!isObject(knot)) throw bad("'knot' must be an object ({ agentic })", 'knot', 'invalid_value');
+  const extra = Object.keys(knot).find((k) => k !== 'agentic');
+  if (extra !== undefined) throw bad(`Unrecognized field knot.${extra}`, `knot.${extra}`, 'unknown_parameter');
+  const a = knot.agentic;
+  if (a === undefined || a === null) return undefined;
+  if (a === false) return false;
+  if (a === true) return { budgets: {} };
+  if (!isObject(a)) throw bad("'knot.agentic' must be true, false or an object of budgets and mcp_servers", 'knot.agentic', 'invalid_value');
+  /** @type {Record<string, number>} */
+  const budgets = {};
+  if (a.servers !== undefined && (!Array.isArray(a.servers) || a.servers.some((n) => typeof n !== 'string'))) {
+    throw bad("'knot.agentic.servers' must be a list of configured servers' names", 'knot.agentic.servers', 'invalid_value');
+  }
+  for (const key of Object.keys(a)) {
+    if (key === 'mcp_servers' || key === 'servers') continue;
+    if (!Object.hasOwn(AGENTIC_BUDGETS, key)) throw bad(`Unrecognized field knot.agentic.${key}`, `knot.agentic.${key}`, 'unknown_parameter');
+    const [lo, hi] = AGENTIC_BUDGETS[key];
+    const v = a[key];
+    if (!Number.isInteger(v) || v < lo || v > hi) {
+      throw bad(`'knot.agentic.${key}' must be an integer from ${lo} to ${hi}`, `knot.agentic.${key}`, 'invalid_value');
+    }
+    budgets[key] = v;
+  }
+  return {
+    budgets,
+    ...(a.mcp_servers !== undefined ? { mcpServers: a.mcp_servers } : {}),
+    ...(a.servers !== undefined ? { only: a.servers } : {}),
   };
 }
 
@@ -286,12 +332,10 @@ function toolList(v) {
  */
 function toolChoiceOf(v, tools) {
   if (v === undefined || v === null) return tools.length > 0 ? 'auto' : 'none';
-  if (tools.length === 0 && v !== 'none') {
-    throw bad("'tool_choice' is only allowed when 'tools' are given", 'tool_choice', 'invalid_value');
-  }
   if (v === 'none' || v === 'auto' || v === 'required') return v;
   if (isObject(v) && v.type === 'function' && isObject(v.function) && typeof v.function.name === 'string') {
-    if (!tools.some((t) => t.name === v.function.name)) {
+    // Without tools, the agentic loop's servers may have it: checked once they listed theirs.
+    if (tools.length > 0 && !tools.some((t) => t.name === v.function.name)) {
       throw bad(`'tool_choice' names '${v.function.name}', which is not in 'tools'`, 'tool_choice', 'invalid_value');
     }
     return { name: v.function.name };

@@ -14,6 +14,8 @@
 /**
  * @typedef {{ name: string, description: string, parameters: object, strict: boolean }} Tool
  * @typedef {'none' | 'auto' | 'required' | { name: string }} ToolChoice
+ * @typedef {ToolChoice | 'answer'} LoopChoice 'answer' (the agentic loop's last word): no tool,
+ *   and with the envelope, an answer in it
  * @typedef {{ role: string, content: string | null, tool_calls?: { id: string, type: 'function',
  *   function: { name: string, arguments: string } }[], tool_call_id?: string, name?: string }} Message
  */
@@ -38,9 +40,10 @@ export function callSchema(tools) {
  * @param {boolean} mayAnswer
  */
 export function envelopeSchema(tools, mayAnswer) {
+  const answer = { type: 'object', properties: { response: { type: 'string' } }, required: ['response'], additionalProperties: false };
+  if (tools.length === 0) return answer;
   const call = { type: 'object', properties: { tool_call: callSchema(tools) }, required: ['tool_call'], additionalProperties: false };
   if (!mayAnswer) return call;
-  const answer = { type: 'object', properties: { response: { type: 'string' } }, required: ['response'], additionalProperties: false };
   return { anyOf: [call, answer] };
 }
 
@@ -115,6 +118,15 @@ export function envelopeMessages(messages, tools, choice) {
       out.push({ role: m.role, content: m.content ?? '' });
     }
   }
+  if (choice === 'answer') {
+    // Said last, after the results: small models keep to what they read last (in the system
+    // turn, SmolLM2 answered from the question and not from the result).
+    const text = ANSWER_NOW;
+    const last = out[out.length - 1];
+    if (last?.role === 'user') last.content += `\n\n${text}`;
+    else out.push({ role: 'user', content: text });
+    return out;
+  }
   if (tools.length === 0) return out;
   const text = envelopeInstructions(tools, choice);
   if (out[0]?.role === 'system') out[0] = { role: 'system', content: `${out[0].content}\n\n${text}` };
@@ -124,12 +136,13 @@ export function envelopeMessages(messages, tools, choice) {
 
 /**
  * How a chat request with tools is run.
- * @param {{ messages: Message[], tools: Tool[], toolChoice: ToolChoice, parallelToolCalls: boolean }} req
+ * @param {{ messages: Message[], tools: Tool[], toolChoice: LoopChoice, parallelToolCalls: boolean }} req
  * @param {{ takesTools: boolean, callTag: string | null }} template
  * @returns {{ mode: 'plain' | 'envelope' | 'tag', messages: object[], templateTools?: object[],
  *   tools: Tool[], forced: boolean, callTag: string | null, closeTag: string | null, maxCalls: number }}
  */
 export function toolPlan(req, template) {
+  if (req.toolChoice === 'answer') return answerPlan(req, template);
   const tools = offered(req.tools, req.toolChoice);
   const forced = req.toolChoice === 'required' || typeof req.toolChoice === 'object';
   const maxCalls = req.parallelToolCalls ? 8 : 1;
@@ -152,4 +165,22 @@ export function toolPlan(req, template) {
     messages: envelopeMessages(req.messages, tools, req.toolChoice),
     tools, forced, callTag: null, closeTag: null, maxCalls: 1,
   };
+}
+
+/** The agentic loop's last word to the model, said after the results. */
+const ANSWER_NOW = 'Now answer my question using this result.';
+
+/**
+ * The agentic loop's last turn: no tool offered, the model answers from the results it has —
+ * with the envelope, inside it (a model that has written envelopes all along keeps to the form;
+ * set free, it writes one more call as text).
+ * @param {{ messages: Message[] }} req
+ * @param {{ takesTools: boolean, callTag: string | null }} template
+ */
+function answerPlan(req, template) {
+  const none = { tools: [], forced: false, callTag: null, closeTag: null, maxCalls: 0 };
+  if (template.takesTools && template.callTag !== null) {
+    return { ...none, mode: 'plain', messages: [...tagMessages(req.messages), { role: 'user', content: ANSWER_NOW }] };
+  }
+  return { ...none, mode: 'envelope', messages: envelopeMessages(req.messages, [], 'answer') };
 }

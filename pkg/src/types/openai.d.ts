@@ -57,6 +57,52 @@ export interface OpenAIOptions {
   onDone?: (record: CompletionRecord) => void;
   /** Aborts the generation (default: the request's signal). */
   signal?: AbortSignal;
+  /**
+   * The agentic loop over MCP servers (docs/agentic.md). Keep one object for the server's life:
+   * the tools cache lives with it. Default: mode 'request', no servers.
+   */
+  agentic?: AgenticOptions;
+}
+
+/** An MCP server: Streamable HTTP at `url`, with `headers` on every request (never echoed). */
+export interface McpServerConfig {
+  /** Letters, digits, '-' and single '_' (tool names are `name__tool`). */
+  name: string;
+  url: string;
+  headers?: Record<string, string>;
+}
+
+export interface AgenticOptions {
+  /** 'on': every chat request runs the loop (a request may opt out); 'request': a request opts
+   * in (header x-knot-agentic, body knot.agentic); 'off': never. Default 'request'. */
+  mode?: 'on' | 'off' | 'request';
+  servers?: McpServerConfig[];
+  /** URL prefixes (or '*') the loop may call; null (default): the configured servers only, and
+   * a request may not name others. */
+  allow?: string[] | null;
+  /** Model turns per request, the last one answering without tools. Default 4. */
+  maxSteps?: number;
+  /** Prompt and completion tokens over all turns. Default 16384. */
+  maxTotalTokens?: number;
+  /** Wall time from admission; tool calls get what is left. Default 60000. */
+  maxMs?: number;
+  /** One tool call's timeout. Default 10000. */
+  toolTimeoutMs?: number;
+  /** The bytes of a server's answer to a call; past it, the call is 'oversized'. Default 256 KiB. */
+  maxResultBytes?: number;
+  /** The characters of a result the model reads (the rest is cut, and said so). Default 4000. */
+  maxResultChars?: number;
+  /** How long a server's tool listing is reused across requests. Default 0 (every request lists). */
+  toolsTtlMs?: number;
+}
+
+/** The agentic settings from an environment (KNOT_AGENTIC, KNOT_MCP_SERVERS, KNOT_AGENTIC_ALLOW, ...). */
+export declare function agenticFromEnv(env: Record<string, unknown>): Required<Pick<AgenticOptions, 'mode' | 'servers' | 'allow'>> & AgenticOptions;
+/** Checks agentic settings (throws McpConfigError naming the field) and gives them their cache. */
+export declare function agenticSettings(options: AgenticOptions | undefined): object;
+export declare function parseMcpServers(value: unknown, where: string): Required<McpServerConfig>[];
+export declare class McpConfigError extends Error {
+  field: string;
 }
 
 /** Answers one request to the OpenAI routes; every failure is an OpenAI-shaped error response. */
