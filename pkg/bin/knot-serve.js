@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { FileKnotSource, HostShim } from '../src/node.js';
 import { createHandler, listen } from '../src/serve.js';
 import { knotFor } from '../src/gguf-cache.js';
+import { agenticFromEnv, agenticSettings } from '../src/openai/index.js';
 
 const HELP = `usage: knot-serve MODEL.knot|MODEL.gguf [options]
 
@@ -26,6 +27,12 @@ const HELP = `usage: knot-serve MODEL.knot|MODEL.gguf [options]
   --terminal-prosody MODE  bias | observe | off (default: TERMINAL_PROSODY or bias)
   --no-prefix-reuse        prefill every prompt from the start
   --no-prefill-windows     turn off /prefill/windows (also KNOT_PREFILL_WINDOWS=0)
+  --agentic MODE           on | off | request: the MCP tool loop for every chat request, for
+                           none, or for requests that ask (default: KNOT_AGENTIC or request)
+  --mcp FILE.json          MCP servers, a JSON list of { name, url, headers } (default:
+                           KNOT_MCP_SERVERS)
+  --agentic-allow LIST     URL prefixes (comma-separated, or *) the loop may call, and requests
+                           may name (default: KNOT_AGENTIC_ALLOW; unset: the configured only)
 
 A .gguf is converted once into a .knot-cache directory next to it and reused after.`;
 
@@ -56,6 +63,9 @@ try {
       queue: { type: 'string', default: '8' },
       'terminal-prosody': { type: 'string', default: process.env.TERMINAL_PROSODY || 'bias' },
       'no-prefix-reuse': { type: 'boolean', default: false },
+      agentic: { type: 'string' },
+      mcp: { type: 'string' },
+      'agentic-allow': { type: 'string' },
       'no-prefill-windows': { type: 'boolean', default: process.env.KNOT_PREFILL_WINDOWS === '0' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -70,6 +80,20 @@ if (o.help) {
 }
 if (positionals.length !== 1) fail(`give one model file\n\n${HELP}`);
 if (!['bias', 'observe', 'off'].includes(o['terminal-prosody'])) fail(`--terminal-prosody must be bias, observe or off, got '${o['terminal-prosody']}'`);
+
+// The agentic loop's settings: the environment, then the flags. Checked before the model opens.
+let agentic;
+try {
+  agentic = agenticFromEnv({
+    ...process.env,
+    ...(o.agentic === undefined ? {} : { KNOT_AGENTIC: o.agentic }),
+    ...(o.mcp === undefined ? {} : { KNOT_MCP_SERVERS: await readFile(o.mcp, 'utf8').catch((e) => fail(`--mcp: ${e.message}`)) }),
+    ...(o['agentic-allow'] === undefined ? {} : { KNOT_AGENTIC_ALLOW: o['agentic-allow'] }),
+  });
+  agenticSettings(agentic);
+} catch (e) {
+  fail(`${o.mcp !== undefined && e.field === 'KNOT_MCP_SERVERS' ? e.message.replace('KNOT_MCP_SERVERS', o.mcp) : e.message}`);
+}
 
 const modelPath = await knotFor(positionals[0], (line) => process.stderr.write(line));
 const modelId = o['model-id'] ?? positionals[0].replace(/^.*[\\/]/, '').replace(/\.(knot|gguf)$/, '');
@@ -95,6 +119,7 @@ const { handler } = createHandler(shim, {
   prefillWindows: !o['no-prefill-windows'],
   terminalProsody: /** @type {any} */ (o['terminal-prosody']),
   queue: { max: int('queue', o.queue) },
+  agentic,
 });
 // Graceful shutdown: stop taking connections, let the answers in flight end, free the model.
 // (Set up before the startup line: whoever reads it may signal at once.)
@@ -121,4 +146,8 @@ server = await listen(handler, { port: int('port', o.port), host: o.host });
 const runtime = globalThis.Bun ? 'Bun' : globalThis.Deno ? 'Deno' : 'Node';
 process.stdout.write(`knot-serve: ${modelId} on ${server.url} (OpenAI API at ${server.url}/v1; ${runtime}; `
   + `${shim.layerCount} layers resident, context ${shim.contextLength}, opened in ${Date.now() - t0} ms)\n`);
+if (agentic.mode !== 'off' && agentic.servers.length > 0) {
+  process.stdout.write(`knot-serve: agentic loop ${agentic.mode === 'on' ? 'on for every chat request' : 'for requests that ask'}; `
+    + `MCP servers: ${agentic.servers.map((s) => s.name).join(', ')}\n`);
+}
 

@@ -6,7 +6,8 @@ import { ApiError, GenerationQueue, errorResponse, openaiResponse, openaiRoute, 
 /**
  * @typedef {{ modelId: string, maxTokens?: number, maxBodyBytes?: number, prefixReuse?: boolean,
  *   terminalProsody?: 'bias' | 'observe' | 'off', prefillWindows?: boolean,
- *   queue?: { max?: number, timeoutMs?: number, stallMs?: number } }} ServeOptions
+ *   queue?: { max?: number, timeoutMs?: number, stallMs?: number },
+ *   agentic?: import('./types/openai.js').AgenticOptions }} ServeOptions
  */
 
 /**
@@ -33,6 +34,7 @@ export function createHandler(shim, options) {
     prefixReuse: options.prefixReuse,
     terminalProsody: options.terminalProsody,
     prefillWindows: options.prefillWindows,
+    agentic: options.agentic,
     acquire: (signal) => queue.acquire(signal),
     onDone: (r) => {
       recent.push(r);

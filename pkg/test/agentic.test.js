@@ -1,0 +1,373 @@
+// The agentic loop: the MCP client against a real MCP server made with the official SDK (stateful
+// and stateless, paged, behind a header), and the loop in knot-serve on 127.0.0.1 driven by the
+// official openai client — SmolLM2 and Gemma-3-270M calling the calculator, the tools that hang,
+// fail and answer 5 MB each ending in the gate that names them, a client that goes away
+// cancelling the pending call, the opt-in, the allow-list, and secrets never echoed.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { after, before, describe, test } from './harness.js';
+import { startMcpServer } from './mcp-server.js';
+import { nativeGenerator, post } from './servers.js';
+import { KNOT_BIN, ROOT, SMOL, haveNative, haveSmol } from './support.js';
+import { McpConnection, allowed, closed, namespaced, parseMcpServers } from '../src/openai/mcp.js';
+import { agenticFromEnv } from '../src/openai/agentic.js';
+
+const GEMMA = process.env.KNOT_GEMMA3 ?? `${ROOT}models/gemma-3-270m.knot`;
+const GEMMA_TEMPLATE = `${ROOT}tests/fixtures/chat/gemma3.jinja`;
+const BIN = `${ROOT}pkg/bin/knot-serve.js`;
+const QUESTION = 'What is 17 multiplied by 23?';
+
+/** Starts knot-serve on a free port with `env`; resolves with its URL and the process. */
+function startServe(model, args, env) {
+  const child = spawn(process.execPath, [BIN, model, '--port', '0', '--model-id', 'm', '--max-context', '2048', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env },
+  });
+  let err = '';
+  child.stderr.on('data', (d) => { err += d; });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /on (http:\/\/\S+) /.exec(out);
+      if (m && out.includes('\n')) setTimeout(() => resolve({ url: m[1], child, out: () => out, stderr: () => err }), 50);
+    });
+    child.on('exit', (code) => reject(new Error(`knot-serve exited (${code}): ${out}${err}`)));
+  });
+}
+
+/** A chat request to the loop; the body's `knot.agentic` opts in unless `header` does. */
+const agentic = (url, body, headers = { 'x-knot-agentic': 'tools' }) => post(url, '/v1/chat/completions', {
+  model: 'm', temperature: 0, max_tokens: 120, ...body,
+}, { headers });
+
+/** The calls of a response's report, all steps. */
+const callsOf = (r) => r.json.knot.agentic.steps.flatMap((s) => s.calls ?? []);
+
+/** The result the model read for a call. */
+const resultOf = (r, id) => r.json.knot.agentic.messages.find((m) => m.role === 'tool' && m.tool_call_id === id)?.content;
+
+describe('MCP client (the official SDK client) against the official SDK server', () => {
+  let mcp;
+  before(async () => {
+    mcp = await startMcpServer();
+  });
+  after(() => mcp?.close());
+  const signal = new AbortController().signal;
+  const conn = (path, headers = {}) => new McpConnection({ name: 's', url: mcp.url + path, headers }, { maxResultBytes: 64 * 1024 });
+
+  for (const path of ['/mcp', '/stateless']) {
+    test(`${path}: tools/list and tools/call`, async () => {
+      const c = conn(path);
+      const tools = await c.listTools({ signal, timeoutMs: 5000 });
+      assert.deepEqual(tools.map((t) => t.name), ['calculator', 'lookup']);
+      assert.deepEqual(await c.callTool('calculator', { op: 'multiply', a: 17, b: 23 }, { signal, timeoutMs: 5000 }), { outcome: 'ok', text: '391', bytes: 3 });
+      assert.equal((await c.callTool('lookup', { key: 'nowhere' }, { signal, timeoutMs: 5000 })).outcome, 'error');
+      const sessions = mcp.sessions.size;
+      await c.close();
+      // A stateful server's session ends with the request.
+      if (path === '/mcp') assert.equal(mcp.sessions.size, sessions - 1);
+    });
+  }
+
+  test('tools/list follows the cursor over pages', async () => {
+    const c = conn('/paged');
+    assert.deepEqual((await c.listTools({ signal, timeoutMs: 5000 })).map((t) => t.name), ['alpha', 'beta', 'gamma', 'delta', 'epsilon']);
+    await c.close();
+  });
+
+  test('the hanging tool times out and is cancelled on the server; the failing one is an error; 5 MB is oversized', async () => {
+    const c = conn('/faulty');
+    const hang = await c.callTool('wait', { seconds: 60 }, { signal, timeoutMs: 300 });
+    assert.equal(hang.outcome, 'timeout');
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(mcp.log.findLast((e) => e.name === 'wait').cancelled, true);
+    const fail = await c.callTool('fail', { reason: 'test' }, { signal, timeoutMs: 5000 });
+    assert.equal(fail.outcome, 'error');
+    assert.match(fail.text, /failed on purpose/);
+    assert.equal((await c.callTool('big_report', { topic: 'x' }, { signal, timeoutMs: 5000 })).outcome, 'oversized');
+    // The connection still works after each.
+    assert.equal((await c.callTool('fail', { reason: 'again' }, { signal, timeoutMs: 5000 })).outcome, 'error');
+    await c.close();
+  });
+
+  test("a server's headers are sent, and never in an error", async () => {
+    const ok = conn('/auth', { authorization: 'Bearer s3cret' });
+    assert.equal((await ok.callTool('lookup', { key: 'lima' }, { signal, timeoutMs: 5000 })).text, 'Peru');
+    await ok.close();
+    const wrong = conn('/auth', { authorization: 'Bearer wr0ng-key' });
+    const r = await wrong.callTool('lookup', { key: 'lima' }, { signal, timeoutMs: 5000 });
+    assert.equal(r.outcome, 'error');
+    assert.doesNotMatch(r.text, /wr0ng-key/);
+  });
+
+  test('configuration: names, URLs, headers checked; the allow-list by path prefix; namespacing', () => {
+    assert.throws(() => parseMcpServers('[{"name":"a b","url":"http://x"}]', 'KNOT_MCP_SERVERS'), /KNOT_MCP_SERVERS\[0\]\.name/);
+    assert.throws(() => parseMcpServers('[{"name":"a__b","url":"http://x"}]', 'S'), /name/);
+    assert.throws(() => parseMcpServers('[{"name":"a","url":"file:///etc/passwd"}]', 'S'), /S\[0\]\.url/);
+    assert.throws(() => parseMcpServers('[{"name":"a","url":"http://x","headers":{"k":1}}]', 'S'), /S\[0\]\.headers/);
+    assert.throws(() => parseMcpServers('[{"name":"a","url":"http://x"},{"name":"a","url":"http://y"}]', 'S'), /twice/);
+    assert.throws(() => parseMcpServers('{', 'S'), /not valid JSON/);
+    assert.throws(() => agenticFromEnv({ KNOT_AGENTIC: 'maybe' }), /KNOT_AGENTIC/);
+    assert.throws(() => agenticFromEnv({ KNOT_AGENTIC_MAX_STEPS: '1' }), /KNOT_AGENTIC_MAX_STEPS/);
+    assert.equal(allowed('https://a.example/mcp/x', ['https://a.example/mcp']), true);
+    assert.equal(allowed('https://a.example/mcpx', ['https://a.example/mcp']), false);
+    assert.equal(allowed('https://evil.example/', ['https://a.example']), false);
+    const tools = namespaced('srv', [{ name: 'get.weather' }, { name: 'get_weather' }, { name: 'x'.repeat(80) }]);
+    assert.deepEqual(tools.map((t) => t.name), ['srv__get_weather', 'srv__get_weather_2', `srv__${'x'.repeat(59)}`]);
+    assert.ok(tools.every((t) => /^[a-zA-Z0-9_-]{1,64}$/.test(t.name)));
+    assert.deepEqual(closed({ type: 'object', properties: { a: { type: 'object', properties: {} } } }),
+      { type: 'object', properties: { a: { type: 'object', properties: {}, additionalProperties: false } }, additionalProperties: false });
+  });
+});
+
+const ready = haveSmol() && haveNative();
+const describeIf = (condition, name, fn) => (condition ? describe(name, fn) : describe.skip(name, fn));
+
+describeIf(ready, 'the agentic loop in knot-serve (SmolLM2)', () => {
+  let mcp;
+  let server;
+  before(async () => {
+    mcp = await startMcpServer();
+    server = await startServe(SMOL, [], {
+      KNOT_MCP_SERVERS: JSON.stringify([
+        { name: 'tools', url: `${mcp.url}/mcp` },
+        { name: 'faulty', url: `${mcp.url}/faulty` },
+        { name: 'vault', url: `${mcp.url}/auth`, headers: { authorization: 'Bearer s3cret' } },
+      ]),
+      KNOT_MCP_TIMEOUT_MS: '30000',
+    });
+  });
+  after(async () => {
+    server?.child.kill('SIGKILL');
+    await mcp?.close();
+  });
+
+  test('the startup line names the MCP servers', () => {
+    assert.match(server.out(), /agentic loop for requests that ask; MCP servers: tools, faulty, vault/);
+  });
+
+  test("tool_choice 'required': the calculator is called, its result comes back, the answer holds it", async () => {
+    // All three servers listed first (the preflight), then the calculator's alone.
+    const all = await agentic(server.url, { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 });
+    assert.deepEqual(all.json.knot.agentic.C0.servers.map((s) => [s.name, s.ok, s.tools]), [['tools', true, 2], ['faulty', true, 3], ['vault', true, 2]]);
+    const r = await agentic(server.url, {
+      messages: [{ role: 'user', content: QUESTION }], tool_choice: 'required', knot: { agentic: { servers: ['tools'] } },
+    }, { 'x-knot-agentic': 'tools' });
+    assert.equal(r.status, 200, r.text);
+    const a = r.json.knot.agentic;
+    assert.equal(a.C0.admitted, true);
+    assert.equal(a.C0.via, 'body');
+    assert.deepEqual(a.C0.servers.map((s) => [s.name, s.ok, s.tools]), [['tools', true, 2]]);
+    const [first] = callsOf(r);
+    assert.equal(first.name, 'tools__calculator');
+    assert.equal(first.C1.valid, true);
+    assert.equal(first.C2.outcome, 'ok');
+    const result = resultOf(r, first.id);
+    assert.match(result, /^-?\d+(\.\d+)?$/);
+    assert.ok(r.json.choices[0].message.content.includes(result), `the answer '${r.json.choices[0].message.content}' holds ${result}`);
+    assert.equal(r.json.choices[0].finish_reason, 'stop');
+    assert.equal(r.json.choices[0].message.tool_calls, undefined);
+    assert.equal(a.C3.reason === 'answered' || a.C3.reason === 'repeated_call' || a.C3.reason === 'step_limit', true, a.C3.reason);
+    assert.ok(a.steps.every((s) => s.C3 !== undefined));
+    // The server really ran it.
+    assert.ok(mcp.log.some((e) => e.name === 'calculator'));
+    assert.equal(r.json.usage.total_tokens, a.total_tokens);
+    assert.doesNotMatch(r.text, /s3cret/);
+  });
+
+  test('streaming with the openai client: the calls and results as they happen, then the answer', async () => {
+    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none' });
+    const stream = await client.chat.completions.create(/** @type {any} */ ({
+      model: 'm', temperature: 0, max_tokens: 120, stream: true, tool_choice: 'required',
+      messages: [{ role: 'user', content: QUESTION }], knot: { agentic: { servers: ['tools'] } },
+    }));
+    const events = [];
+    let content = '';
+    const calls = [];
+    let finish = null;
+    let last;
+    for await (const chunk of stream) {
+      const c = /** @type {any} */ (chunk);
+      if (c.knot?.agentic?.event) events.push(c.knot.agentic);
+      const delta = c.choices[0]?.delta;
+      for (const t of delta?.tool_calls ?? []) if (t.function?.name) calls.push(t.function.name);
+      content += delta?.content ?? '';
+      if (c.choices[0]?.finish_reason) {
+        finish = c.choices[0].finish_reason;
+        last = c;
+      }
+    }
+    assert.deepEqual(events.slice(0, 3).map((e) => e.event), ['admission', 'step', 'call']);
+    assert.equal(calls[0], 'tools__calculator');
+    const result = events.find((e) => e.event === 'result');
+    assert.equal(result.C2.outcome, 'ok');
+    assert.ok(content.includes(result.content), `'${content}' holds ${result.content}`);
+    assert.equal(finish, 'stop');
+    assert.equal(last.knot.agentic.steps[0].calls[0].C2.outcome, 'ok');
+  });
+
+  // Each faulty tool, forced by name, ends in the gate that names it; the model reads the error.
+  for (const [tool, args, outcome, cause] of [
+    ['faulty__wait', {}, 'timeout', /did not answer within 1000 ms/],
+    ['faulty__fail', {}, 'error', /failed on purpose/],
+    ['faulty__big_report', {}, 'oversized', /larger than \d+ bytes/],
+  ]) {
+    test(`${tool}: C2 says '${outcome}', the loop goes on to an answer, the server keeps serving`, async () => {
+      const r = await agentic(server.url, {
+        messages: [{ role: 'user', content: 'Use the tool.' }],
+        tool_choice: { type: 'function', function: { name: tool } },
+        knot: { agentic: { tool_timeout_ms: 1000, servers: ['faulty'], ...args } },
+      }, {});
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.knot.agentic.C0.via, 'body');
+      const [call] = callsOf(r);
+      assert.equal(call.name, tool);
+      assert.equal(call.C2.outcome, outcome);
+      assert.match(call.C2.cause, cause);
+      assert.match(resultOf(r, call.id), new RegExp(`^Tool error \\(${outcome}\\)`));
+      assert.ok(r.json.knot.agentic.steps.length >= 2, 'a step after the failed call');
+      const plain = await post(server.url, '/v1/chat/completions', { model: 'm', temperature: 0, max_tokens: 5, messages: [{ role: 'user', content: 'Hi' }] });
+      assert.equal(plain.status, 200);
+    });
+  }
+
+  test('the hanging call is cancelled on the MCP server when its timeout passes', () => {
+    assert.equal(mcp.log.findLast((e) => e.name === 'wait')?.cancelled, true);
+  });
+
+  test('a client that goes away cancels the pending tool call', async () => {
+    const before = mcp.log.filter((e) => e.name === 'wait').length;
+    const ac = new AbortController();
+    const res = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST', signal: ac.signal, headers: { 'content-type': 'application/json', 'x-knot-agentic': '1' },
+      body: JSON.stringify({
+        model: 'm', temperature: 0, max_tokens: 60, stream: true, messages: [{ role: 'user', content: 'Wait.' }],
+        tool_choice: { type: 'function', function: { name: 'faulty__wait' } }, knot: { agentic: { servers: ['faulty'] } },
+      }),
+    });
+    const reader = res.body.getReader();
+    let text = '';
+    while (!text.includes('"event":"call"')) {
+      const { done, value } = await reader.read();
+      assert.equal(done, false, `the stream ended before the call: ${text}`);
+      text += new TextDecoder().decode(value);
+    }
+    // The call reached the server: then the client leaves (long before the 30 s timeout).
+    for (let i = 0; i < 100 && mcp.log.filter((e) => e.name === 'wait').length === before; i++) await new Promise((r) => setTimeout(r, 20));
+    ac.abort();
+    let cancelled = false;
+    for (let i = 0; i < 100 && !cancelled; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      cancelled = mcp.log.findLast((e) => e.name === 'wait').cancelled;
+    }
+    assert.equal(cancelled, true);
+    const plain = await post(server.url, '/v1/chat/completions', { model: 'm', temperature: 0, max_tokens: 5, messages: [{ role: 'user', content: 'Hi' }] });
+    assert.equal(plain.status, 200);
+  });
+
+  test('without the opt-in, MCP configuration changes nothing: the plain API, no MCP traffic', async () => {
+    const seen = mcp.requests.length;
+    const messages = [{ role: 'user', content: 'What is the capital of France?' }];
+    const r = await post(server.url, '/v1/chat/completions', { model: 'm', temperature: 0, max_tokens: 30, messages });
+    assert.equal(r.status, 200);
+    assert.equal(r.json.knot.agentic, undefined);
+    const native = await nativeGenerator(KNOT_BIN)(messages, 30, undefined, SMOL);
+    assert.equal(r.json.choices[0].message.content, native.text);
+    // The client's own tools come back to it, as without MCP.
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+    const t = await post(server.url, '/v1/chat/completions', { model: 'm', temperature: 0, max_tokens: 40, messages: [{ role: 'user', content: 'Weather in Paris?' }], tools, tool_choice: 'required' });
+    assert.equal(t.json.choices[0].finish_reason, 'tool_calls');
+    assert.equal(t.json.knot.agentic, undefined);
+    // Opted out by header: the same.
+    const off = await post(server.url, '/v1/chat/completions', { model: 'm', temperature: 0, max_tokens: 30, messages }, { headers: { 'x-knot-agentic': '0' } });
+    assert.equal(off.json.choices[0].message.content, native.text);
+    assert.equal(mcp.requests.length, seen);
+  });
+
+  test("tools in the request skip preflight; a client's own tool comes back to it", async () => {
+    const seen = mcp.requests.length;
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+    const r = await agentic(server.url, { messages: [{ role: 'user', content: 'Weather in Paris?' }], tools, tool_choice: 'required' });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.knot.agentic.C0.admitted, false);
+    assert.equal(r.json.knot.agentic.C0.preflight, false);
+    assert.equal(r.json.choices[0].finish_reason, 'tool_calls');
+    assert.equal(mcp.requests.length, seen, 'no preflight');
+  });
+
+  test('bad requests: a named server without an allow-list, a bad header, budgets past the caps, the legacy endpoint', async () => {
+    const messages = [{ role: 'user', content: 'Hi' }];
+    const named = await agentic(server.url, { messages, knot: { agentic: { mcp_servers: [{ name: 'x', url: 'http://169.254.169.254/' }] } } });
+    assert.equal(named.status, 400);
+    assert.equal(named.json.error.code, 'mcp_server_not_allowed');
+    const header = await agentic(server.url, { messages }, { 'x-knot-agentic': 'perhaps' });
+    assert.equal(header.status, 400);
+    const steps = await agentic(server.url, { messages, knot: { agentic: { max_steps: 64 } } });
+    assert.equal(steps.status, 400);
+    assert.equal(steps.json.error.param, 'knot.agentic.max_steps');
+    const unknown = await agentic(server.url, { messages, knot: { agentic: { loops: 2 } } });
+    assert.equal(unknown.json.error.param, 'knot.agentic.loops');
+    const legacy = await post(server.url, '/v1/completions', { model: 'm', prompt: 'Hi', max_tokens: 2 }, { headers: { 'x-knot-agentic': '1' } });
+    assert.equal(legacy.json.error.code, 'agentic_chat_only');
+    const noTools = await post(server.url, '/v1/chat/completions', { model: 'm', messages, tool_choice: 'required' });
+    assert.equal(noTools.status, 400);
+    assert.equal(noTools.json.error.param, 'tool_choice');
+  });
+});
+
+describeIf(ready, 'the agentic loop on the tag path (SmolLM2 with a template that takes tools)', () => {
+  let mcp;
+  let server;
+  before(async () => {
+    mcp = await startMcpServer();
+    server = await startServe(SMOL, ['--chat-template', `${ROOT}tests/fixtures/chat/chatml-tools.jinja`], {
+      KNOT_MCP_SERVERS: JSON.stringify([{ name: 'tools', url: `${mcp.url}/mcp` }]),
+    });
+  });
+  after(async () => {
+    server?.child.kill('SIGKILL');
+    await mcp?.close();
+  });
+
+  test("tool_choice 'required': the call inside <tool_call>, its result as a tool turn, the answer holds it", async () => {
+    const r = await agentic(server.url, { messages: [{ role: 'user', content: QUESTION }], tool_choice: 'required' });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.knot.tools.path, 'tag');
+    const [first] = callsOf(r);
+    assert.equal(first.name, 'tools__calculator');
+    assert.equal(first.C2.outcome, 'ok');
+    const result = resultOf(r, first.id);
+    assert.ok(r.json.choices[0].message.content.includes(result), `the answer '${r.json.choices[0].message.content}' holds ${result}`);
+  });
+});
+
+describeIf(ready && existsSync(GEMMA), 'the agentic loop in knot-serve (Gemma-3-270M, --agentic on, --mcp FILE)', () => {
+  let mcp;
+  let server;
+  before(async () => {
+    mcp = await startMcpServer();
+    const file = join(mkdtempSync(join(tmpdir(), 'knot-mcp-')), 'mcp.json');
+    writeFileSync(file, JSON.stringify([{ name: 'tools', url: `${mcp.url}/stateless` }]));
+    server = await startServe(GEMMA, ['--chat-template', GEMMA_TEMPLATE, '--agentic', 'on', '--mcp', file], {});
+  });
+  after(async () => {
+    server?.child.kill('SIGKILL');
+    await mcp?.close();
+  });
+
+  test("tool_choice 'required': the calculator is called, the answer holds its result", async () => {
+    const r = await agentic(server.url, { messages: [{ role: 'user', content: QUESTION }], tool_choice: 'required' }, {});
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.knot.agentic.C0.via, 'server');
+    const [first] = callsOf(r);
+    assert.equal(first.name, 'tools__calculator');
+    assert.equal(first.C1.valid, true);
+    assert.equal(first.C2.outcome, 'ok');
+    const result = resultOf(r, first.id);
+    assert.ok(r.json.choices[0].message.content.includes(result), `the answer '${r.json.choices[0].message.content}' holds ${result}`);
+  });
+});
