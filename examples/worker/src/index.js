@@ -15,7 +15,7 @@
 // leave the shared model stuck); the client's going away aborts it instead, cleanly.
 import { ApiError, errorResponse, openaiResponse, openaiRoute, toApiError } from 'knot-wasm/openai';
 import { currentModel, getModel } from './model.js';
-import { startMeter } from './meter.js';
+import { resumeMeter, startMeter } from './meter.js';
 import { profileOf, simulate } from './simulate.js';
 
 // The Durable Object classes of a split model; a script hosting stations exports them.
@@ -67,6 +67,8 @@ export default {
 async function openai(request, env, ctx) {
   const model = await getModel(env, ctx);
   const { shim, settings } = model;
+  /** This request's meter: an agentic request takes the model once per turn, all on one meter. */
+  let meter = null;
   return openaiResponse(shim, request, {
     modelId: settings.modelId,
     maxTokens: settings.maxTokens,
@@ -75,15 +77,17 @@ async function openai(request, env, ctx) {
     terminalProsody: settings.terminalProsody,
     // A split model has no explicit windows (split.js).
     prefillWindows: settings.prefillWindows && !settings.stations,
+    agentic: settings.agentic,
     acquire: async (signal) => {
       const lease = await model.queue.acquire(signal);
       // The generation is the invocation's spending: its R2 reads and station calls from here on.
-      model.lastMeter = startMeter('generation');
+      if (meter === null) meter = startMeter('generation');
+      else resumeMeter(meter);
+      model.lastMeter = meter;
       return lease;
     },
     waitUntil: (work) => ctx.waitUntil(work),
     onDone: (r) => {
-      const meter = model.lastMeter;
       if (meter !== null) meter.tokens = r.tokens;
       const { r2_reads, r2_bytes, do_calls, subrequests } = meter?.report() ?? {};
       model.recent.push({ ...r, r2_reads, r2_bytes, do_calls, subrequests });

@@ -65,5 +65,10 @@ export function startMeter(kind) {
   return current;
 }
 
+/** Makes `meter` current again (an agentic request takes the model once per turn). */
+export function resumeMeter(meter) {
+  current = meter;
+}
+
 /** The isolate's current meter (null before any request started one). */
 export const currentMeter = () => current;

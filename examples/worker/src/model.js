@@ -7,7 +7,7 @@
 // across stations that fits (planStations), unless KNOT_STREAM_LAYERS=1 asks for an LRU of
 // KNOT_LRU_CAPACITY layers, the others read from R2 again on every token.
 import { HostShim, errorStatus, planStations } from 'knot-wasm';
-import { ApiError, GenerationQueue } from 'knot-wasm/openai';
+import { ApiError, GenerationQueue, agenticFromEnv, agenticSettings } from 'knot-wasm/openai';
 import { R2KnotSource } from './r2.js';
 import { SplitModel } from './split.js';
 import { startMeter } from './meter.js';
@@ -51,6 +51,9 @@ export function settings(env) {
       throw new Error('KNOT_LRU_CAPACITY applies only with KNOT_STREAM_LAYERS=1 (every layer is resident otherwise)');
     }
   }
+  const agentic = agenticFromEnv(env);
+  // Checked now (a configured server outside KNOT_AGENTIC_ALLOW fails the open, naming it).
+  agenticSettings(agentic);
   return {
     key: env.MODEL_KEY,
     modelId: env.MODEL_ID || env.MODEL_KEY.replace(/\.knot$/, ''),
@@ -88,6 +91,9 @@ export function settings(env) {
     // is planned for.
     stationMaxBatch: envInt(env, 'KNOT_STATION_MAX_BATCH', 64),
     maxTokens: envInt(env, 'KNOT_MAX_TOKENS', 512),
+    // The agentic loop over MCP servers (KNOT_AGENTIC, KNOT_MCP_SERVERS, KNOT_AGENTIC_ALLOW, ...):
+    // one object for the isolate's life, so its tools cache lasts across requests.
+    agentic,
     maxBodyBytes: envInt(env, 'KNOT_MAX_BODY_BYTES', 256 * 1024),
     queue: {
       max: envInt(env, 'KNOT_QUEUE_MAX', 8),

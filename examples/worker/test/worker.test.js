@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { MODEL, client, native, post, sleep, startLocal, stats } from './support.js';
 import { freePort, inspectIsolate } from '../scripts/isolate.mjs';
 import { openaiApiSuite } from '../../../pkg/test/openai-api.js';
+import { startMcpServer } from '../../../pkg/test/mcp-server.js';
 
 const MiB = 2 ** 20;
 const CAPITAL = [{ role: 'user', content: 'What is the capital of France? Answer in one sentence.' }];
@@ -18,6 +19,8 @@ const STORY = [{ role: 'user', content: 'Write a long story about a lighthouse k
 let local;
 /** @type {ReturnType<typeof client>} */
 let openai;
+/** An MCP server made with the official SDK, in this process; the Worker reaches it over HTTP. */
+let mcp;
 /** The isolate through workerd's inspector, for its JS heap. */
 let isolate;
 const memory = {};
@@ -26,7 +29,17 @@ const mib = (b) => +(b / MiB).toFixed(1);
 before(async () => {
   // A short line, so that 429s are reachable in a test.
   const inspectorPort = await freePort();
-  local = await startLocal({ quiet: true, inspectorPort, vars: { KNOT_QUEUE_MAX: '2', KNOT_MAX_TOKENS: '400' } });
+  mcp = await startMcpServer();
+  // MCP servers configured, the loop for requests that ask: every test not asking is the plain
+  // API with MCP configuration present.
+  local = await startLocal({
+    quiet: true, inspectorPort, vars: {
+      KNOT_QUEUE_MAX: '2', KNOT_MAX_TOKENS: '400',
+      KNOT_MCP_SERVERS: JSON.stringify([{ name: 'tools', url: `${mcp.url}/mcp` }, { name: 'faulty', url: `${mcp.url}/faulty` }]),
+      KNOT_AGENTIC_ALLOW: `${mcp.url}/mcp,${mcp.url}/faulty,${mcp.url}/stateless`,
+      KNOT_MCP_TIMEOUT_MS: '20000',
+    },
+  });
   openai = client(local.url);
   isolate = await inspectIsolate(inspectorPort);
 });
@@ -34,6 +47,7 @@ before(async () => {
 after(async () => {
   isolate?.close();
   await local?.dispose();
+  await mcp?.close();
   console.log('memory in workerd (MiB):', JSON.stringify(memory));
 });
 
@@ -163,5 +177,62 @@ describe('one model, many requests', () => {
     memory.rangeReadsPerToken = s.layer_reads_per_token;
     assert.ok(s.wasm_memory_bytes <= s.memory_plan.total, `${s.wasm_memory_bytes} > ${s.memory_plan.total}`);
     assert.ok(s.wasm_memory_bytes < 100 * MiB);
+  });
+});
+
+describe('the agentic loop over MCP servers', () => {
+  const ask = (body, headers = { 'x-knot-agentic': 'tools' }) => post(local.url, '/v1/chat/completions', {
+    model: MODEL, temperature: 0, max_tokens: 120, ...body,
+  }, { headers });
+
+  test("tool_choice 'required': the Worker calls the calculator on the MCP server, the answer holds the result", async () => {
+    const seen = mcp.log.length;
+    const r = await ask({
+      messages: [{ role: 'user', content: 'What is 17 multiplied by 23?' }], tool_choice: 'required',
+      knot: { agentic: { servers: ['tools'] } },
+    });
+    assert.equal(r.status, 200, r.text);
+    const a = r.json.knot.agentic;
+    assert.deepEqual(a.C0.servers.map((s) => [s.name, s.ok, s.tools]), [['tools', true, 2]]);
+    const call = a.steps[0].calls[0];
+    assert.equal(call.name, 'tools__calculator');
+    assert.equal(call.C1.valid, true);
+    assert.equal(call.C2.outcome, 'ok');
+    assert.equal(mcp.log[seen].name, 'calculator');
+    const result = a.messages.find((m) => m.role === 'tool').content;
+    assert.ok(r.json.choices[0].message.content.includes(result), `'${r.json.choices[0].message.content}' holds ${result}`);
+  });
+
+  test('the hanging tool ends in C2 timeout (cancelled on the server); the Worker keeps serving', async () => {
+    const r = await ask({
+      messages: [{ role: 'user', content: 'Wait.' }], tool_choice: { type: 'function', function: { name: 'faulty__wait' } },
+      knot: { agentic: { servers: ['faulty'], tool_timeout_ms: 1000, max_steps: 2 } },
+    });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.knot.agentic.steps[0].calls[0].C2.outcome, 'timeout');
+    assert.equal(r.json.knot.agentic.C3.reason, 'step_limit');
+    await sleep(200);
+    assert.equal(mcp.log.findLast((e) => e.name === 'wait').cancelled, true);
+    const plain = await openai.chat.completions.create({ model: MODEL, messages: CAPITAL, max_tokens: 5, temperature: 0 });
+    assert.equal(plain.choices.length, 1);
+  });
+
+  test('the allow-list: a request may name a server under it, never one outside', async () => {
+    const inside = await ask({
+      messages: [{ role: 'user', content: 'Which country is Lima in?' }], tool_choice: 'required',
+      knot: { agentic: { servers: [], mcp_servers: [{ name: 'extra', url: `${mcp.url}/stateless` }] } },
+    });
+    assert.equal(inside.status, 200, inside.text);
+    assert.deepEqual(inside.json.knot.agentic.C0.servers.map((s) => s.name), ['extra']);
+    assert.match(inside.json.knot.agentic.steps[0].calls[0].name, /^extra__/);
+    const requests = mcp.requests.length;
+    const outside = await ask({
+      messages: [{ role: 'user', content: 'Hi' }],
+      knot: { agentic: { mcp_servers: [{ name: 'vault', url: `${mcp.url}/auth`, headers: { authorization: 'Bearer s3cret' } }] } },
+    });
+    assert.equal(outside.status, 400);
+    assert.equal(outside.json.error.code, 'mcp_server_not_allowed');
+    assert.doesNotMatch(outside.text, /s3cret/);
+    assert.equal(mcp.requests.length, requests, 'no request to a server outside the list');
   });
 });
