@@ -4,17 +4,16 @@
 // fail and answer 5 MB each ending in the gate that names them, a client that goes away
 // cancelling the pending call, the opt-in, the allow-list, and secrets never echoed.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { after, before, describe, test } from './harness.js';
 import { startMcpServer } from './mcp-server.js';
-import { nativeGenerator, post } from './servers.js';
+import { nativeGenerator, post, startServer } from './servers.js';
 import { KNOT_BIN, ROOT, SMOL, haveNative, haveSmol } from './support.js';
 import { McpConnection, allowed, closed, namespaced, parseMcpServers } from '../src/openai/mcp.js';
-import { agenticFromEnv } from '../src/openai/agentic.js';
+import { admit, agenticFromEnv, agenticSettings } from '../src/openai/agentic.js';
 
 const GEMMA = process.env.KNOT_GEMMA3 ?? `${ROOT}models/gemma-3-270m.knot`;
 const GEMMA_TEMPLATE = `${ROOT}tests/fixtures/chat/gemma3.jinja`;
@@ -22,22 +21,7 @@ const BIN = `${ROOT}pkg/bin/knot-serve.js`;
 const QUESTION = 'What is 17 multiplied by 23?';
 
 /** Starts knot-serve on a free port with `env`; resolves with its URL and the process. */
-function startServe(model, args, env) {
-  const child = spawn(process.execPath, [BIN, model, '--port', '0', '--model-id', 'm', '--max-context', '2048', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env },
-  });
-  let err = '';
-  child.stderr.on('data', (d) => { err += d; });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = /on (http:\/\/\S+) /.exec(out);
-      if (m && out.includes('\n')) setTimeout(() => resolve({ url: m[1], child, out: () => out, stderr: () => err }), 50);
-    });
-    child.on('exit', (code) => reject(new Error(`knot-serve exited (${code}): ${out}${err}`)));
-  });
-}
+const startServe = (model, args, env) => startServer(process.execPath, [BIN, model, '--port', '0', '--model-id', 'm', '--max-context', '2048', ...args], env);
 
 /** A chat request to the loop; the body's `knot.agentic` opts in unless `header` does. */
 const agentic = (url, body, headers = { 'x-knot-agentic': 'tools' }) => post(url, '/v1/chat/completions', {
@@ -102,6 +86,26 @@ describe('MCP client (the official SDK client) against the official SDK server',
     const r = await wrong.callTool('lookup', { key: 'lima' }, { signal, timeoutMs: 5000 });
     assert.equal(r.outcome, 'error');
     assert.doesNotMatch(r.text, /wr0ng-key/);
+  });
+
+  test('preflight: lazy and request-scoped; a listing reused within KNOT_MCP_TOOLS_TTL_MS, not past it', async () => {
+    const servers = [{ name: 'tools', url: `${mcp.url}/mcp` }];
+    const req = { tools: [], toolChoice: 'none', toolChoiceGiven: false };
+    const optIn = { via: 'body', budgets: {} };
+    const listings = () => mcp.requests.length;
+    const cached = agenticSettings({ servers, toolsTtlMs: 60_000 });
+    const first = await admit(cached, optIn, req, signal);
+    await first.close();
+    assert.equal(first.C0.servers[0].cached, false);
+    const seen = listings();
+    const second = await admit(cached, optIn, req, signal);
+    assert.equal(second.C0.servers[0].cached, true);
+    assert.equal(second.C0.tools, 2);
+    assert.equal(listings(), seen, 'no request to the server');
+    const fresh = await admit(agenticSettings({ servers }), optIn, req, signal);
+    await fresh.close();
+    assert.equal(fresh.C0.servers[0].cached, false);
+    assert.ok(listings() > seen);
   });
 
   test('configuration: names, URLs, headers checked; the allow-list by path prefix; namespacing', () => {

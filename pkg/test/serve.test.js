@@ -3,13 +3,13 @@
 // the tool-call tag path (a template that takes tools, given with --chat-template), bad
 // command lines, and a graceful shutdown on SIGTERM.
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from './harness.js';
 
 const describeIf = (condition, name, fn) => (condition ? describe(name, fn) : describe.skip(name, fn));
 import { openaiApiSuite } from './openai-api.js';
-import { nativeGenerator, post } from './servers.js';
+import { nativeGenerator, post, startServer } from './servers.js';
 import { KNOT_BIN, ROOT, SMOL, haveNative, haveSmol } from './support.js';
 
 const BIN = `${ROOT}pkg/bin/knot-serve.js`;
@@ -27,19 +27,7 @@ const runtime = (script, args) => (g.Deno !== undefined
  * @param {string[]} args
  */
 function startServe(args) {
-  const [cmd, argv] = runtime(BIN, [SMOL, '--port', '0', '--model-id', MODEL, '--max-tokens', '400', '--max-context', '2048', ...args]);
-  const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let err = '';
-  child.stderr.on('data', (d) => { err += d; });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = /on (http:\/\/\S+) /.exec(out);
-      if (m) resolve({ url: m[1], child, line: out.trim(), stderr: () => err });
-    });
-    child.on('exit', (code) => reject(new Error(`knot-serve exited (${code}) before listening: ${out}${err}`)));
-  });
+  return startServer(...runtime(BIN, [SMOL, '--port', '0', '--model-id', MODEL, '--max-tokens', '400', '--max-context', '2048', ...args]));
 }
 
 /** The native CLI's generation on SmolLM2: the reference the server must equal. */

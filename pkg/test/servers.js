@@ -1,6 +1,6 @@
 // What the OpenAI servers' tests share (pkg/test/serve.test.js for knot-serve,
 // examples/worker/test for the Worker): raw requests, and the native CLI as the reference.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -52,4 +52,26 @@ export function nativeGenerator(knotBin) {
     const { stdout } = await run(knotBin, args, { encoding: 'utf8', maxBuffer: 1 << 26 });
     return JSON.parse(stdout);
   };
+}
+
+/**
+ * Starts a server process that prints its URL in a startup line (`… on http://host:port …`);
+ * resolves once that line is whole, with the URL, the process, and what it printed so far.
+ * @param {string} cmd
+ * @param {string[]} argv
+ * @param {Record<string, string>} [env] added to this process's environment
+ */
+export function startServer(cmd, argv, env = {}) {
+  const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  let err = '';
+  let out = '';
+  child.stderr.on('data', (d) => { err += d; });
+  return new Promise((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /on (http:\/\/\S+) .*\n/.exec(out);
+      if (m) resolve({ url: m[1], child, line: out.split('\n')[0], out: () => out, stderr: () => err });
+    });
+    child.on('exit', (code) => reject(new Error(`${cmd} exited (${code}) before listening: ${out}${err}`)));
+  });
 }
