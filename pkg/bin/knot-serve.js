@@ -144,10 +144,11 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 
 server = await listen(handler, { port: int('port', o.port), host: o.host });
 const runtime = globalThis.Bun ? 'Bun' : globalThis.Deno ? 'Deno' : 'Node';
+// One write: whoever waits for the URL reads the whole startup message with it.
 process.stdout.write(`knot-serve: ${modelId} on ${server.url} (OpenAI API at ${server.url}/v1; ${runtime}; `
-  + `${shim.layerCount} layers resident, context ${shim.contextLength}, opened in ${Date.now() - t0} ms)\n`);
-if (agentic.mode !== 'off' && agentic.servers.length > 0) {
-  process.stdout.write(`knot-serve: agentic loop ${agentic.mode === 'on' ? 'on for every chat request' : 'for requests that ask'}; `
-    + `MCP servers: ${agentic.servers.map((s) => s.name).join(', ')}\n`);
-}
+  + `${shim.layerCount} layers resident, context ${shim.contextLength}, opened in ${Date.now() - t0} ms)\n`
+  + (agentic.mode !== 'off' && agentic.servers.length > 0
+    ? `knot-serve: agentic loop ${agentic.mode === 'on' ? 'on for every chat request' : 'for requests that ask'}; `
+      + `MCP servers: ${agentic.servers.map((s) => s.name).join(', ')}\n`
+    : ''));
 

@@ -303,6 +303,19 @@ describeIf(ready, 'the agentic loop in knot-serve (SmolLM2)', () => {
     assert.equal(mcp.requests.length, seen, 'no preflight');
   });
 
+  test('the token and time budgets stop the loop before a turn, and C3 names them', async () => {
+    const messages = [{ role: 'user', content: QUESTION }];
+    const tokens = await agentic(server.url, { messages, knot: { agentic: { servers: ['tools'], max_total_tokens: 1 } } });
+    assert.equal(tokens.status, 200, tokens.text);
+    assert.deepEqual(tokens.json.knot.agentic.C3.reason, 'token_budget');
+    assert.deepEqual(tokens.json.knot.agentic.steps, [{ step: 1, tools_offered: 2, tool_choice: 'auto', skipped: true, C3: { verdict: 'stop', reason: 'token_budget' } }]);
+    assert.equal(tokens.json.choices[0].finish_reason, 'length');
+    assert.equal(tokens.json.usage.completion_tokens, 0);
+    // The preflight alone takes longer than 1 ms.
+    const time = await agentic(server.url, { messages, knot: { agentic: { servers: ['tools'], max_ms: 1 } } });
+    assert.equal(time.json.knot.agentic.C3.reason, 'time_budget');
+  });
+
   test('bad requests: a named server without an allow-list, a bad header, budgets past the caps, the legacy endpoint', async () => {
     const messages = [{ role: 'user', content: 'Hi' }];
     const named = await agentic(server.url, { messages, knot: { agentic: { mcp_servers: [{ name: 'x', url: 'http://169.254.169.254/' }] } } });
