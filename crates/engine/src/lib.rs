@@ -21,8 +21,8 @@ mod test_support;
 
 pub use kv::{KvCache, KvType};
 pub use model::{
-    embed, EngineError, HeadBuffers, LayerLayout, LayerWeights, LmHead, Model, ResidentLayout,
-    ResidentWeights, Session, SessionMemory, TensorRef, TensorSlot, TensorSource,
+    embed, EngineError, HeadBuffers, Joint, LayerLayout, LayerWeights, LmHead, Model,
+    ResidentLayout, ResidentWeights, Session, SessionMemory, TensorRef, TensorSlot, TensorSource,
 };
 pub use pipeline::{DecodeConfig, Pipeline, PipelineError, StepInfo};
 pub use sampler::{SamplerConfig, SamplerError};

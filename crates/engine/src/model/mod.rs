@@ -20,8 +20,8 @@
 //!   [`LayerTensors`] / [`ResidentTensors`] as views (`*Weights`) or places in a span
 //!   (`*Layout`).
 //! - `head.rs` — both ends of a pass: [`embed`] and [`LmHead`].
-//! - `session.rs` — [`Session`]: read this first; it opens with `run_layer`, one transformer
-//!   block on one screen.
+//! - `session.rs` — [`Session`]: read this first; it opens with `run_block`, one transformer
+//!   block on one screen, over the rows of one sequence or ([`Joint`]) several.
 //! - `whole.rs` — [`Model`]: a whole file in memory, every layer at once.
 //!
 //! This file only declares and re-exports.
@@ -45,7 +45,7 @@ pub use layout::{
     knot_tensors, LayerLayout, LayerTensors, LayerWeights, ResidentLayout, ResidentTensors,
     ResidentWeights, TensorRef, TensorSlot, TensorSource,
 };
-pub use session::{Session, SessionMemory};
+pub use session::{Joint, Session, SessionMemory};
 pub use whole::Model;
 
 #[cfg(test)]

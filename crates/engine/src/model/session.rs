@@ -1,5 +1,6 @@
-//! The run state of one sequence and the forward pass over it. [`Session::run_layer`] comes
-//! first: one transformer block, a whole layer on one screen. Then a batch's way in and out
+//! The run state of one sequence and the forward pass over it. [`run_block`] comes first: one
+//! transformer block, a whole layer on one screen, over the rows of one session
+//! ([`Session::run_layer`]) or of several at once ([`Joint`]). Then a batch's way in and out
 //! ([`Session::begin`] embeds it, [`Session::finish`] applies the final norm and the LM head),
 //! then construction, memory and the KV cache's bookkeeping (rewind, swap, abort).
 
@@ -17,9 +18,6 @@ use std::ops::Range;
 /// The run state of one sequence: activations for the current batch and the KV cache.
 pub struct Session {
     cfg: ModelConfig,
-    rope: Rope,
-    /// RoPE of sliding-window layers (their base can differ from the global layers').
-    rope_local: Rope,
     max_ctx: usize,
     /// The layers this session runs and keeps KV for (all of them, or a station's range).
     layers: Range<usize>,
@@ -27,8 +25,20 @@ pub struct Session {
     n: usize,
     next_layer: usize,
     kv: KvCache,
-    // Batch activations, row-major [n, width].
+    /// The batch's residual stream, row-major [n, dim].
     x: Vec<f32>,
+    logits: Vec<f32>,
+    /// Everything else a layer computes (a [`Joint`] brings its own for several sessions).
+    rows: Rows,
+}
+
+/// A batch's activations other than the residual stream (row-major [rows, width]) and the
+/// scratch a layer needs. A session has its own; a [`Joint`] has one for the rows of several
+/// sessions at once, so their matmuls read each weight once.
+struct Rows {
+    rope: Rope,
+    /// RoPE of sliding-window layers (their base can differ from the global layers').
+    rope_local: Rope,
     xb: Vec<f32>,
     q: Vec<f32>,
     k: Vec<f32>,
@@ -38,13 +48,132 @@ pub struct Session {
     hb2: Vec<f32>,
     attn: AttentionBuffers,
     norm_w: Vec<f32>,
-    logits: Vec<f32>,
     scratch: MatmulScratch,
+}
+
+/// One sequence's share of a layer pass: its residual rows, its KV cache, its first position.
+struct Part<'a> {
+    x: &'a mut [f32],
+    kv: &'a mut KvCache,
+    pos: usize,
+}
+
+/// One transformer block over the rows of one or more sequences. The matmuls run over all rows
+/// at once; RoPE, the KV cache and attention are each sequence's own. A row's result does not
+/// depend on the rows beside it (`tests/batch_identity.rs`), so sequences run together give
+/// what each gives alone, bit for bit.
+fn run_block(
+    c: &ModelConfig,
+    r: &mut Rows,
+    parts: &mut [Part<'_>],
+    layer: usize,
+    kv_layer: usize,
+    w: &LayerWeights,
+) {
+    let (dim, eps) = (c.dim, c.norm_eps);
+    let (hd, q_dim, kv_dim) = (c.head_dim, c.q_dim(), c.kv_dim());
+    let n = parts.iter().map(|p| p.x.len() / dim).sum();
+
+    // Attention: x += [post_norm] Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
+    load_vector(&w.attn_norm, &mut r.norm_w);
+    norm_parts(parts, &mut r.xb, &r.norm_w, eps);
+    matmul(&w.attn_q, &r.xb, n, &mut r.q, &mut r.scratch);
+    matmul(&w.attn_k, &r.xb, n, &mut r.k, &mut r.scratch);
+    matmul(&w.attn_v, &r.xb, n, &mut r.v, &mut r.scratch);
+    if let Some([bq, bk, bv]) = &w.attn_qkv_bias {
+        // qwen2
+        for (b, out) in [(bq, &mut r.q), (bk, &mut r.k), (bv, &mut r.v)] {
+            load_vector(b, &mut r.norm_w);
+            add_rows(out, &r.norm_w);
+        }
+    }
+    if let Some([q_norm, k_norm]) = &w.attn_qk_norm {
+        // qwen3, gemma3: each head normalised on its own, before RoPE.
+        for (nw, buf) in [(q_norm, &mut r.q), (k_norm, &mut r.k)] {
+            load_vector(nw, &mut r.norm_w);
+            rmsnorm_in_place(buf, &r.norm_w, eps);
+        }
+    }
+    let rope = match c.is_local_layer(layer) {
+        true => &mut r.rope_local,
+        false => &mut r.rope,
+    };
+    let mut at = 0;
+    for p in parts.iter_mut() {
+        let rows = p.x.len() / dim;
+        let (q, att) = (
+            &mut r.q[at * q_dim..(at + rows) * q_dim],
+            &mut r.att[at * q_dim..(at + rows) * q_dim],
+        );
+        let (k, v) = (
+            &mut r.k[at * kv_dim..(at + rows) * kv_dim],
+            &mut r.v[at * kv_dim..(at + rows) * kv_dim],
+        );
+        for t in 0..rows {
+            rope.apply(&mut q[t * q_dim..(t + 1) * q_dim], hd, p.pos + t);
+            rope.apply(&mut k[t * kv_dim..(t + 1) * kv_dim], hd, p.pos + t);
+        }
+        // The batch sees its own keys and values as the cache will store them.
+        p.kv.round(k);
+        p.kv.round(v);
+        let attention = Attention {
+            q,
+            k,
+            v,
+            out: att,
+            n: rows,
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            head_dim: hd,
+            scale: 1.0 / c.query_pre_attn_scalar.unwrap_or(hd as f32).sqrt(),
+        };
+        p.kv.attend(kv_layer, attention, &mut r.attn);
+        p.kv.append(kv_layer, k, v);
+        at += rows;
+    }
+    matmul(&w.attn_output, &r.att, n, &mut r.xb, &mut r.scratch);
+    if let Some(post) = &w.post_attention_norm {
+        // gemma3's sandwich norm
+        load_vector(post, &mut r.norm_w);
+        rmsnorm_in_place(&mut r.xb, &r.norm_w, eps);
+    }
+    add_parts(parts, &r.xb);
+
+    // Feed-forward: x += [post_norm] Wdown · (act(Wgate·norm(x)) * Wup·norm(x))
+    load_vector(&w.ffn_norm, &mut r.norm_w);
+    norm_parts(parts, &mut r.xb, &r.norm_w, eps);
+    matmul(&w.ffn_gate, &r.xb, n, &mut r.hb, &mut r.scratch);
+    matmul(&w.ffn_up, &r.xb, n, &mut r.hb2, &mut r.scratch);
+    match c.ffn_activation {
+        FfnActivation::Silu => swiglu(&mut r.hb, &r.hb2),
+        FfnActivation::GeluTanh => gelu_tanh_gated(&mut r.hb, &r.hb2),
+    }
+    matmul(&w.ffn_down, &r.hb, n, &mut r.xb, &mut r.scratch);
+    if let Some(post) = &w.post_ffw_norm {
+        load_vector(post, &mut r.norm_w);
+        rmsnorm_in_place(&mut r.xb, &r.norm_w, eps);
+    }
+    add_parts(parts, &r.xb);
 }
 
 impl Session {
     /// Runs the current batch through layer `layer` (layers must come in order).
     pub fn run_layer(&mut self, layer: usize, w: &LayerWeights) -> Result<(), EngineError> {
+        self.check_next(layer)?;
+        let pos = self.position();
+        let part = Part {
+            x: &mut self.x,
+            kv: &mut self.kv,
+            pos,
+        };
+        let kv_layer = layer - self.layers.start;
+        run_block(&self.cfg, &mut self.rows, &mut [part], layer, kv_layer, w);
+        self.next_layer += 1;
+        Ok(())
+    }
+
+    /// Whether the batch is ready for `layer`.
+    fn check_next(&self, layer: usize) -> Result<(), EngineError> {
         if self.n == 0 {
             return Err(EngineError::EmptyBatch);
         }
@@ -54,86 +183,89 @@ impl Session {
                 got: layer,
             });
         }
-        let (n, pos, eps) = (self.n, self.position(), self.cfg.norm_eps);
-        let (hd, q_dim, kv_dim) = (self.cfg.head_dim, self.cfg.q_dim(), self.cfg.kv_dim());
+        Ok(())
+    }
+}
 
-        // Attention: x += [post_norm] Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
-        load_vector(&w.attn_norm, &mut self.norm_w);
-        rmsnorm(&mut self.xb, &self.x, &self.norm_w, eps);
-        matmul(&w.attn_q, &self.xb, n, &mut self.q, &mut self.scratch);
-        matmul(&w.attn_k, &self.xb, n, &mut self.k, &mut self.scratch);
-        matmul(&w.attn_v, &self.xb, n, &mut self.v, &mut self.scratch);
-        if let Some([bq, bk, bv]) = &w.attn_qkv_bias {
-            // qwen2
-            for (b, out) in [(bq, &mut self.q), (bk, &mut self.k), (bv, &mut self.v)] {
-                load_vector(b, &mut self.norm_w);
-                add_rows(out, &self.norm_w);
-            }
+/// Several sessions' batches run through each layer together: their rows share the matmuls
+/// (each weight read once for all of them), while RoPE, the KV cache and attention stay each
+/// session's own. Each session gives exactly what it gives alone (see [`run_block`]). A caller
+/// begins every session's batch, calls [`Joint::prepare`] before reading layers, runs the
+/// layers here, and finishes each session as usual.
+pub struct Joint {
+    cfg: ModelConfig,
+    rows: Rows,
+}
+
+impl Joint {
+    pub fn new(cfg: &ModelConfig) -> Self {
+        Joint {
+            cfg: cfg.clone(),
+            rows: Rows::new(cfg),
         }
-        if let Some([q_norm, k_norm]) = &w.attn_qk_norm {
-            // qwen3, gemma3: each head normalised on its own, before RoPE.
-            for (nw, buf) in [(q_norm, &mut self.q), (k_norm, &mut self.k)] {
-                load_vector(nw, &mut self.norm_w);
-                rmsnorm_in_place(buf, &self.norm_w, eps);
-            }
-        }
-        let rope = match self.cfg.is_local_layer(layer) {
-            true => &mut self.rope_local,
-            false => &mut self.rope,
+    }
+
+    /// Sizes the shared rows for the sessions' current batches (each begun): everything the
+    /// layers will use is taken here, before layers are read.
+    pub fn prepare(&mut self, sessions: &[&mut Session]) -> Result<(), EngineError> {
+        let Some(first) = sessions.first() else {
+            return Err(EngineError::EmptyBatch);
         };
-        for t in 0..n {
-            rope.apply(&mut self.q[t * q_dim..(t + 1) * q_dim], hd, pos + t);
-            rope.apply(&mut self.k[t * kv_dim..(t + 1) * kv_dim], hd, pos + t);
+        let mut n = 0usize;
+        let mut context = 0;
+        for s in sessions {
+            if s.cfg != self.cfg || s.layers != first.layers {
+                return Err(EngineError::BadConfig(
+                    "sessions run together must share their model and layer range".into(),
+                ));
+            }
+            if s.n == 0 {
+                return Err(EngineError::EmptyBatch);
+            }
+            n = n.saturating_add(s.n);
+            context = context.max(s.position() + s.n);
         }
-        // The batch sees its own keys and values as the cache will store them.
-        self.kv.round(&mut self.k);
-        self.kv.round(&mut self.v);
-        let c = &self.cfg;
-        let attention = Attention {
-            q: &self.q,
-            k: &self.k,
-            v: &self.v,
-            out: &mut self.att,
-            n,
-            n_heads: c.n_heads,
-            n_kv_heads: c.n_kv_heads,
-            head_dim: hd,
-            scale: 1.0 / c.query_pre_attn_scalar.unwrap_or(hd as f32).sqrt(),
-        };
-        let kv_layer = layer - self.layers.start;
-        self.kv.attend(kv_layer, attention, &mut self.attn);
-        self.kv.append(kv_layer, &self.k, &self.v);
-        matmul(
-            &w.attn_output,
-            &self.att,
-            n,
-            &mut self.xb,
-            &mut self.scratch,
-        );
-        if let Some(post) = &w.post_attention_norm {
-            // gemma3's sandwich norm
-            load_vector(post, &mut self.norm_w);
-            rmsnorm_in_place(&mut self.xb, &self.norm_w, eps);
-        }
-        add(&mut self.x, &self.xb);
+        addressable(
+            "the joint batch's activations",
+            &[n, widest(&self.cfg), std::mem::size_of::<f32>()],
+        )?;
+        self.rows.fit(&self.cfg, n, context);
+        Ok(())
+    }
 
-        // Feed-forward: x += [post_norm] Wdown · (act(Wgate·norm(x)) * Wup·norm(x))
-        load_vector(&w.ffn_norm, &mut self.norm_w);
-        rmsnorm(&mut self.xb, &self.x, &self.norm_w, eps);
-        matmul(&w.ffn_gate, &self.xb, n, &mut self.hb, &mut self.scratch);
-        matmul(&w.ffn_up, &self.xb, n, &mut self.hb2, &mut self.scratch);
-        match self.cfg.ffn_activation {
-            FfnActivation::Silu => swiglu(&mut self.hb, &self.hb2),
-            FfnActivation::GeluTanh => gelu_tanh_gated(&mut self.hb, &self.hb2),
+    /// Runs every session's current batch through layer `layer` (layers in order; the same
+    /// sessions, prepared, for every layer).
+    pub fn run_layer(
+        &mut self,
+        sessions: &mut [&mut Session],
+        layer: usize,
+        w: &LayerWeights,
+    ) -> Result<(), EngineError> {
+        let rows: usize = sessions.iter().map(|s| s.n).sum();
+        if rows * self.cfg.dim != self.rows.xb.len() {
+            return Err(EngineError::BadConfig(
+                "the joint batch changed since Joint::prepare".into(),
+            ));
         }
-        matmul(&w.ffn_down, &self.hb, n, &mut self.xb, &mut self.scratch);
-        if let Some(post) = &w.post_ffw_norm {
-            load_vector(post, &mut self.norm_w);
-            rmsnorm_in_place(&mut self.xb, &self.norm_w, eps);
+        for s in sessions.iter() {
+            s.check_next(layer)?;
         }
-        add(&mut self.x, &self.xb);
-
-        self.next_layer += 1;
+        let kv_layer = layer - sessions[0].layers.start;
+        let mut parts: Vec<Part<'_>> = sessions
+            .iter_mut()
+            .map(|s| {
+                let pos = s.position();
+                Part {
+                    x: &mut s.x,
+                    kv: &mut s.kv,
+                    pos,
+                }
+            })
+            .collect();
+        run_block(&self.cfg, &mut self.rows, &mut parts, layer, kv_layer, w);
+        for s in sessions.iter_mut() {
+            s.next_layer += 1;
+        }
         Ok(())
     }
 }
@@ -193,31 +325,15 @@ impl Session {
                 max: self.max_ctx,
             });
         }
-        let c = &self.cfg;
-        let (dim, q_dim, kv_dim, ffn) = (c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim);
-        let widest = dim.max(q_dim).max(ffn);
         addressable(
             "the batch's activations",
-            &[n, widest, std::mem::size_of::<f32>()],
+            &[n, widest(&self.cfg), std::mem::size_of::<f32>()],
         )?;
-        for (buf, width) in [
-            (&mut self.x, dim),
-            (&mut self.xb, dim),
-            (&mut self.q, q_dim),
-            (&mut self.k, kv_dim),
-            (&mut self.v, kv_dim),
-            (&mut self.att, q_dim),
-            (&mut self.hb, ffn),
-            (&mut self.hb2, ffn),
-        ] {
-            fit(buf, n * width);
-        }
+        fit(&mut self.x, n * self.cfg.dim);
         // Everything the layers will grow is taken here, before the host starts reading layers:
         // an allocation while a read writes into wasm memory would detach its view.
         self.kv.reserve(needed);
-        self.scratch.reserve(n * widest);
-        self.attn
-            .reserve(c.n_heads / c.n_kv_heads.max(1) * needed, c.head_dim);
+        self.rows.fit(&self.cfg, n, needed);
         self.n = n;
         self.next_layer = self.layers.start;
         Ok(())
@@ -249,10 +365,10 @@ impl Session {
             self.cfg.norm_eps,
             &self.x[rows.start * dim..rows.end * dim],
             HeadBuffers {
-                norm_w: &mut self.norm_w,
-                xb: &mut self.xb,
+                norm_w: &mut self.rows.norm_w,
+                xb: &mut self.rows.xb,
                 logits: &mut self.logits,
-                scratch: &mut self.scratch,
+                scratch: &mut self.rows.scratch,
             },
         )?;
         self.kv.commit(n);
@@ -344,12 +460,7 @@ impl Session {
         )?;
         let windows = &layer_windows(cfg)[layers.clone()];
         Ok(Session {
-            rope: Rope::new(cfg.rope_style, cfg.rope_dim, cfg.rope_theta),
-            rope_local: Rope::new(
-                cfg.rope_style,
-                cfg.rope_dim,
-                cfg.rope_theta_local.unwrap_or(cfg.rope_theta),
-            ),
+            rows: Rows::new(cfg),
             kv: KvCache::new(Self::kv_shape(layers.len(), cfg, max_ctx, kv_type), windows),
             cfg: cfg.clone(),
             max_ctx,
@@ -357,17 +468,7 @@ impl Session {
             layers,
             n: 0,
             x: Vec::new(),
-            xb: Vec::new(),
-            q: Vec::new(),
-            k: Vec::new(),
-            v: Vec::new(),
-            att: Vec::new(),
-            hb: Vec::new(),
-            hb2: Vec::new(),
-            attn: AttentionBuffers::default(),
-            norm_w: Vec::new(),
             logits: Vec::new(),
-            scratch: MatmulScratch::default(),
         })
     }
 
@@ -556,6 +657,71 @@ fn layer_windows(cfg: &ModelConfig) -> Vec<Option<usize>> {
     (0..cfg.n_layers)
         .map(|l| cfg.sliding_window.filter(|_| cfg.is_local_layer(l)))
         .collect()
+}
+
+impl Rows {
+    fn new(cfg: &ModelConfig) -> Self {
+        Rows {
+            rope: Rope::new(cfg.rope_style, cfg.rope_dim, cfg.rope_theta),
+            rope_local: Rope::new(
+                cfg.rope_style,
+                cfg.rope_dim,
+                cfg.rope_theta_local.unwrap_or(cfg.rope_theta),
+            ),
+            xb: Vec::new(),
+            q: Vec::new(),
+            k: Vec::new(),
+            v: Vec::new(),
+            att: Vec::new(),
+            hb: Vec::new(),
+            hb2: Vec::new(),
+            attn: AttentionBuffers::default(),
+            norm_w: Vec::new(),
+            scratch: MatmulScratch::default(),
+        }
+    }
+
+    /// Sized for `n` rows attending over at most `context` positions.
+    fn fit(&mut self, c: &ModelConfig, n: usize, context: usize) {
+        let (dim, q_dim, kv_dim, ffn) = (c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim);
+        for (buf, width) in [
+            (&mut self.xb, dim),
+            (&mut self.q, q_dim),
+            (&mut self.k, kv_dim),
+            (&mut self.v, kv_dim),
+            (&mut self.att, q_dim),
+            (&mut self.hb, ffn),
+            (&mut self.hb2, ffn),
+        ] {
+            fit(buf, n * width);
+        }
+        self.scratch.reserve(n * widest(c));
+        self.attn
+            .reserve(c.n_heads / c.n_kv_heads.max(1) * context, c.head_dim);
+    }
+}
+
+/// The widest row a layer computes.
+fn widest(c: &ModelConfig) -> usize {
+    c.dim.max(c.q_dim()).max(c.ffn_dim)
+}
+
+/// RMSNorm of each part's residual rows into its rows of `out`.
+fn norm_parts(parts: &[Part<'_>], out: &mut [f32], weight: &[f32], eps: f32) {
+    let mut at = 0;
+    for p in parts {
+        rmsnorm(&mut out[at..at + p.x.len()], p.x, weight, eps);
+        at += p.x.len();
+    }
+}
+
+/// Each part's residual rows += its rows of `y`.
+fn add_parts(parts: &mut [Part<'_>], y: &[f32]) {
+    let mut at = 0;
+    for p in parts.iter_mut() {
+        add(p.x, &y[at..at + p.x.len()]);
+        at += p.x.len();
+    }
 }
 
 /// x += y, element by element (the residual connections).

@@ -329,3 +329,29 @@ fn every_switched_on_tensor_is_required() {
         LayerWeights::load(&llama, 0, &lookup(Some("blk.0.attn_q_norm.weight".into()))).unwrap();
     assert!(w.attn_qk_norm.is_none() && w.attn_qkv_bias.is_none());
 }
+
+#[test]
+fn a_joint_batch_needs_begun_sessions_of_one_model() {
+    let cfg = gemma_like();
+    let mut joint = Joint::new(&cfg);
+    assert!(matches!(joint.prepare(&[]), Err(EngineError::EmptyBatch)));
+    let mut a = Session::new(&cfg, 8).unwrap();
+    assert!(matches!(
+        joint.prepare(&[&mut a]),
+        Err(EngineError::EmptyBatch)
+    ));
+    a.begin_hidden(&[0.5; 8]).unwrap();
+    let other = ModelConfig {
+        n_layers: 2,
+        ..gemma_like()
+    };
+    let mut b = Session::new(&other, 8).unwrap();
+    b.begin_hidden(&[0.5; 8]).unwrap();
+    assert!(matches!(
+        joint.prepare(&[&mut a, &mut b]),
+        Err(EngineError::BadConfig(_))
+    ));
+    let mut c = Session::new(&cfg, 8).unwrap();
+    c.begin_hidden(&[0.25; 16]).unwrap();
+    joint.prepare(&[&mut a, &mut c]).unwrap();
+}
