@@ -93,6 +93,17 @@ export function agenticSettings(o) {
 }
 
 /**
+ * The legacy endpoint has no loop: a request whose header asks for one is told so.
+ * @param {Request} request
+ */
+export function refuseAgentic(request) {
+  const header = request.headers.get('x-knot-agentic')?.trim().toLowerCase();
+  if (header !== undefined && !OFF.has(header)) {
+    throw badRequest('The agentic loop runs on /v1/chat/completions only', null, 'agentic_chat_only');
+  }
+}
+
+/**
  * Whether a chat request runs the loop: the server's mode, then the request's header
  * (`x-knot-agentic`) and body (`knot.agentic`), the body deciding when both speak.
  * @param {ReturnType<typeof agenticSettings>} s
@@ -169,10 +180,11 @@ export async function admit(s, optIn, req, signal) {
     maxResultChars: s.maxResultChars,
   };
   const connections = new Map(servers.map((server) => [server.name, new McpConnection(server, { maxResultBytes: s.maxResultBytes })]));
+  const close = () => Promise.all([...connections.values()].map((c) => c.close())).then(() => {});
   /** @type {McpTool[]} */
-  let mcpTools = [];
+  const mcpTools = [];
   /** @type {import('./tools.js').Tool[]} */
-  let clientTools = [];
+  const clientTools = [];
   /** @type {{ name: string, ok: boolean, tools: number, cached?: boolean, ms?: number, error?: string }[]} */
   let report = [];
   const fromRequest = req.tools.length > 0;
@@ -182,7 +194,7 @@ export async function admit(s, optIn, req, signal) {
       if (server === null) clientTools.push(t);
       else mcpTools.push({ name: t.name, server: server.name, tool: t.name.slice(server.name.length + 2), description: t.description, parameters: t.parameters, schema: t.parameters });
     }
-    report = servers.map((server) => ({ name: server.name, ok: true, tools: mcpTools.filter((t) => t.server === server.name).length, listed: false }));
+    report = servers.map((server) => ({ name: server.name, ok: true, tools: mcpTools.filter((t) => t.server === server.name).length }));
   } else {
     const listings = await Promise.all(servers.map(async (server) => {
       const cached = s.cache.get(server);
@@ -190,7 +202,7 @@ export async function admit(s, optIn, req, signal) {
       const t = Date.now();
       try {
         const tools = await /** @type {McpConnection} */ (connections.get(server.name)).listTools({
-          signal, timeoutMs: Math.min(DEFAULTS.preflightTimeoutMs, budgets.toolTimeoutMs),
+          signal, timeoutMs: Math.min(s.preflightTimeoutMs, budgets.toolTimeoutMs),
         });
         s.cache.set(server, tools);
         return { server, tools, cached: false, ms: Date.now() - t };
@@ -210,7 +222,7 @@ export async function admit(s, optIn, req, signal) {
     }
   }
   if (typeof req.toolChoice === 'object' && !mcpTools.some((t) => t.name === req.toolChoice.name) && !clientTools.some((t) => t.name === req.toolChoice.name)) {
-    await Promise.all([...connections.values()].map((c) => c.close()));
+    await close();
     throw badRequest(`'tool_choice' names '${req.toolChoice.name}', which no tool of the request or its servers has`, 'tool_choice', 'invalid_value');
   }
   const choice = req.toolChoiceGiven ? req.toolChoice : 'auto';
@@ -231,7 +243,6 @@ export async function admit(s, optIn, req, signal) {
     },
     ms: Date.now() - t0,
   };
-  const close = () => Promise.all([...connections.values()].map((c) => c.close())).then(() => {});
   // Not admitted: the request runs as the plain API, and the sessions a preflight opened end now.
   if (!C0.admitted) await close();
   return { C0, budgets, servers, connections, mcpTools, clientTools, choice, startedAt: t0, close };
@@ -252,6 +263,8 @@ function callKey(name, args) {
 }
 
 let schemaValidator = null;
+/** Each tool schema's validator, made once (a request's tools keep their schema objects). */
+const validators = new WeakMap();
 /** @cfworker/json-schema's validator (loaded with the SDK; interprets, compiles nothing). */
 async function validatorFor(schema) {
   schemaValidator ??= import('@cfworker/json-schema').then((m) => m.Validator, (e) => {
@@ -259,7 +272,12 @@ async function validatorFor(schema) {
     throw new ApiError(501, `The agentic loop needs the package @cfworker/json-schema (${e.message})`, { code: 'mcp_unavailable' });
   });
   const Validator = await schemaValidator;
-  return new Validator(schema, '2020-12', false);
+  let v = validators.get(schema);
+  if (v === undefined) {
+    v = new Validator(schema, '2020-12', false);
+    validators.set(schema, v);
+  }
+  return v;
 }
 
 /** C1: a call's arguments against its tool's schema. */
@@ -310,6 +328,18 @@ export function agenticDrive(a) {
     let stopped = null;
     /** @type {{ finish: string, toolCalls: object[] }} */
     let ending = { finish: 'length', toolCalls: [] };
+    /** Ends a step with its C3 verdict: recorded, streamed, and for a stop, the loop's reason. */
+    const endStep = (entry, C3, detail) => {
+      entry.C3 = C3;
+      ctx.emit({ agentic: { event: 'step_end', step: entry.step, C3 } });
+      if (C3.verdict === 'stop') stopped = { reason: C3.reason, step: entry.step, ...(detail ? { detail } : {}) };
+    };
+    /** Runs a call on its server, within what is left of the wall-time budget. */
+    const run = (mcp, args) => {
+      const left = budgets.maxMs - (Date.now() - session.startedAt);
+      const conn = /** @type {import('./mcp.js').McpConnection} */ (session.connections.get(mcp.server));
+      return conn.callTool(mcp.tool, args, { signal: ctx.signal, timeoutMs: Math.max(1, Math.min(budgets.toolTimeoutMs, left)) });
+    };
     ctx.emit({ agentic: { event: 'admission', C0 } });
     try {
       for (let step = 1; ; step++) {
@@ -326,17 +356,19 @@ export function agenticDrive(a) {
           : elapsed > budgets.maxMs ? 'time_budget'
             : ctx.remaining() <= 0 ? 'max_tokens' : null;
         if (why !== null) {
-          stopped = { reason: why, step, detail: why === 'token_budget' ? `${totalTokens} tokens used, the next prompt has ${ids.length}` : why === 'time_budget' ? `${elapsed} ms elapsed` : 'max_tokens reached' };
-          steps.push({ ...record, skipped: true, C3: { verdict: 'stop', reason: why } });
-          ctx.emit({ agentic: { event: 'step_end', step, C3: { verdict: 'stop', reason: why } } });
+          const skipped = { ...record, skipped: true };
+          steps.push(skipped);
+          endStep(skipped, { verdict: 'stop', reason: why }, why === 'token_budget' ? `${totalTokens} tokens used, the next prompt has ${ids.length}`
+            : why === 'time_budget' ? `${elapsed} ms elapsed` : 'max_tokens reached');
           break;
         }
         try {
           await ctx.acquire();
         } catch (e) {
           if (ctx.signal.aborted) throw e;
-          stopped = { reason: 'server_busy', step, detail: String(e?.message ?? e) };
-          steps.push({ ...record, skipped: true, C3: { verdict: 'stop', reason: 'server_busy' } });
+          const skipped = { ...record, skipped: true };
+          steps.push(skipped);
+          endStep(skipped, { verdict: 'stop', reason: 'server_busy' }, String(e?.message ?? e));
           break;
         }
         ctx.emit({ agentic: { event: 'step', ...record } });
@@ -352,29 +384,25 @@ export function agenticDrive(a) {
           // Nothing said and no call (a model may end its turn right after a result): one more
           // turn, told to answer.
           answerOnly = 'empty_answer';
-          entry.C3 = { verdict: 'continue', next: 'answer', reason: answerOnly };
-          ctx.emit({ agentic: { event: 'step_end', step, C3: entry.C3 } });
+          endStep(entry, { verdict: 'continue', next: 'answer', reason: answerOnly });
           continue;
         }
         if (turn.calls.length === 0) {
           // The model answered (or ran out of max_tokens while answering).
-          const reason = turn.finish === 'length' ? 'max_tokens' : answerOnly ?? 'answered';
-          entry.C3 = { verdict: 'stop', reason };
-          stopped = { reason, step };
+          endStep(entry, { verdict: 'stop', reason: turn.finish === 'length' ? 'max_tokens' : answerOnly ?? 'answered' });
           ending = { finish: turn.finish, toolCalls: [] };
-          ctx.emit({ agentic: { event: 'step_end', step, C3: entry.C3 } });
           break;
         }
         const clientCalls = [];
         /** The turn as the conversation keeps it: a call made before is left out (its result is there already). */
         const kept = { role: 'assistant', content: turn.content === '' ? null : turn.content, tool_calls: [] };
         const results = [];
-        let repeated = null;
+        let repeated = false;
         for (const call of turn.calls) {
-          const tool = byName.get(call.function.name);
-          const C1 = await checkCall(tool, call.function.arguments);
-          const mcp = mcpByName.get(call.function.name);
-          const report = { id: call.id, name: call.function.name, ...(mcp ? { server: mcp.server, tool: mcp.tool } : { client: true }), C1: { valid: C1.valid, ...(C1.error ? { error: C1.error } : {}) } };
+          const { name } = call.function;
+          const C1 = await checkCall(byName.get(name), call.function.arguments);
+          const mcp = mcpByName.get(name);
+          const report = { id: call.id, name, ...(mcp ? { server: mcp.server, tool: mcp.tool } : { client: true }), C1: { valid: C1.valid, ...(C1.error ? { error: C1.error } : {}) } };
           entry.calls.push(report);
           ctx.emit({ agentic: { event: 'call', step, ...report } });
           if (mcp === undefined && C1.valid) {
@@ -382,56 +410,46 @@ export function agenticDrive(a) {
             kept.tool_calls.push(call);
             continue;
           }
-          const key = callKey(call.function.name, C1.args ?? call.function.arguments);
+          const key = callKey(name, C1.args ?? call.function.arguments);
           if (C1.valid && seen.has(key)) {
-            repeated = call.function.name;
+            repeated = true;
             report.C2 = { outcome: 'repeated', ms: 0, bytes: 0, cause: 'the same call with the same arguments was made before; not run again' };
-            ctx.emit({ agentic: { event: 'result', step, id: call.id, name: call.function.name, C2: report.C2 } });
+            ctx.emit({ agentic: { event: 'result', step, id: call.id, name, C2: report.C2 } });
             continue;
           }
           kept.tool_calls.push(call);
-          let outcome;
-          let text;
-          let bytes = 0;
           const t = Date.now();
-          if (!C1.valid) {
-            outcome = 'invalid_arguments';
-            text = `The arguments do not match the tool's schema: ${C1.error}`;
-          } else {
+          let r;
+          if (C1.valid) {
             seen.add(key);
-            const conn = session.connections.get(/** @type {McpTool} */ (mcp).server);
-            const left = budgets.maxMs - (Date.now() - session.startedAt);
-            const r = await /** @type {import('./mcp.js').McpConnection} */ (conn).callTool(/** @type {McpTool} */ (mcp).tool, C1.args, {
-              signal: ctx.signal, timeoutMs: Math.max(1, Math.min(budgets.toolTimeoutMs, left)),
-            });
-            ({ outcome, text, bytes } = r);
+            r = await run(/** @type {McpTool} */ (mcp), C1.args);
+          } else {
+            r = { outcome: 'invalid_arguments', text: `The arguments do not match the tool's schema: ${C1.error}`, bytes: 0 };
           }
-          const content = toolMessageText(outcome, text, budgets.maxResultChars);
-          report.C2 = { outcome, ms: Date.now() - t, bytes, ...(outcome === 'ok' && text.length > budgets.maxResultChars ? { truncated: true } : {}) };
-          if (outcome !== 'ok') report.C2.cause = text;
-          results.push({ role: 'tool', content, tool_call_id: call.id, name: call.function.name });
-          ctx.emit({ agentic: { event: 'result', step, id: call.id, name: call.function.name, C2: report.C2, content: content.slice(0, 200) } });
+          const content = toolMessageText(r.outcome, r.text, budgets.maxResultChars);
+          report.C2 = {
+            outcome: r.outcome, ms: Date.now() - t, bytes: r.bytes,
+            ...(r.outcome === 'ok' ? (r.text.length > budgets.maxResultChars ? { truncated: true } : {}) : { cause: r.text }),
+          };
+          results.push({ role: 'tool', content, tool_call_id: call.id, name });
+          ctx.emit({ agentic: { event: 'result', step, id: call.id, name, C2: report.C2, content: content.slice(0, 200) } });
         }
         if (kept.tool_calls.length > 0) {
           messages.push(kept, ...results);
           added.push(kept, ...results);
         }
         if (clientCalls.length > 0) {
-          entry.C3 = { verdict: 'stop', reason: 'client_tool' };
-          stopped = { reason: 'client_tool', step, detail: `the client runs ${clientCalls.map((c) => c.function.name).join(', ')}` };
+          endStep(entry, { verdict: 'stop', reason: 'client_tool' }, `the client runs ${clientCalls.map((c) => c.function.name).join(', ')}`);
           ending = { finish: 'tool_calls', toolCalls: clientCalls };
-          ctx.emit({ agentic: { event: 'step_end', step, C3: entry.C3 } });
           break;
         }
         if (answerOnly !== null) {
           // A call in an answer-only turn cannot happen (no tools offered); if it did, stop.
-          entry.C3 = { verdict: 'stop', reason: answerOnly };
-          stopped = { reason: answerOnly, step };
+          endStep(entry, { verdict: 'stop', reason: answerOnly });
           break;
         }
-        if (repeated !== null) answerOnly = 'repeated_call';
-        entry.C3 = { verdict: 'continue', ...(answerOnly !== null ? { next: 'answer', reason: answerOnly } : {}) };
-        ctx.emit({ agentic: { event: 'step_end', step, C3: entry.C3 } });
+        if (repeated) answerOnly = 'repeated_call';
+        endStep(entry, { verdict: 'continue', ...(answerOnly !== null ? { next: 'answer', reason: answerOnly } : {}) });
         // `required` and a named tool hold for the first step; the model decides after it.
         choice = 'auto';
       }

@@ -12,8 +12,8 @@
 // stations coordinator. What a server adds around it — the line of waiting requests, keeping work
 // alive past the response (Workers' waitUntil), its own routes — comes in through the options.
 import { coltraneFromResponseFormat } from '../helpers.js';
-import { ApiError, badRequest, errorResponse, toApiError } from './errors.js';
-import { admit, agenticDrive, agenticOptIn, agenticSettings } from './agentic.js';
+import { ApiError, errorResponse, toApiError } from './errors.js';
+import { admit, agenticDrive, agenticOptIn, agenticSettings, refuseAgentic } from './agentic.js';
 import { respond, runCompletion } from './generate.js';
 import { parseChatRequest, parseCompletionRequest, readJson } from './request.js';
 import { toolPlan } from './tools.js';
@@ -130,15 +130,6 @@ function templateTools(backend) {
   return t;
 }
 
-/** The legacy endpoint has no loop: a request asking for one is told so. */
-function agenticAskedOf(request) {
-  const h = request.headers.get('x-knot-agentic')?.trim().toLowerCase();
-  if (h !== undefined && !['0', 'false', 'off'].includes(h)) {
-    throw badRequest('The agentic loop runs on /v1/chat/completions only', null, 'agentic_chat_only');
-  }
-  return null;
-}
-
 /** A line of one: the backend's own exclusivity decides. */
 const noLine = () => ({ since: Date.now(), progress() {}, release() {} });
 
@@ -157,7 +148,8 @@ async function complete(backend, kind, request, s) {
   const req = kind === 'chat' ? parseChatRequest(body, limits, coltraneFromResponseFormat) : parseCompletionRequest(body, limits);
   const window = request.headers.get('x-knot-prefill-window');
   const signal = s.signal ?? request.signal;
-  const optIn = kind === 'chat' ? agenticOptIn(s.agentic, request, /** @type {any} */ (req).agentic) : agenticAskedOf(request);
+  if (kind !== 'chat') refuseAgentic(request);
+  const optIn = kind === 'chat' ? agenticOptIn(s.agentic, request, /** @type {any} */ (req).agentic) : null;
   if (optIn === null && kind === 'chat' && /** @type {any} */ (req).toolChoiceWithoutTools !== null) throw /** @type {any} */ (req).toolChoiceWithoutTools;
   // C0 runs before the model is asked for: a preflight never holds the line.
   const session = optIn === null ? null : await admit(s.agentic, optIn, /** @type {any} */ (req), signal);

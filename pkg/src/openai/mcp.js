@@ -218,23 +218,22 @@ export class McpConnection {
     if (res.body === null) return res;
     const limit = this.maxResultBytes;
     const current = this.current;
-    let size = 0;
-    const declared = Number(res.headers.get('content-length') ?? NaN);
-    if (declared > limit) {
+    /** Fails the call reading this answer, and says why. */
+    const over = () => {
+      const e = new Oversized(limit);
+      current?.abort(e);
+      return e;
+    };
+    if (Number(res.headers.get('content-length') ?? NaN) > limit) {
       await res.body.cancel().catch(() => {});
-      current?.abort(new Oversized(limit));
-      throw new Oversized(limit);
+      throw over();
     }
+    let size = 0;
     const body = res.body.pipeThrough(new TransformStream({
       transform(chunk, controller) {
         size += chunk.byteLength;
-        if (size > limit) {
-          const e = new Oversized(limit);
-          current?.abort(e);
-          controller.error(e);
-          return;
-        }
-        controller.enqueue(chunk);
+        if (size > limit) controller.error(over());
+        else controller.enqueue(chunk);
       },
     }));
     return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });

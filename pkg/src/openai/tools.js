@@ -20,6 +20,9 @@
  *   function: { name: string, arguments: string } }[], tool_call_id?: string, name?: string }} Message
  */
 
+/** The agentic loop's last word to the model, said after the results. */
+const ANSWER_NOW = 'Now answer my question using this result.';
+
 /**
  * The schema of one call: a union over the tools it may name.
  * @param {Tool[]} tools
@@ -121,10 +124,9 @@ export function envelopeMessages(messages, tools, choice) {
   if (choice === 'answer') {
     // Said last, after the results: small models keep to what they read last (in the system
     // turn, SmolLM2 answered from the question and not from the result).
-    const text = ANSWER_NOW;
     const last = out[out.length - 1];
-    if (last?.role === 'user') last.content += `\n\n${text}`;
-    else out.push({ role: 'user', content: text });
+    if (last?.role === 'user') last.content += `\n\n${ANSWER_NOW}`;
+    else out.push({ role: 'user', content: ANSWER_NOW });
     return out;
   }
   if (tools.length === 0) return out;
@@ -166,9 +168,6 @@ export function toolPlan(req, template) {
     tools, forced, callTag: null, closeTag: null, maxCalls: 1,
   };
 }
-
-/** The agentic loop's last word to the model, said after the results. */
-const ANSWER_NOW = 'Now answer my question using this result.';
 
 /**
  * The agentic loop's last turn: no tool offered, the model answers from the results it has —
