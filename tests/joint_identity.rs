@@ -1,6 +1,7 @@
 //! Sessions run together ([`engine::Joint`]: their rows share each layer's matmuls) give each
 //! session exactly the logits it gets alone, bit for bit: prompts of different lengths
-//! prefilled in one pass, then decode steps at different positions, on the real models.
+//! prefilled in one pass, then decode steps at different positions, their LM head rows in one
+//! matmul (`Joint::finish`), on the real models.
 
 use knot_suite::{require_model, KnotFile};
 
@@ -52,15 +53,18 @@ fn sessions_run_together_equal_each_session_alone() {
                 } else {
                     &next[step - 1..step]
                 };
-                s.begin(batch, &model.resident).unwrap();
+                joint.begin(s, batch, &model.resident).unwrap();
             }
             let mut refs: Vec<&mut engine::Session> = sessions.iter_mut().collect();
             joint.prepare(&refs).unwrap();
             for (l, w) in model.layers.iter().enumerate() {
                 joint.run_layer(&mut refs, l, w).unwrap();
             }
+            // One LM head matmul for every session's last row.
+            let want = vec![engine::LogitRows::Last; refs.len()];
+            joint.finish(&mut refs, &want, &model.resident).unwrap();
             for (i, s) in refs.iter_mut().enumerate() {
-                together[i].push(s.finish(&model.resident, false).unwrap().to_vec());
+                together[i].push(s.logits_mut().to_vec());
             }
         }
 

@@ -21,7 +21,7 @@ mod test_support;
 
 pub use kv::{KvCache, KvType};
 pub use model::{
-    embed, EngineError, HeadBuffers, Joint, LayerLayout, LayerWeights, LmHead, Model,
+    embed, EngineError, HeadBuffers, Joint, LayerLayout, LayerWeights, LmHead, LogitRows, Model,
     ResidentLayout, ResidentWeights, Session, SessionMemory, TensorRef, TensorSlot, TensorSource,
 };
 pub use pipeline::{DecodeConfig, Pipeline, PipelineError, StepInfo};

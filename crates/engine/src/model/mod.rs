@@ -45,7 +45,7 @@ pub use layout::{
     knot_tensors, LayerLayout, LayerTensors, LayerWeights, ResidentLayout, ResidentTensors,
     ResidentWeights, TensorRef, TensorSlot, TensorSource,
 };
-pub use session::{Joint, Session, SessionMemory};
+pub use session::{Joint, LogitRows, Session, SessionMemory};
 pub use whole::Model;
 
 #[cfg(test)]

@@ -190,11 +190,37 @@ impl Session {
 /// Several sessions' batches run through each layer together: their rows share the matmuls
 /// (each weight read once for all of them), while RoPE, the KV cache and attention stay each
 /// session's own. Each session gives exactly what it gives alone (see [`run_block`]). A caller
-/// begins every session's batch, calls [`Joint::prepare`] before reading layers, runs the
-/// layers here, and finishes each session as usual.
+/// begins every session's batch ([`Joint::begin`], or [`Session::begin`]), calls
+/// [`Joint::prepare`] before reading layers, runs the layers here, and ends them all with
+/// [`Joint::finish`] (one LM head matmul for every row that wants logits) or each alone.
 pub struct Joint {
     cfg: ModelConfig,
     rows: Rows,
+    /// The final-norm input of the rows that want logits, and their logits: `[rows, vocab]`.
+    hidden: Vec<f32>,
+    logits: Vec<f32>,
+}
+
+/// Which logits the end of a batch computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitRows {
+    /// None: a prompt's earlier chunks, whose logits nobody reads.
+    None,
+    /// The last position's: a prompt, a decode step.
+    Last,
+    /// Every position's: a verify pass.
+    All,
+}
+
+impl LogitRows {
+    /// The rows of an `n`-position batch it computes.
+    fn of(self, n: usize) -> Range<usize> {
+        match self {
+            LogitRows::None => n..n,
+            LogitRows::Last => n.saturating_sub(1)..n,
+            LogitRows::All => 0..n,
+        }
+    }
 }
 
 impl Joint {
@@ -202,7 +228,20 @@ impl Joint {
         Joint {
             cfg: cfg.clone(),
             rows: Rows::new(cfg),
+            hidden: Vec::new(),
+            logits: Vec::new(),
         }
+    }
+
+    /// Starts `session`'s batch as [`Session::begin`] does, but without sizing the session's own
+    /// activation buffers: its rows run in this joint's.
+    pub fn begin(
+        &self,
+        session: &mut Session,
+        tokens: &[u32],
+        w: &ResidentWeights,
+    ) -> Result<(), EngineError> {
+        session.embed_batch(tokens, w, false)
     }
 
     /// Sizes the shared rows for the sessions' current batches (each begun): everything the
@@ -270,11 +309,87 @@ impl Joint {
     }
 }
 
+impl Joint {
+    /// Ends every session's batch (each through every layer): the rows `want` names (one entry
+    /// per session) go through the final norm and the LM head in one matmul, and each session
+    /// gets its rows' logits as [`Session::finish`] would give them (in [`Session::logits_mut`];
+    /// a session wanting none gets none, and keeps its earlier ones).
+    pub fn finish(
+        &mut self,
+        sessions: &mut [&mut Session],
+        want: &[LogitRows],
+        w: &ResidentWeights,
+    ) -> Result<(), EngineError> {
+        if sessions.len() != want.len() {
+            return Err(EngineError::BadConfig(
+                "one LogitRows per session to finish".into(),
+            ));
+        }
+        for s in sessions.iter() {
+            s.check_finished()?;
+        }
+        let dim = self.cfg.dim;
+        let m: usize = sessions
+            .iter()
+            .zip(want)
+            .map(|(s, k)| k.of(s.n).len())
+            .sum();
+        if m > 0 {
+            fit(&mut self.hidden, m * dim);
+            let mut at = 0;
+            for (s, k) in sessions.iter().zip(want) {
+                let r = k.of(s.n);
+                let len = r.len() * dim;
+                self.hidden[at..at + len].copy_from_slice(&s.x[r.start * dim..r.end * dim]);
+                at += len;
+            }
+            let head = LmHead {
+                output_norm: &w.output_norm,
+                output: &w.output,
+            };
+            head.logits(
+                self.cfg.norm_eps,
+                &self.hidden,
+                HeadBuffers {
+                    norm_w: &mut self.rows.norm_w,
+                    xb: &mut self.rows.xb,
+                    logits: &mut self.logits,
+                    scratch: &mut self.rows.scratch,
+                },
+            )?;
+        }
+        let vocab = w.output.rows();
+        let mut at = 0;
+        for (s, k) in sessions.iter_mut().zip(want) {
+            let len = k.of(s.n).len() * vocab;
+            if len > 0 {
+                fit(&mut s.logits, len);
+                s.logits.copy_from_slice(&self.logits[at..at + len]);
+                at += len;
+            }
+            s.kv.commit(s.n);
+            s.n = 0;
+        }
+        Ok(())
+    }
+}
+
 /// A batch's way in (token ids or a station's hidden states) and out (logits, nothing, or
 /// hidden states for the next station).
 impl Session {
     /// Starts a batch: checks the ids and embeds them into the residual stream.
     pub fn begin(&mut self, tokens: &[u32], w: &ResidentWeights) -> Result<(), EngineError> {
+        self.embed_batch(tokens, w, true)
+    }
+
+    /// [`Session::begin`]; `own_rows`: size the session's own activation buffers (not when the
+    /// batch runs in a [`Joint`]'s).
+    fn embed_batch(
+        &mut self,
+        tokens: &[u32],
+        w: &ResidentWeights,
+        own_rows: bool,
+    ) -> Result<(), EngineError> {
         if self.layers.start != 0 {
             return Err(self.range_error("token ids enter at layer 0; pass hidden states"));
         }
@@ -282,7 +397,7 @@ impl Session {
             return Err(EngineError::EmptyBatch);
         }
         self.cfg.check_tokens(tokens)?;
-        self.start_batch(tokens.len())?;
+        self.start_batch(tokens.len(), own_rows)?;
         let dim = self.cfg.dim;
         for (row, &id) in self.x.chunks_exact_mut(dim).zip(tokens) {
             embed(&self.cfg, &w.token_embd, id as usize, row);
@@ -303,7 +418,7 @@ impl Session {
                 dim,
             });
         }
-        self.start_batch(hidden.len() / dim)?;
+        self.start_batch(hidden.len() / dim, true)?;
         self.x.copy_from_slice(hidden);
         Ok(())
     }
@@ -316,8 +431,9 @@ impl Session {
         }
     }
 
-    /// Sizes the buffers for a batch of `n` positions and takes everything its layers will grow.
-    fn start_batch(&mut self, n: usize) -> Result<(), EngineError> {
+    /// Sizes the buffers for a batch of `n` positions and takes everything its layers will grow
+    /// (`own_rows`: the activations too, unless a [`Joint`] brings them).
+    fn start_batch(&mut self, n: usize, own_rows: bool) -> Result<(), EngineError> {
         let needed = self.position() + n;
         if needed > self.max_ctx {
             return Err(EngineError::ContextFull {
@@ -333,7 +449,9 @@ impl Session {
         // Everything the layers will grow is taken here, before the host starts reading layers:
         // an allocation while a read writes into wasm memory would detach its view.
         self.kv.reserve(needed);
-        self.rows.fit(&self.cfg, n, needed);
+        if own_rows {
+            self.rows.fit(&self.cfg, n, needed);
+        }
         self.n = n;
         self.next_layer = self.layers.start;
         Ok(())
@@ -346,15 +464,7 @@ impl Session {
         w: &ResidentWeights,
         all_positions: bool,
     ) -> Result<&[f32], EngineError> {
-        if self.n == 0 {
-            return Err(EngineError::EmptyBatch);
-        }
-        if self.next_layer != self.cfg.n_layers {
-            return Err(EngineError::LayerOrder {
-                expected: self.next_layer,
-                got: self.cfg.n_layers,
-            });
-        }
+        self.check_finished()?;
         let (n, dim) = (self.n, self.cfg.dim);
         let rows = if all_positions { 0..n } else { n - 1..n };
         let head = LmHead {
@@ -379,15 +489,7 @@ impl Session {
     /// Ends the batch without the LM head: its positions enter the KV cache and no logits are
     /// computed (a prompt's earlier chunks, whose logits nobody reads).
     pub fn finish_without_logits(&mut self) -> Result<(), EngineError> {
-        if self.n == 0 {
-            return Err(EngineError::EmptyBatch);
-        }
-        if self.next_layer != self.cfg.n_layers {
-            return Err(EngineError::LayerOrder {
-                expected: self.next_layer,
-                got: self.cfg.n_layers,
-            });
-        }
+        self.check_finished()?;
         self.kv.commit(self.n);
         self.n = 0;
         Ok(())
@@ -409,6 +511,20 @@ impl Session {
         self.kv.commit(n);
         self.n = 0;
         Ok(&self.x[..n * self.cfg.dim])
+    }
+
+    /// Whether the batch went through the last layer (and can end with the LM head).
+    fn check_finished(&self) -> Result<(), EngineError> {
+        if self.n == 0 {
+            return Err(EngineError::EmptyBatch);
+        }
+        if self.next_layer != self.cfg.n_layers {
+            return Err(EngineError::LayerOrder {
+                expected: self.next_layer,
+                got: self.cfg.n_layers,
+            });
+        }
+        Ok(())
     }
 
     /// The logits the last [`Session::finish`] returned, for a caller to process in place (a

@@ -354,4 +354,22 @@ fn a_joint_batch_needs_begun_sessions_of_one_model() {
     let mut c = Session::new(&cfg, 8).unwrap();
     c.begin_hidden(&[0.25; 16]).unwrap();
     joint.prepare(&[&mut a, &mut c]).unwrap();
+    // A session that has not been through the layers cannot end with logits.
+    let bytes = vec![0u8; cfg.vocab_size * cfg.dim * 4];
+    let table = crate::quant::QMatrix::new(DType::F32, cfg.vocab_size, cfg.dim, &bytes).unwrap();
+    let norm = crate::quant::QMatrix::new(DType::F32, 1, cfg.dim, &bytes[..cfg.dim * 4]).unwrap();
+    let w = ResidentWeights {
+        token_embd: table.clone(),
+        output_norm: norm,
+        output: table,
+    };
+    let want = [LogitRows::Last, LogitRows::None];
+    assert!(matches!(
+        joint.finish(&mut [&mut a, &mut c], &want, &w),
+        Err(EngineError::LayerOrder { .. })
+    ));
+    assert!(matches!(
+        joint.finish(&mut [&mut a, &mut c], &want[..1], &w),
+        Err(EngineError::BadConfig(_))
+    ));
 }
