@@ -359,7 +359,7 @@ fn a_joint_batch_needs_begun_sessions_of_one_model() {
     let table = crate::quant::QMatrix::new(DType::F32, cfg.vocab_size, cfg.dim, &bytes).unwrap();
     let norm = crate::quant::QMatrix::new(DType::F32, 1, cfg.dim, &bytes[..cfg.dim * 4]).unwrap();
     let w = ResidentWeights {
-        token_embd: table.clone(),
+        token_embd: table,
         output_norm: norm,
         output: table,
     };
