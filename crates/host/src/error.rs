@@ -59,6 +59,14 @@ pub enum HostError {
     /// A GGUF → knot conversion failed (`WasmGgufConverter`).
     #[error("converting GGUF: {0}")]
     Convert(#[from] ConvertError),
+    #[error("this host runs one conversation at a time: open it with maxSequences >= 1 to admit sequences")]
+    BatchingDisabled,
+    #[error("{max} sequences are running (maxSequences): wait for one to end")]
+    SequencesFull { max: usize },
+    /// A failure that ended several sequences at once (a joint pass), as each of the others
+    /// reports it: the first's code and message.
+    #[error("{message}")]
+    Replica { code: ErrorCode, message: String },
     #[error("the model does not fit the memory budget of {budget} bytes ({budget_mib:.1} MiB): at {plan}")]
     OverBudget {
         budget: u64,
@@ -172,6 +180,17 @@ impl HostError {
             HostError::Station(_) => ErrorCode::StationFailed,
             HostError::OverBudget { .. } => ErrorCode::OverBudget,
             HostError::Convert(e) => convert_code(e),
+            HostError::BatchingDisabled => ErrorCode::Disabled,
+            HostError::SequencesFull { .. } => ErrorCode::Busy,
+            HostError::Replica { code, .. } => *code,
+        }
+    }
+
+    /// The same failure, for another sequence it ended: its code and message.
+    pub fn replica(&self) -> HostError {
+        HostError::Replica {
+            code: self.code(),
+            message: self.to_string(),
         }
     }
 

@@ -19,7 +19,7 @@ pub mod station;
 pub use error::{ErrorCode, HostError};
 pub use host::{
     DecodeStats, Generated, Host, PrefillWindowCreated, PrefillWindowInfo, PrefillWindowStats,
-    PrefixKind, PrefixReport, Stats,
+    PrefixKind, PrefixReport, SequenceEvent, SequenceId, Stats,
 };
 pub use memory::MemoryPlan;
 pub use options::HostOptions;

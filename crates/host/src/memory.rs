@@ -34,7 +34,8 @@ pub struct MemoryPlan {
     pub tokenizer: u64,
     /// The layer cache at its bound (a layer over it while one computes).
     pub layers: u64,
-    /// Every prefix window's KV cache holding the whole context.
+    /// Every prefix window's KV cache holding the whole context, and every sequence's of a host
+    /// that runs several at once (`maxSequences`).
     pub kv_cache: u64,
     /// Every explicit prefill window's KV cache holding its most tokens.
     pub prefill_windows: u64,
@@ -61,6 +62,8 @@ pub struct PlanInput {
     /// Explicit prefill windows, and the most positions each holds.
     pub prefill_windows: usize,
     pub prefill_window_tokens: usize,
+    /// Sequences run together (0: one conversation at a time).
+    pub sequences: usize,
 }
 
 /// The memory a host opened on `knot` with these settings takes at most.
@@ -91,7 +94,30 @@ pub fn plan(knot: &Knot, config: &ModelConfig, input: PlanInput) -> MemoryPlan {
         input.max_batch,
         input.logits_rows,
     );
-    let kv_cache = session.kv_cache.saturating_mul(input.windows.max(1) as u64);
+    let mut kv_cache = session.kv_cache.saturating_mul(input.windows.max(1) as u64);
+    let (mut activations, mut logits) = (session.activations, session.logits);
+    if input.sequences > 0 {
+        // Each sequence: a KV cache, its residual rows (up to a prefill chunk) and its logits
+        // rows; their step: one batch of a prefill chunk and every sequence's decode rows, run
+        // in the joint's activations, its logits rows gathered before they are handed out.
+        let n = input.sequences as u64;
+        let rows = input
+            .max_batch
+            .saturating_add(input.sequences.saturating_mul(input.logits_rows));
+        let logits_rows = input
+            .sequences
+            .saturating_mul(input.logits_rows)
+            .saturating_add(1);
+        let joint = Session::memory(config, input.context, input.kv_type, rows, logits_rows);
+        let x = (input.max_batch as u64).saturating_mul(config.dim as u64 * 4);
+        kv_cache = kv_cache.saturating_add(session.kv_cache.saturating_mul(n));
+        activations = activations
+            .saturating_add(joint.activations)
+            .saturating_add(x.saturating_mul(n));
+        logits = logits
+            .saturating_add(joint.logits)
+            .saturating_add(session.logits.saturating_mul(n));
+    }
     let pinned = Session::memory(
         config,
         input.prefill_window_tokens.min(input.context),
@@ -106,8 +132,8 @@ pub fn plan(knot: &Knot, config: &ModelConfig, input: PlanInput) -> MemoryPlan {
         layers,
         kv_cache,
         prefill_windows,
-        activations: session.activations,
-        logits: session.logits,
+        activations,
+        logits,
         overhead: FIXED_OVERHEAD,
         context: input.context,
         max_batch: input.max_batch,

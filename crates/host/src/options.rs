@@ -17,6 +17,10 @@ pub const MAX_PREFIX_WINDOWS: u64 = 16;
 /// `prefillWindowMaxTokens` positions).
 pub const MAX_PREFILL_WINDOWS: u64 = 16;
 
+/// The most sequences a host runs at once (`maxSequences`): each holds a KV cache, and a step
+/// over many of them is a batch of that many rows.
+pub const MAX_SEQUENCES: u64 = 64;
+
 #[derive(Debug, Clone)]
 pub struct HostOptions {
     /// Layers kept in memory (at least 1).
@@ -60,6 +64,10 @@ pub struct HostOptions {
     /// The longest single read at open: the tokenizer and resident tensors (tens of MB) are read
     /// in pieces of this many bytes (`None`: in one read).
     pub max_read_bytes: Option<u64>,
+    /// Sequences run together (`maxSequences`: `Host::admit` / `Host::step`), each with a KV
+    /// cache of its own counted in the memory plan; `None`: the host runs one conversation at a
+    /// time (`start` / `next`) and `admit` is disabled.
+    pub max_sequences: Option<usize>,
     /// A chat template used instead of the file's (`chatTemplate`), as llama-server's
     /// `--chat-template-file`: a model whose file has none, or a template that declares tools.
     pub chat_template: Option<String>,
@@ -88,6 +96,7 @@ impl Default for HostOptions {
             prefill_window_max_tokens: 512,
             max_read_bytes: None,
             chat_template: None,
+            max_sequences: None,
         }
     }
 }
@@ -152,6 +161,9 @@ pub fn open_options(json: &str) -> Result<HostOptions, OptionsError> {
             .integer_in("prefillWindowMaxTokens", 1, any)?
             .map_or(d.prefill_window_max_tokens, to_usize),
         max_read_bytes: f.integer_in("maxReadBytes", 1, any)?,
+        max_sequences: f
+            .integer_in("maxSequences", 1, MAX_SEQUENCES)?
+            .map(to_usize),
         chat_template: match f.get("chatTemplate") {
             None => None,
             Some(Value::String(t)) if t.len() <= MAX_CHAT_TEMPLATE_BYTES => Some(t.clone()),
@@ -209,7 +221,7 @@ mod tests {
                 "readBackoffMs": 7, "kvCache": "f16", "maxContext": 2048, "maxBatch": 128,
                 "memoryBudget": 100663296, "prefixWindows": 3, "prefixTtlMs": 15000,
                 "maxReadBytes": 4194304, "readConcurrency": 6, "prefillWindows": 0,
-                "prefillWindowMaxTokens": 64}"#,
+                "prefillWindowMaxTokens": 64, "maxSequences": 4}"#,
         )
         .unwrap();
         assert_eq!((o.lru_capacity, o.max_resident_bytes), (4, Some(1000)));
@@ -231,6 +243,7 @@ mod tests {
         assert_eq!((o.prefill_windows, o.prefill_window_max_tokens), (0, 64));
         assert_eq!((d.prefill_windows, d.prefill_window_max_tokens), (1, 512));
         assert_eq!(o.read_policy.concurrency.get(), 6);
+        assert_eq!((o.max_sequences, d.max_sequences), (Some(4), None));
         assert_eq!(d.read_policy.concurrency.get(), 4);
         // null is absent.
         assert_eq!(
@@ -301,6 +314,10 @@ mod tests {
                 "prefillWindowMaxTokens must be an integer >= 1, got 0",
             ),
             (r#"{"draftMode": 3}"#, "draftMode must be true, false or"),
+            (
+                r#"{"maxSequences": 65}"#,
+                "maxSequences must be an integer in [1, 64], got 65",
+            ),
             (
                 r#"{"readConcurrency": 7}"#,
                 "readConcurrency must be an integer in [1, 6], got 7",

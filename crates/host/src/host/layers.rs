@@ -11,7 +11,9 @@ use crate::error::HostError;
 use crate::pool::BufferPool;
 use crate::reader::Reader;
 use crate::source::SourceError;
-use engine::{LayerLayout, ResidentLayout, ResidentWeights, Session};
+use engine::{
+    EngineError, Joint, LayerLayout, LayerWeights, ResidentLayout, ResidentWeights, Session,
+};
 use futures::FutureExt;
 use std::ops::Range;
 use std::rc::Rc;
@@ -30,15 +32,7 @@ impl Resident {
 }
 
 /// Which logits a pass computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Logits {
-    /// None: a prompt's earlier chunks, whose logits nobody reads.
-    None,
-    /// The last position's: a prompt, a decode step.
-    Last,
-    /// Every position's: a verify pass.
-    All,
-}
+pub(crate) use engine::LogitRows as Logits;
 
 /// A pass that failed, and whether the conversation survived it: a failed read or a bad layer
 /// leaves the KV cache as it was before the pass, unless the batch overwrote a sliding window's
@@ -139,7 +133,9 @@ impl LayerStore {
     ) -> Result<(), PassFailed> {
         let weights = resident.weights()?;
         session.begin(tokens, &weights)?;
-        let finished = match self.run_layers(session, more_follows).await {
+        let mut run = |l: usize, w: &LayerWeights| session.run_layer(l, w);
+        let ran = self.run_layers(&mut run, more_follows).await;
+        let finished = match ran {
             Ok(()) => match logits {
                 Logits::None => session.finish_without_logits(),
                 Logits::Last => session.finish(&weights, false).map(drop),
@@ -188,9 +184,52 @@ impl LayerStore {
         Ok(())
     }
 
+    /// Runs the sessions' batches (`batches[i]` for `sessions[i]`) through every layer together
+    /// (`joint`: their rows share each matmul) and ends each with the logits `want[i]` names.
+    /// On failure every session's batch is abandoned (the caller ends their sequences).
+    pub async fn joint_pass(
+        &mut self,
+        joint: &mut Joint,
+        sessions: &mut [&mut Session],
+        batches: &[&[u32]],
+        want: &[Logits],
+        resident: &Resident,
+        more_follows: bool,
+    ) -> Result<(), HostError> {
+        let ran = self
+            .joint_layers(joint, sessions, batches, want, resident, more_follows)
+            .await;
+        if ran.is_err() {
+            for s in sessions.iter_mut() {
+                s.abort_batch();
+            }
+        }
+        ran
+    }
+
+    async fn joint_layers(
+        &mut self,
+        joint: &mut Joint,
+        sessions: &mut [&mut Session],
+        batches: &[&[u32]],
+        want: &[Logits],
+        resident: &Resident,
+        more_follows: bool,
+    ) -> Result<(), HostError> {
+        let weights = resident.weights()?;
+        for (s, batch) in sessions.iter_mut().zip(batches) {
+            joint.begin(s, batch, &weights)?;
+        }
+        joint.prepare(sessions)?;
+        let mut run = |l: usize, w: &LayerWeights| joint.run_layer(sessions, l, w);
+        self.run_layers(&mut run, more_follows).await?;
+        Ok(joint.finish(sessions, want, &weights)?)
+    }
+
+    /// Streams every layer through `run` in order, prefetching ahead.
     async fn run_layers(
         &mut self,
-        session: &mut Session,
+        run: &mut dyn FnMut(usize, &LayerWeights) -> Result<(), EngineError>,
         more_follows: bool,
     ) -> Result<(), HostError> {
         let n = self.ranges.len();
@@ -209,9 +248,7 @@ impl LayerStore {
                 }
                 self.prefetch((l + ahead) % n);
             }
-            let result = self.layouts[l]
-                .view(&bytes)
-                .and_then(|w| session.run_layer(l, &w));
+            let result = self.layouts[l].view(&bytes).and_then(|w| run(l, &w));
             self.cache.unpin(l);
             result?;
         }

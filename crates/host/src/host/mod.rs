@@ -10,6 +10,7 @@
 //! - the speculation bookkeeping (pending token, tokens made ahead, drafts) is
 //!   [`engine::draft::Speculation`], which says what each pass runs.
 
+mod batch;
 mod conversation;
 mod layers;
 mod open;
@@ -17,6 +18,7 @@ mod prefill_windows;
 mod stats;
 mod windows;
 
+pub use batch::{SequenceEvent, SequenceId};
 pub use prefill_windows::DEFAULT_TTL_MS;
 pub use stats::{
     DecodeStats, PrefillWindowCreated, PrefillWindowInfo, PrefillWindowStats, PrefixKind,
@@ -28,6 +30,7 @@ use crate::error::HostError;
 use crate::options::HostOptions;
 use crate::reader::Abort;
 use crate::source::ByteSource;
+use batch::Batch;
 use conversation::Conversation;
 use engine::chat::ChatMessage;
 use engine::decode::{Emitted, FinishReason, GenerateOptions, Generation};
@@ -77,6 +80,8 @@ pub struct Host {
     stats: Stats,
     /// Layer reads when the current generation's decoding began.
     reads_at_decode: u64,
+    /// The sequences run together, when opened with `maxSequences` (`batch.rs`).
+    batch: Option<Batch>,
 }
 
 impl Host {
@@ -111,7 +116,11 @@ impl Host {
             memory_plan: o.memory_plan,
             ..Stats::default()
         };
+        let batch = opts
+            .max_sequences
+            .map(|max| Batch::new(&o.knot.meta.config, max, stats.memory_plan.is_some()));
         Ok(Host {
+            batch,
             knot: o.knot,
             tokenizer: o.tokenizer,
             resident: o.resident,
@@ -175,7 +184,9 @@ impl Host {
             peak_resident_bytes: self.stats.resident_bytes + cache.peak_layer_bytes,
             kv_cache_bytes: (session.kv_bytes()
                 + self.windows.kv_bytes()
-                + self.prefill_windows.kv_bytes()) as u64,
+                + self.prefill_windows.kv_bytes()
+                + self.batch.as_ref().map_or(0, Batch::kv_bytes))
+                as u64,
             prefill_windows: self.prefill_windows.stats(),
             context_length: session.max_context(),
             cache,

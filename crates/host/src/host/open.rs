@@ -152,6 +152,7 @@ fn plan_memory(
         windows: opts.prefix_windows.max(1),
         prefill_windows: opts.prefill_windows,
         prefill_window_tokens: opts.prefill_window_max_tokens,
+        sequences: opts.max_sequences.unwrap_or(0),
     };
     match memory::fit_context(knot, config, input, budget) {
         Ok(plan) => {
