@@ -9,7 +9,8 @@ use host::Host;
 use moa::MoaConfig;
 use std::path::Path;
 
-const BENCH_TEXT: &str = "The quick brown fox jumps over the lazy dog. In the beginning the \
+pub(crate) const BENCH_TEXT: &str =
+    "The quick brown fox jumps over the lazy dog. In the beginning the \
     universe was created. This has made a lot of people very angry and been widely regarded as \
     a bad move. It was the best of times, it was the worst of times, it was the age of wisdom. ";
 

@@ -92,6 +92,11 @@ enum Command {
         /// LRU capacity of the streamed case of --draft.
         #[arg(long, default_value_t = 2, requires = "draft")]
         lru: usize,
+        /// Decode several conversations at once on one host (a list of stream counts), against
+        /// one stream and the engine's batched rate at as many rows, in the same run.
+        #[arg(long, value_name = "COUNTS", value_delimiter = ',',
+              conflicts_with_all = ["moa", "constraint", "draft"])]
+        parallel: Option<Vec<usize>>,
     },
 }
 
@@ -165,6 +170,15 @@ fn run(command: Command) -> Result<()> {
             lru,
             ..
         } => knot_cli::bench_draft::run(&file, &spec, n, runs, lru, json),
+        Command::Bench {
+            file,
+            n,
+            prompt_len,
+            runs,
+            json,
+            parallel: Some(streams),
+            ..
+        } => knot_cli::bench_parallel::run(&file, &streams, n, prompt_len, runs, json),
         Command::Bench {
             file,
             n,
