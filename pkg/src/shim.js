@@ -20,12 +20,16 @@
 //   prefillWindow(id): object | null;  prefillWindows(): object[];  deletePrefillWindow(id): boolean
 //   stats(): object;  info(): object            (encode … info also answer during a call)
 //   abort(): void                               the call in flight rejects (AbortError)
+//   readonly maxSequences: number | undefined   opened with maxSequences: many generations
+//   admit(ids: Uint32Array, optionsJson): number;  cancel(sequence: number): boolean
+//   step(): Promise<{ sequence, token: object | null, done, finishReason, error? }[]>
 //   free(): void
 import { coded } from './errors.js';
 import {
   isPlainObject, messagesJson, optionsJson, toCallback, toJson, toSignal, toText, toTokenIds,
 } from './convert.js';
 import { CallQueue, SUPERSEDED } from './queue.js';
+import { SequenceBatch } from './batch.js';
 import { resolveWasm, wasmMemory } from './resolver.js';
 
 export class HostShim {
@@ -47,6 +51,8 @@ export class HostShim {
   #contextLength;
   /** @type {WebAssembly.Memory | undefined} */
   #memory;
+  /** @type {SequenceBatch | undefined} generations run together (opened with maxSequences) */
+  #batch;
 
   /** Use HostShim.open. @param {any} host @param {WebAssembly.Memory} [memory] */
   constructor(host, memory) {
@@ -58,6 +64,8 @@ export class HostShim {
     this.#vocabSize = host.vocabSize;
     this.#layerCount = host.layerCount;
     this.#contextLength = host.contextLength;
+    const max = host.maxSequences;
+    if (typeof max === 'number') this.#batch = new SequenceBatch(this.#calls, max);
   }
 
   /**
@@ -102,6 +110,20 @@ export class HostShim {
   /** Positions the context holds (under `memoryBudget`, as many as fit). */
   get contextLength() {
     return this.#contextLength;
+  }
+
+  /**
+   * The most generations that run at once (the `maxSequences` option); undefined when the shim
+   * runs one at a time.
+   * @returns {number | undefined}
+   */
+  get maxSequences() {
+    return this.#host?.maxSequences;
+  }
+
+  /** Generations running now and waiting for a slot (with `maxSequences`). */
+  get sequences() {
+    return { active: this.#batch?.active ?? 0, waiting: this.#batch?.waiting ?? 0 };
   }
 
   #live() {
@@ -256,6 +278,10 @@ export class HostShim {
    */
   async *#run(ids, options, preemptible) {
     this.#live();
+    if (this.#batch !== undefined) {
+      yield* this.#runTogether(this.#batch, ids, options);
+      return;
+    }
     const { signal, onStep, ...rest } = options;
     const abort = toSignal(signal);
     const step = toCallback(onStep, 'onStep');
@@ -289,6 +315,37 @@ export class HostShim {
         await this.#calls.run((host) => host.drainReads()).catch(() => {});
       }
       this.#calls.end(run);
+    }
+  }
+
+  /**
+   * The decode loop of a shim opened with `maxSequences`: the generation is one sequence of
+   * the batch (batch.js), stepped with the others; its signal or its consumer leaving ends it
+   * alone (cancelled at the next step), and a failure of its own ends it alone.
+   * @param {SequenceBatch} batch
+   * @param {Uint32Array} ids
+   * @param {Record<string, unknown>} options
+   */
+  async *#runTogether(batch, ids, options) {
+    const { signal, onStep, ...rest } = options;
+    const abort = toSignal(signal);
+    const step = toCallback(onStep, 'onStep');
+    const json = optionsJson(rest);
+    abort?.throwIfAborted();
+    const seq = batch.add(ids, json);
+    const onAbort = () => seq.close();
+    abort?.addEventListener?.('abort', onAbort);
+    try {
+      for (;;) {
+        const e = await seq.next(abort);
+        if (e === null) return;
+        if (step !== undefined) step(e.step);
+        yield e;
+        if (e.finishReason !== null) return;
+      }
+    } finally {
+      abort?.removeEventListener?.('abort', onAbort);
+      seq.close();
     }
   }
 

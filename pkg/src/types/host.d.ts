@@ -23,6 +23,10 @@ export declare class HostShim implements Disposable, Backend {
   readonly layerCount: number;
   /** Positions the context holds (under `memoryBudget`, as many as fit). */
   readonly contextLength: number;
+  /** The `maxSequences` option: how many generations run at once; undefined: one at a time. */
+  readonly maxSequences: number | undefined;
+  /** Generations running now and waiting for a slot (with `maxSequences`). */
+  readonly sequences: { active: number; waiting: number };
   encode(text: string): Uint32Array;
   decode(ids: Uint32Array | number[]): string;
   /**

@@ -74,6 +74,15 @@ export interface HostShimOptions {
   /** The most tokens one prefill window holds (>= 1). Default 512. */
   prefillWindowMaxTokens?: number;
   /**
+   * Generations that run at once (1..64): `generate`, `generateText`, `stream` and
+   * `streamTokens` calls no longer wait for each other — each step runs one forward pass for all
+   * of them (their rows share each matmul), and each one's tokens are the ones it gets alone.
+   * Past this many, calls wait in order for a slot. Each counts a KV cache in the memory plan.
+   * `continue` is refused and `reusePrefix` / `prefillWindow` are ignored (cold prefill: the
+   * same tokens). Default: one generation at a time.
+   */
+  maxSequences?: number;
+  /**
    * The longest single read at open: the tokenizer and resident tensors (tens of MB) come in
    * pieces of this size, so the source never hands over one huge buffer (in a Worker, JS buffers
    * count against the isolate's memory until collected). Default: one read.

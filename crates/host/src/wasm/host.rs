@@ -48,6 +48,7 @@ pub struct WasmHost {
     layer_count: u32,
     context_length: u32,
     eos_ids: Vec<u32>,
+    max_sequences: Option<u32>,
 }
 
 /// The failures of a call the host cannot take.
@@ -173,6 +174,7 @@ impl WasmHost {
                 layer_count: cfg.n_layers as u32,
                 context_length: host.stats().context_length as u32,
                 eos_ids: cfg.eos_ids.clone(),
+                max_sequences: host.max_sequences().map(|m| m as u32),
                 abort: host.abort_handle(),
                 lexicon: Lexicon {
                     tokenizer: host.tokenizer().clone(),
@@ -305,6 +307,62 @@ impl WasmHost {
                 None => Ok(JsValue::NULL),
                 Some(e) => to_js(&e),
             }
+        })
+    }
+
+    /// The most sequences `admit` holds at once; undefined when opened without `maxSequences`.
+    #[wasm_bindgen(getter, js_name = maxSequences)]
+    pub fn max_sequences(&self) -> Option<u32> {
+        self.max_sequences
+    }
+
+    /// Admits a sequence (a host opened with `maxSequences`): the prompt ids and the options
+    /// object (as for `start`) are checked, and the prompt runs in the next steps. Returns its
+    /// id. Between steps only (the host is busy during one).
+    pub fn admit(&self, ids: Uint32Array, options_json: &str) -> Result<u32, JsValue> {
+        let opts = GenerateOptions::from_json(options_json).map_err(host_error)?;
+        let ids = ids.to_vec();
+        with_host(&self.state, |h| h.admit(&ids, &opts).map_err(host_error))
+    }
+
+    /// Ends sequence `id` between steps; false when it is not active.
+    pub fn cancel(&self, id: u32) -> Result<bool, JsValue> {
+        with_host(&self.state, |h| Ok(h.cancel(id)))
+    }
+
+    /// One step of every active sequence. Resolves to one event per sequence that made a token
+    /// or ended: `{ sequence, token: { id, text, finishReason, step, constraint? } | null, done,
+    /// finishReason, error? }` (`error`: a coded `Error`, the sequence ended by it).
+    pub fn step(&self) -> Promise {
+        let state = self.state.clone();
+        future_to_promise(async move {
+            let events = with_host_async(state, async |h: &mut Host| {
+                h.step().await.map_err(host_error)
+            })
+            .await?;
+            let out = js_sys::Array::new();
+            for e in events {
+                let o = js_sys::Object::new();
+                let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&o, &k.into(), v).map(drop);
+                set("sequence", &e.id.into())?;
+                set("done", &e.done.into())?;
+                set("finishReason", &to_js(&e.finish_reason)?)?;
+                match e.token {
+                    Ok(Some(mut t)) => {
+                        if e.done && t.constraint.is_none() {
+                            t.constraint = e.constraint;
+                        }
+                        set("token", &to_js(&t)?)?;
+                    }
+                    Ok(None) => set("token", &JsValue::NULL)?,
+                    Err(err) => {
+                        set("token", &JsValue::NULL)?;
+                        set("error", &host_error(err))?;
+                    }
+                }
+                out.push(&o);
+            }
+            Ok(out.into())
         })
     }
 
