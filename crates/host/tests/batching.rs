@@ -156,6 +156,7 @@ fn tiny_models_together_equal_alone() {
                     &bytes,
                     &jobs,
                     max_batch,
+                    true,
                     &format!("{model} {what} {max_batch:?}"),
                 );
             }
