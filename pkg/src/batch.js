@@ -1,13 +1,32 @@
 // Many generations at once on one HostShim (a host opened with `maxSequences`). Each generation
-// is a sequence in the wasm host (`admit`); one pump runs `step()` while any is active — each
-// step one forward pass for all of them — and hands every sequence its token. Admissions and
-// cancellations happen between steps (the host is busy during one), so a generation that ends
-// (its consumer leaves, its signal aborts) frees its slot at the next step and never disturbs
-// the others; past `maxSequences`, generations wait in order for a slot. Nothing here knows
-// about tokens or text: the events are the wasm host's.
+// is a sequence in the wasm host (`admit`); each `step()` runs one forward pass for all of them
+// and hands every sequence its token. There is no pump of its own: a generation waiting for a
+// token and finding no step in flight runs the next one itself (admissions and cancellations
+// first — the host is busy during a step — then the step, then every sequence's token handed
+// over), so each step runs inside the call of a generation that is still going. A generation
+// that ends (its consumer leaves, its signal aborts) is canceled at the next step and never
+// disturbs the others; past `maxSequences`, generations wait in order for a slot.
+//
+// Where I/O belongs to the request that began it (workerd, see `setRequestScopedIo`), a waiter
+// never awaits a promise another generation settles — it polls on its own timer — and the reads
+// a step leaves in flight are drained before the step ends, so none is awaited by another
+// request's step.
+
+let requestScopedIo = false;
+const POLL_MS = 2;
 
 /**
- * What a sequence's consumer receives: a token event, or the end.
+ * Called by the workerd entry: a request's I/O and promises belong to it.
+ * @param {boolean} on
+ */
+export function setRequestScopedIo(on) {
+  requestScopedIo = on;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A token as the wasm host's step hands it over.
  * @typedef {{ id: number, text: string, finishReason: 'stop' | 'length' | null, step: object,
  *   constraint?: object }} Token
  */
@@ -20,7 +39,10 @@ export class SequenceBatch {
   #active = new Map();
   /** @type {Sequence[]} sequences waiting for a slot, oldest first */
   #waiting = [];
-  #pumping = false;
+  /** @type {import('./queue.js').Run | undefined} the batch's hold on the shim's calls */
+  #run;
+  /** A step is in flight (run by some generation). */
+  #stepping = false;
 
   /**
    * @param {import('./queue.js').CallQueue} calls the shim's queue of wasm calls
@@ -43,50 +65,60 @@ export class SequenceBatch {
 
   /**
    * A new generation: `ids` and the options JSON go to `admit` at the next step boundary.
+   * Throws `busy` while a one-at-a-time call (a prefill window) has the shim.
    * @param {Uint32Array} ids
    * @param {string} json
    * @returns {Sequence}
    */
   add(ids, json) {
+    // The batch is the generation in progress for the shim's queue while any sequence runs:
+    // calls of the one-at-a-time kind (prefill windows) are refused meanwhile.
+    this.#run ??= this.#calls.begin(false, () => {});
     const seq = new Sequence(ids, json);
     this.#waiting.push(seq);
-    void this.#pump();
     return seq;
   }
 
-  /** Steps while any sequence is active; one pump at a time. */
-  async #pump() {
-    if (this.#pumping) return;
-    this.#pumping = true;
-    let run;
-    try {
-      // The pump is the generation in progress for the shim's queue: other generations of
-      // the one-at-a-time kind (prefill windows) wait for it or are refused.
-      run = this.#calls.begin(false, () => {});
-    } catch (err) {
-      this.#pumping = false;
-      for (const s of this.#waiting.splice(0)) s.fail(err);
-      return;
+  /**
+   * The next token of `seq`, null once it ended; throws what ended it when that was a failure,
+   * or the signal's reason.
+   * @param {Sequence} seq
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<Token | null>}
+   */
+  async next(seq, signal) {
+    for (;;) {
+      signal?.throwIfAborted();
+      const t = seq.take();
+      if (t !== undefined) return t;
+      if (seq.failure !== undefined) throw seq.failure.error;
+      if (seq.ended) return null;
+      if (!this.#stepping) {
+        await this.#step();
+        continue;
+      }
+      if (requestScopedIo) await sleep(POLL_MS);
+      else await seq.wait();
     }
+  }
+
+  /** One step: the boundary, the step, every token handed over. */
+  async #step() {
+    this.#stepping = true;
+    const run = /** @type {import('./queue.js').Run} */ (this.#run);
     try {
-      for (;;) {
-        try {
-          await this.#calls.call(run, async (host) => this.#boundary(host));
-        } catch (err) {
-          this.#failAll(err);
-          break;
-        }
-        if (this.#active.size === 0) break;
+      await this.#calls.call(run, async (host) => this.#boundary(host));
+      if (this.#active.size > 0) {
         /** @type {any[]} */
         let events;
         try {
           events = await this.#calls.call(run, (host) => host.step());
         } catch (err) {
-          // The pass failed as a whole (an abort, a disposed host): every active sequence
-          // ends with it; waiting ones get their turn.
+          // The pass failed as a whole (a disposed host, an abort of the shim): every active
+          // sequence ends with it; waiting ones get their turn.
           for (const s of this.#active.values()) s.fail(err);
           this.#active.clear();
-          continue;
+          events = [];
         }
         for (const e of events) {
           const s = this.#active.get(e.sequence);
@@ -98,16 +130,17 @@ export class SequenceBatch {
             this.#active.delete(e.sequence);
           }
         }
+        if (requestScopedIo) await this.#drain(run);
       }
+    } catch (err) {
+      // The shim is gone (disposed): everything ends with it.
+      for (const s of [...this.#active.values(), ...this.#waiting.splice(0)]) s.fail(err);
+      this.#active.clear();
     } finally {
-      // Reads in flight end with the pump (in workerd a read begun by one request can never
-      // complete inside the next).
-      if (this.#calls.current(run)) {
-        await this.#calls.run((host) => host.drainReads()).catch(() => {});
-      }
-      this.#calls.end(run);
-      this.#pumping = false;
-      if (this.#waiting.length > 0) void this.#pump();
+      this.#stepping = false;
+      for (const s of this.#active.values()) s.notify();
+      for (const s of this.#waiting) s.notify();
+      if (this.#active.size === 0 && this.#waiting.length === 0) await this.#idle(run);
     }
   }
 
@@ -134,25 +167,52 @@ export class SequenceBatch {
     }
   }
 
-  /** @param {unknown} err */
-  #failAll(err) {
-    for (const s of this.#active.values()) s.fail(err);
-    for (const s of this.#waiting.splice(0)) s.fail(err);
-    this.#active.clear();
+  /** @param {import('./queue.js').Run} run */
+  async #drain(run) {
+    if (this.#calls.current(run)) {
+      await this.#calls.run((host) => host.drainReads()).catch(() => {});
+    }
+  }
+
+  /**
+   * Nothing runs or waits: the reads in flight end here, and the shim's calls are free again.
+   * @param {import('./queue.js').Run} run
+   */
+  async #idle(run) {
+    if (this.#run !== run) return;
+    // Released first, so a generation arriving meanwhile begins a new hold; the drain queues
+    // ahead of its calls.
+    this.#run = undefined;
+    this.#calls.end(run);
+    await this.#calls.run((host) => host.drainReads()).catch(() => {});
+  }
+
+  /**
+   * A generation's consumer left (or its signal aborted): it is canceled at the next boundary.
+   * When it never reached the host, the batch may be idle now.
+   * @param {Sequence} seq
+   */
+  close(seq) {
+    seq.close();
+    const i = this.#waiting.indexOf(seq);
+    if (i >= 0) this.#waiting.splice(i, 1);
+    if (!this.#stepping && this.#run !== undefined && this.#active.size === 0 && this.#waiting.length === 0) {
+      void this.#idle(this.#run);
+    }
   }
 }
 
-/** One generation's side: the tokens the pump hands it, read one at a time. */
+/** One generation's side: the tokens handed to it, read one at a time. */
 export class Sequence {
   /** @type {Token[]} */
   #tokens = [];
-  #ended = false;
+  ended = false;
   /** @type {{ error: unknown } | undefined} */
-  #failure;
+  failure;
+  /** Its consumer left: the batch cancels it at the next boundary. */
+  closed = false;
   /** @type {(() => void) | undefined} */
   #wake;
-  /** Its consumer left (or its signal aborted): the pump cancels it at the next boundary. */
-  closed = false;
 
   /** @param {Uint32Array} ids @param {string} json */
   constructor(ids, json) {
@@ -162,51 +222,42 @@ export class Sequence {
 
   /** @param {Token} token */
   push(token) {
-    if (this.closed) return;
-    this.#tokens.push(token);
-    this.#notify();
+    if (!this.closed) this.#tokens.push(token);
+    this.notify();
+  }
+
+  take() {
+    return this.#tokens.shift();
   }
 
   end() {
-    this.#ended = true;
-    this.#notify();
+    this.ended = true;
+    this.notify();
   }
 
   /** @param {unknown} error */
   fail(error) {
-    if (this.#failure === undefined) this.#failure = { error };
-    this.#ended = true;
-    this.#notify();
+    this.failure ??= { error };
+    this.ended = true;
+    this.notify();
   }
 
-  /** Stops it: nothing more is delivered, and the pump cancels it. */
   close() {
     this.closed = true;
-    this.#notify();
+    this.notify();
   }
 
-  #notify() {
+  /** Wakes its waiter (a token, its end, a step ended, or it was closed). */
+  notify() {
     const wake = this.#wake;
     this.#wake = undefined;
     wake?.();
   }
 
-  /**
-   * The next token, null once it ended; throws what ended it when that was a failure.
-   * @param {AbortSignal} [signal]
-   * @returns {Promise<Token | null>}
-   */
-  async next(signal) {
-    for (;;) {
-      signal?.throwIfAborted();
-      const t = this.#tokens.shift();
-      if (t !== undefined) return t;
-      if (this.#failure !== undefined) throw this.#failure.error;
-      if (this.#ended || this.closed) return null;
-      // An abort closes the sequence (the shim's listener), which wakes this.
-      await new Promise((resolve) => {
-        this.#wake = () => resolve(undefined);
-      });
-    }
+  /** Until the next `notify`. */
+  wait() {
+    return new Promise((resolve) => {
+      this.#wake = () => resolve(undefined);
+    });
   }
 }

@@ -333,11 +333,11 @@ export class HostShim {
     const json = optionsJson(rest);
     abort?.throwIfAborted();
     const seq = batch.add(ids, json);
-    const onAbort = () => seq.close();
+    const onAbort = () => batch.close(seq);
     abort?.addEventListener?.('abort', onAbort);
     try {
       for (;;) {
-        const e = await seq.next(abort);
+        const e = await batch.next(seq, abort);
         if (e === null) return;
         if (step !== undefined) step(e.step);
         yield e;
@@ -345,7 +345,7 @@ export class HostShim {
       }
     } finally {
       abort?.removeEventListener?.('abort', onAbort);
-      seq.close();
+      batch.close(seq);
     }
   }
 

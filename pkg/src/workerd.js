@@ -4,6 +4,7 @@ import * as bindings from '../dist/wasm/host.js';
 import wasmModule from '../dist/wasm/host_bg.wasm';
 import { setWasmResolver } from './resolver.js';
 import { setHelperBindings } from './helpers.js';
+import { setRequestScopedIo } from './batch.js';
 
 export * from './index.js';
 
@@ -15,6 +16,10 @@ export async function loadWasm() {
   bindings.initSync({ module: wasmModule });
   return bindings;
 }
+
+// A request's I/O and promises belong to it: generations run together poll instead of awaiting
+// each other, and drain their reads every step (batch.js).
+setRequestScopedIo(true);
 
 setWasmResolver(async (wasm) => (wasm === undefined || wasm === bindings ? loadWasm() : wasm));
 
