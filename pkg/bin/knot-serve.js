@@ -23,6 +23,8 @@ const HELP = `usage: knot-serve MODEL.knot|MODEL.gguf [options]
   --kv-cache f16|f32       KV cache type (default f16)
   --memory-budget-mb N     refuse a model whose plan exceeds this (default: none)
   --chat-template FILE     a Jinja chat template used instead of the file's
+  --parallel N             requests answered at once, their tokens in one batch per step (each
+                           as it would be alone; a KV cache each; default 1)
   --queue N                requests that may wait for the model (default 8; past it, 429)
   --terminal-prosody MODE  bias | observe | off (default: TERMINAL_PROSODY or bias)
   --no-prefix-reuse        prefill every prompt from the start
@@ -61,6 +63,7 @@ try {
       'memory-budget-mb': { type: 'string' },
       'chat-template': { type: 'string' },
       queue: { type: 'string', default: '8' },
+      parallel: { type: 'string', default: '1' },
       'terminal-prosody': { type: 'string', default: process.env.TERMINAL_PROSODY || 'bias' },
       'no-prefix-reuse': { type: 'boolean', default: false },
       agentic: { type: 'string' },
@@ -99,13 +102,17 @@ const modelPath = await knotFor(positionals[0], (line) => process.stderr.write(l
 const modelId = o['model-id'] ?? positionals[0].replace(/^.*[\\/]/, '').replace(/\.(knot|gguf)$/, '');
 const source = await FileKnotSource.open(modelPath);
 const t0 = Date.now();
+const parallel = int('parallel', o.parallel, 1);
+if (parallel > 64) fail(`--parallel must be at most 64, got ${parallel}`);
 let shim;
 try {
   shim = await HostShim.open(source, {
     maxContext: int('max-context', o['max-context'], 1),
     kvCache: o['kv-cache'],
-    // No windows: no KV cache kept for them in the memory plan either.
-    ...(o['no-prefill-windows'] ? { prefillWindows: 0 } : {}),
+    ...(parallel > 1 ? { maxSequences: parallel } : {}),
+    // No windows: no KV cache kept for them in the memory plan either. Generations run together
+    // prefill cold (a step is shared), so --parallel turns them off.
+    ...(o['no-prefill-windows'] || parallel > 1 ? { prefillWindows: 0 } : {}),
     ...(o['memory-budget-mb'] === undefined ? {} : { memoryBudget: int('memory-budget-mb', o['memory-budget-mb'], 1) * 2 ** 20 }),
     ...(o['chat-template'] === undefined ? {} : { chatTemplate: await readFile(o['chat-template'], 'utf8') }),
   });
@@ -116,9 +123,9 @@ const { handler } = createHandler(shim, {
   modelId,
   maxTokens: int('max-tokens', o['max-tokens'], 1),
   prefixReuse: !o['no-prefix-reuse'],
-  prefillWindows: !o['no-prefill-windows'],
+  prefillWindows: !o['no-prefill-windows'] && parallel === 1,
   terminalProsody: /** @type {any} */ (o['terminal-prosody']),
-  queue: { max: int('queue', o.queue) },
+  queue: { max: int('queue', o.queue), slots: parallel },
   agentic,
 });
 // Graceful shutdown: stop taking connections, let the answers in flight end, free the model.
@@ -146,7 +153,8 @@ server = await listen(handler, { port: int('port', o.port), host: o.host });
 const runtime = globalThis.Bun ? 'Bun' : globalThis.Deno ? 'Deno' : 'Node';
 // One write: whoever waits for the URL reads the whole startup message with it.
 process.stdout.write(`knot-serve: ${modelId} on ${server.url} (OpenAI API at ${server.url}/v1; ${runtime}; `
-  + `${shim.layerCount} layers resident, context ${shim.contextLength}, opened in ${Date.now() - t0} ms)\n`
+  + `${shim.layerCount} layers resident, context ${shim.contextLength}, `
+  + `${parallel > 1 ? `${parallel} requests at once, ` : ''}opened in ${Date.now() - t0} ms)\n`
   + (agentic.mode !== 'off' && agentic.servers.length > 0
     ? `knot-serve: agentic loop ${agentic.mode === 'on' ? 'on for every chat request' : 'for requests that ask'}; `
       + `MCP servers: ${agentic.servers.map((s) => s.name).join(', ')}\n`

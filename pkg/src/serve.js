@@ -6,13 +6,14 @@ import { ApiError, GenerationQueue, errorResponse, openaiResponse, openaiRoute, 
 /**
  * @typedef {{ modelId: string, maxTokens?: number, maxBodyBytes?: number, prefixReuse?: boolean,
  *   terminalProsody?: 'bias' | 'observe' | 'off', prefillWindows?: boolean,
- *   queue?: { max?: number, timeoutMs?: number, stallMs?: number },
+ *   queue?: { max?: number, timeoutMs?: number, stallMs?: number, slots?: number },
  *   agentic?: import('./types/openai.js').AgenticOptions }} ServeOptions
  */
 
 /**
- * The server's request handler over an open model: /health, /stats and the OpenAI routes, one
- * generation at a time with the others waiting in a bounded line (429 past it).
+ * The server's request handler over an open model: /health, /stats and the OpenAI routes,
+ * `queue.slots` generations at a time (the shim's maxSequences: they run together) with the
+ * others waiting in a bounded line (429 past it).
  * @param {import('./shim.js').HostShim} shim
  * @param {ServeOptions} options
  */
@@ -21,8 +22,11 @@ export function createHandler(shim, options) {
     max: options.queue?.max ?? 8,
     timeoutMs: options.queue?.timeoutMs ?? 120_000,
     stallMs: options.queue?.stallMs ?? 120_000,
+    slots: options.queue?.slots ?? shim.maxSequences ?? 1,
+    // A holder silent too long: take the shim back from its call. Generations run together
+    // share each step, so there only its lease is released (its sequence ends with its call).
     onStall: async () => {
-      await shim.reclaim();
+      if (shim.maxSequences === undefined) await shim.reclaim();
     },
   });
   /** @type {object[]} */
@@ -61,7 +65,7 @@ export function createHandler(shim, options) {
       }
       return Response.json({
         ...shim.stats(),
-        queue: { waiting: queue.waiting.length, busy: queue.holder !== null, served: queue.served, reclaimed: queue.reclaimed },
+        queue: { waiting: queue.waiting.length, busy: queue.busy, holders: queue.holders.size, served: queue.served, reclaimed: queue.reclaimed },
         recent,
       });
     } catch (e) {

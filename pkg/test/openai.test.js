@@ -26,8 +26,28 @@ describe('GenerationQueue', () => {
     lb.release(); // idempotent
     (await c).release();
     assert.deepEqual(order, ['b', 'c']);
-    assert.equal(q.holder, null);
+    assert.equal(q.holders.size, 0);
     assert.equal(q.waiting.length, 0);
+  });
+
+  test('with slots, that many hold the model at once and the rest wait in order', async () => {
+    const q = queue({ slots: 2 });
+    const a = await q.acquire();
+    const b = await q.acquire();
+    assert.equal(q.busy, true);
+    const order = [];
+    const c = q.acquire().then((l) => { order.push('c'); return l; });
+    const d = q.acquire().then((l) => { order.push('d'); return l; });
+    await sleep(10);
+    assert.deepEqual(order, []);
+    b.release();
+    const lc = await c;
+    assert.deepEqual(order, ['c']);
+    a.release();
+    (await d).release();
+    lc.release();
+    assert.deepEqual(order, ['c', 'd']);
+    assert.equal(q.holders.size, 0);
   });
 
   test('a waiter that leaves (signal) or waits too long gives up its place', async () => {
@@ -55,7 +75,7 @@ describe('GenerationQueue', () => {
     assert.equal(q.reclaimed, 1);
     // The dead holder's late release does not free the new holder's lease.
     dead.release();
-    assert.equal(q.holder, next);
+    assert.deepEqual([...q.holders], [next]);
     // Progress keeps a holder alive.
     const q2 = queue({ stallMs: 40, onStall: async () => { stalled++; } });
     const busy = await q2.acquire();

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import OpenAI from 'openai';
 import { after, before, describe, test } from './harness.js';
 
 const describeIf = (condition, name, fn) => (condition ? describe(name, fn) : describe.skip(name, fn));
@@ -99,5 +100,52 @@ describeIf(ready, 'knot-serve: its own parts', () => {
     assert.match(s.stderr(), /SIGTERM, shutting down\nknot-serve: stopped\n$/);
     const [cmd, argv] = runtime(BIN, [SMOL, '--terminal-prosody', 'loud']);
     await assert.rejects(run(cmd, argv), (e) => e.code === 2 && /--terminal-prosody must be bias, observe or off/.test(e.stderr));
+  });
+});
+
+// Several requests at once (Node only: the same server code runs in Bun and Deno).
+describeIf(ready && g.Bun === undefined && g.Deno === undefined, 'knot-serve --parallel', () => {
+  test('four requests at once, one leaving mid-stream: each answer equals the native CLI alone', async () => {
+    const s = await startServe(['--parallel', '4']);
+    try {
+      assert.match(s.line, /4 requests at once/);
+      const openai = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'not-needed', maxRetries: 0, timeout: 120_000 });
+      const asks = ['What is the capital of France?', 'Name three fruits.', 'Write one sentence about the sea.', 'Count from one to five.']
+        .map((content) => [{ role: 'user', content }]);
+      const want = await Promise.all(asks.map((m) => native(m, 24)));
+      // A stream whose client leaves after three chunks, beside them.
+      const leaving = (async () => {
+        const ac = new AbortController();
+        const stream = await openai.chat.completions.create({ model: MODEL, messages: asks[3], temperature: 0, max_tokens: 200, stream: true }, { signal: ac.signal });
+        let chunks = 0;
+        try {
+          for await (const _ of stream) if (++chunks === 3) ac.abort();
+        } catch (e) {
+          if (!ac.signal.aborted) throw e;
+        }
+        return chunks;
+      })();
+      const answers = await Promise.all(asks.map(async (messages, i) => {
+        if (i % 2 === 0) {
+          const r = await openai.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 24 });
+          return r.choices[0].message.content;
+        }
+        let text = '';
+        for await (const c of await openai.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 24, stream: true })) {
+          text += c.choices[0]?.delta?.content ?? '';
+        }
+        return text;
+      }));
+      assert.equal(await leaving, 3);
+      answers.forEach((a, i) => assert.equal(a, want[i].text, `request ${i}`));
+      // Every slot is free again, and the prefill windows are off (generations run together).
+      const stats = await (await fetch(`${s.url}/stats`)).json();
+      assert.equal(stats.queue.holders, 0);
+      assert.equal((await post(s.url, '/prefill/windows', { prompt: 'x' })).status, 404);
+      const [cmd, argv] = runtime(BIN, [SMOL, '--parallel', '0']);
+      await assert.rejects(run(cmd, argv), (e) => e.code === 2 && /--parallel must be an integer >= 1/.test(e.stderr));
+    } finally {
+      s.child.kill('SIGKILL');
+    }
   });
 });

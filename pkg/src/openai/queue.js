@@ -1,5 +1,5 @@
-// One generation at a time per isolate, the others waiting in order (a bounded line; past it,
-// 429 with Retry-After).
+// Generations per isolate: `slots` at a time (1, or the model's maxSequences when it runs several
+// together), the others waiting in order (a bounded line; past it, 429 with Retry-After).
 //
 // Written for workerd's rule that a request's I/O and promises belong to it: a waiting request
 // never awaits a promise another request resolves (workerd cancels such a request as hung, or
@@ -32,17 +32,19 @@ export class QueueTimeout extends Error {
 
 export class GenerationQueue {
   /**
-   * @param {{ max: number, timeoutMs: number, stallMs: number, pollMs?: number,
+   * @param {{ max: number, timeoutMs: number, stallMs: number, pollMs?: number, slots?: number,
    *   onStall: (lease: Lease) => Promise<void> }} options
    */
   constructor(options) {
     this.max = options.max;
+    /** Generations that hold the model at once. */
+    this.slots = options.slots ?? 1;
+    /** @type {Set<Lease>} */
+    this.holders = new Set();
     this.timeoutMs = options.timeoutMs;
     this.stallMs = options.stallMs;
     this.pollMs = options.pollMs ?? 10;
     this.onStall = options.onStall;
-    /** @type {Lease | null} */
-    this.holder = null;
     /** @type {object[]} tickets, first in line first */
     this.waiting = [];
     this.next = 1;
@@ -54,7 +56,12 @@ export class GenerationQueue {
 
   /** Seconds until a newcomer would likely get the model. */
   retryAfter() {
-    return Math.max(1, Math.ceil(this.meanHoldS * (this.waiting.length + 1)));
+    return Math.max(1, Math.ceil(this.meanHoldS * (Math.floor(this.waiting.length / this.slots) + 1)));
+  }
+
+  /** Whether every slot is taken. */
+  get busy() {
+    return this.holders.size >= this.slots;
   }
 
   /** @returns {Lease} */
@@ -72,15 +79,14 @@ export class GenerationQueue {
       release: () => {
         if (lease.released) return;
         lease.released = true;
-        if (this.holder === lease) {
-          this.holder = null;
+        if (this.holders.delete(lease)) {
           const held = (Date.now() - lease.since) / 1000;
           this.served++;
           this.meanHoldS += (held - this.meanHoldS) / Math.min(this.served, 20);
         }
       },
     };
-    this.holder = lease;
+    this.holders.add(lease);
     return lease;
   }
 
@@ -92,7 +98,7 @@ export class GenerationQueue {
    */
   async acquire(signal) {
     signal?.throwIfAborted();
-    if (this.holder === null && this.waiting.length === 0) return this.#take();
+    if (!this.busy && this.waiting.length === 0) return this.#take();
     if (this.waiting.length >= this.max) throw new QueueFull(this.retryAfter());
     const ticket = {};
     this.waiting.push(ticket);
@@ -100,19 +106,17 @@ export class GenerationQueue {
     try {
       for (;;) {
         signal?.throwIfAborted();
-        if (this.holder === null && this.waiting[0] === ticket) {
+        if (!this.busy && this.waiting[0] === ticket) {
           this.waiting.shift();
           return this.#take();
         }
-        const holder = this.holder;
-        if (holder !== null && Date.now() - holder.lastProgress > this.stallMs) {
-          // The holder has been silent too long: its request is gone, or stuck for good.
+        const now = Date.now();
+        const stalled = [...this.holders].find((h) => now - h.lastProgress > this.stallMs);
+        if (this.busy && stalled !== undefined) {
+          // A holder has been silent too long: its request is gone, or stuck for good.
           this.reclaimed++;
-          await this.onStall(holder);
-          if (this.holder === holder) {
-            holder.released = true;
-            this.holder = null;
-          }
+          await this.onStall(stalled);
+          if (this.holders.delete(stalled)) stalled.released = true;
           continue;
         }
         if (Date.now() > deadline) throw new QueueTimeout(this.retryAfter());
