@@ -65,7 +65,7 @@ export function createHandler(shim, options) {
       }
       return Response.json({
         ...shim.stats(),
-        queue: { waiting: queue.waiting.length, busy: queue.busy, holders: queue.holders.size, served: queue.served, reclaimed: queue.reclaimed },
+        queue: { waiting: queue.waiting.length, busy: queue.busy, holders: queue.holders.size, peak_holders: queue.peakHolders, served: queue.served, reclaimed: queue.reclaimed },
         recent,
       });
     } catch (e) {

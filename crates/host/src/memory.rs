@@ -97,9 +97,11 @@ pub fn plan(knot: &Knot, config: &ModelConfig, input: PlanInput) -> MemoryPlan {
     let mut kv_cache = session.kv_cache.saturating_mul(input.windows.max(1) as u64);
     let (mut activations, mut logits) = (session.activations, session.logits);
     if input.sequences > 0 {
-        // Each sequence: a KV cache, its residual rows (up to a prefill chunk) and its logits
-        // rows; their step: one batch of a prefill chunk and every sequence's decode rows, run
-        // in the joint's activations, its logits rows gathered before they are handed out.
+        // A host running several sequences runs no conversation of its own (`start` is
+        // refused): a KV cache per sequence instead of the windows'. Each sequence keeps its
+        // residual rows (up to a prefill chunk); a step is one batch of a prefill chunk and
+        // every sequence's decode rows in the joint's activations, whose logits rows are the
+        // only ones kept.
         let n = input.sequences as u64;
         let rows = input
             .max_batch
@@ -110,13 +112,9 @@ pub fn plan(knot: &Knot, config: &ModelConfig, input: PlanInput) -> MemoryPlan {
             .saturating_add(1);
         let joint = Session::memory(config, input.context, input.kv_type, rows, logits_rows);
         let x = (input.max_batch as u64).saturating_mul(config.dim as u64 * 4);
-        kv_cache = kv_cache.saturating_add(session.kv_cache.saturating_mul(n));
-        activations = activations
-            .saturating_add(joint.activations)
-            .saturating_add(x.saturating_mul(n));
-        logits = logits
-            .saturating_add(joint.logits)
-            .saturating_add(session.logits.saturating_mul(n));
+        kv_cache = session.kv_cache.saturating_mul(n);
+        activations = joint.activations.saturating_add(x.saturating_mul(n));
+        logits = joint.logits;
     }
     let pinned = Session::memory(
         config,

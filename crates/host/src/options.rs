@@ -66,7 +66,8 @@ pub struct HostOptions {
     pub max_read_bytes: Option<u64>,
     /// Sequences run together (`maxSequences`: `Host::admit` / `Host::step`), each with a KV
     /// cache of its own counted in the memory plan; `None`: the host runs one conversation at a
-    /// time (`start` / `next`) and `admit` is disabled.
+    /// time (`start` / `next`) and `admit` is disabled. With it, `start` is disabled instead,
+    /// and there are no prefill windows (`prefillWindows` is taken as 0).
     pub max_sequences: Option<usize>,
     /// A chat template used instead of the file's (`chatTemplate`), as llama-server's
     /// `--chat-template-file`: a model whose file has none, or a template that declares tools.
@@ -176,6 +177,18 @@ pub fn open_options(json: &str) -> Result<HostOptions, OptionsError> {
             }
         },
     };
+    if opts.max_sequences.is_some()
+        && f.get("prefillWindows")
+            .is_some_and(|v| v.as_u64() != Some(0))
+    {
+        return Err(OptionsError::Invalid {
+            name: "prefillWindows".into(),
+            rule: "0 (or absent) with maxSequences: sequences run together prefill cold".into(),
+            got: f
+                .get("prefillWindows")
+                .map_or_else(String::new, Value::to_string),
+        });
+    }
     f.finish()?;
     Ok(opts)
 }
@@ -317,6 +330,10 @@ mod tests {
             (
                 r#"{"maxSequences": 65}"#,
                 "maxSequences must be an integer in [1, 64], got 65",
+            ),
+            (
+                r#"{"maxSequences": 2, "prefillWindows": 1}"#,
+                "prefillWindows must be 0 (or absent) with maxSequences",
             ),
             (
                 r#"{"readConcurrency": 7}"#,

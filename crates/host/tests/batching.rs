@@ -267,6 +267,9 @@ fn refusals_and_the_memory_plan() {
         },
     );
     assert_eq!(host.max_sequences(), Some(2));
+    // A host running sequences runs no conversation of its own.
+    let err = block_on(host.start(&[1, 2], &opts)).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Disabled, "{err}");
     let refused = [
         (vec![], opts.clone(), ErrorCode::EmptyPrompt),
         (vec![1; 33], opts.clone(), ErrorCode::ContextLengthExceeded),
@@ -291,7 +294,8 @@ fn refusals_and_the_memory_plan() {
     let events = block_on(host.step()).unwrap();
     assert!(events.iter().any(|e| matches!(e.token, Ok(Some(_)))));
 
-    // The plan counts each sequence's KV cache.
+    // The plan counts each sequence's KV cache (and no conversation of the host's own), and
+    // only the joint's logits rows.
     let knot = knot::Knot::from_bytes(&bytes).unwrap();
     let plan = |sequences| {
         let opts = HostOptions {
@@ -306,6 +310,7 @@ fn refusals_and_the_memory_plan() {
     let (solo, four) = (plan(None), plan(Some(4)));
     let per =
         engine::Session::memory(&knot.meta.config, 64, engine::kv::KvType::F32, 1, 1).kv_cache;
-    assert_eq!(four.kv_cache, solo.kv_cache + 4 * per);
+    assert_eq!((solo.kv_cache, four.kv_cache), (per, 4 * per));
+    assert_eq!(four.prefill_windows, 0);
     assert!(four.activations > solo.activations && four.logits > solo.logits);
 }

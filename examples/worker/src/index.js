@@ -129,7 +129,7 @@ function stats() {
     prefill_tokens: s.prefillTokens,
     token_ms: s.tokenMs,
     prefix: s.prefix,
-    queue: { waiting: m.queue.waiting.length, busy: m.queue.busy, holders: m.queue.holders.size, served: m.queue.served, reclaimed: m.queue.reclaimed },
+    queue: { waiting: m.queue.waiting.length, busy: m.queue.busy, holders: m.queue.holders.size, peak_holders: m.queue.peakHolders, served: m.queue.served, reclaimed: m.queue.reclaimed },
     // What the open and the last generation spent of the per-invocation limits (meter.js).
     open_spent: m.openMeter.report(),
     last_request: m.lastMeter?.report() ?? null,

@@ -51,6 +51,11 @@ export function settings(env) {
       throw new Error('KNOT_LRU_CAPACITY applies only with KNOT_STREAM_LAYERS=1 (every layer is resident otherwise)');
     }
   }
+  // Generations run together on this isolate (one forward pass per step for all of them): each
+  // holds a KV cache counted in the memory plan; 1 runs one at a time. Not with stations.
+  const sequences = envInt(env, 'KNOT_MAX_SEQUENCES', 1);
+  if (sequences < 1 || sequences > 64) throw new Error(`KNOT_MAX_SEQUENCES must be in 1..64, got '${env.KNOT_MAX_SEQUENCES}'`);
+  if (sequences > 1 && stations) throw new Error('KNOT_MAX_SEQUENCES applies to a whole model in this isolate, not to stations');
   const agentic = agenticFromEnv(env);
   // Checked now (a configured server outside KNOT_AGENTIC_ALLOW fails the open, naming it).
   agenticSettings(agentic);
@@ -76,7 +81,9 @@ export function settings(env) {
       prefixTtlMs: envInt(env, 'KNOT_PREFIX_TTL_MS', 15000),
       // Explicit prefill windows (/prefill/windows): each one's KV cache counts in the memory
       // plan (SmolLM2, f16, 512 tokens: 11.25 MiB of context).
-      prefillWindows: stations ? 0 : envInt(env, 'KNOT_PREFILL_WINDOWS', 1),
+      // Generations run together prefill cold (a step is shared): no windows then either.
+      prefillWindows: stations || sequences > 1 ? 0 : envInt(env, 'KNOT_PREFILL_WINDOWS', 1),
+      ...(sequences > 1 ? { maxSequences: sequences } : {}),
       prefillWindowMaxTokens: envInt(env, 'KNOT_PREFILL_WINDOW_TOKENS', 512),
       // The resident tensors in 4 MiB reads, not one of 30 MB: each R2 answer is a JS buffer that
       // counts against the isolate until collected.
@@ -84,7 +91,7 @@ export function settings(env) {
     },
     prefixReuse: env.KNOT_PREFIX_REUSE !== '0',
     // Explicit prefill windows (/prefill/windows): on unless KNOT_PREFILL_WINDOWS=0.
-    prefillWindows: envInt(env, 'KNOT_PREFILL_WINDOWS', 1) > 0,
+    prefillWindows: envInt(env, 'KNOT_PREFILL_WINDOWS', 1) > 0 && sequences === 1,
     terminalProsody: prosody(env),
     stations,
     // Positions per message between stations: what a split suggested at an over-budget open
@@ -96,6 +103,7 @@ export function settings(env) {
     agentic,
     maxBodyBytes: envInt(env, 'KNOT_MAX_BODY_BYTES', 256 * 1024),
     queue: {
+      slots: sequences,
       max: envInt(env, 'KNOT_QUEUE_MAX', 8),
       timeoutMs: envInt(env, 'KNOT_QUEUE_TIMEOUT_MS', 60000),
       stallMs: envInt(env, 'KNOT_STALL_MS', 60000),
@@ -125,9 +133,10 @@ async function open(s, env) {
   const queue = new GenerationQueue({
     ...s.queue,
     // A holder silent for stallMs: its request was canceled mid-call (or is stuck for good).
-    // Take the shim back so the line moves on.
+    // Take the shim back so the line moves on — unless generations run together: they share
+    // each step, so only the silent one's place is released.
     onStall: async () => {
-      await shim.reclaim();
+      if (shim.maxSequences === undefined) await shim.reclaim();
     },
   });
   return { shim, source, queue, settings: s, info: shim.info(), openMs: Date.now() - t0, recent: [], openMeter, lastMeter: null };

@@ -41,6 +41,8 @@ export class GenerationQueue {
     this.slots = options.slots ?? 1;
     /** @type {Set<Lease>} */
     this.holders = new Set();
+    /** The most that held the model at once. */
+    this.peakHolders = 0;
     this.timeoutMs = options.timeoutMs;
     this.stallMs = options.stallMs;
     this.pollMs = options.pollMs ?? 10;
@@ -87,6 +89,7 @@ export class GenerationQueue {
       },
     };
     this.holders.add(lease);
+    this.peakHolders = Math.max(this.peakHolders, this.holders.size);
     return lease;
   }
 

@@ -196,9 +196,11 @@ impl Session {
 pub struct Joint {
     cfg: ModelConfig,
     rows: Rows,
-    /// The final-norm input of the rows that want logits, and their logits: `[rows, vocab]`.
+    /// The final-norm input of the rows that want logits, and their logits: `[rows, vocab]`;
+    /// `spans[i]`: where session i of the last finish has its rows.
     hidden: Vec<f32>,
     logits: Vec<f32>,
+    spans: Vec<Range<usize>>,
 }
 
 /// Which logits the end of a batch computes.
@@ -230,6 +232,7 @@ impl Joint {
             rows: Rows::new(cfg),
             hidden: Vec::new(),
             logits: Vec::new(),
+            spans: Vec::new(),
         }
     }
 
@@ -311,9 +314,9 @@ impl Joint {
 
 impl Joint {
     /// Ends every session's batch (each through every layer): the rows `want` names (one entry
-    /// per session) go through the final norm and the LM head in one matmul, and each session
-    /// gets its rows' logits as [`Session::finish`] would give them (in [`Session::logits_mut`];
-    /// a session wanting none gets none, and keeps its earlier ones).
+    /// per session) go through the final norm and the LM head in one matmul. Session i's logits
+    /// — what [`Session::finish`] would give it — are then [`Joint::logits`]`(i)` until the next
+    /// finish (empty for a session wanting none); nothing is copied into the sessions.
     pub fn finish(
         &mut self,
         sessions: &mut [&mut Session],
@@ -360,17 +363,24 @@ impl Joint {
         }
         let vocab = w.output.rows();
         let mut at = 0;
+        self.spans.clear();
         for (s, k) in sessions.iter_mut().zip(want) {
             let len = k.of(s.n).len() * vocab;
-            if len > 0 {
-                fit(&mut s.logits, len);
-                s.logits.copy_from_slice(&self.logits[at..at + len]);
-                at += len;
-            }
+            self.spans.push(at..at + len);
+            at += len;
             s.kv.commit(s.n);
             s.n = 0;
         }
         Ok(())
+    }
+
+    /// The logits of the `i`-th session of the last [`Joint::finish`] (`[rows, vocab]`, the
+    /// rows it wanted), for a caller to process in place; empty for an index it did not have.
+    pub fn logits(&mut self, i: usize) -> &mut [f32] {
+        match self.spans.get(i) {
+            Some(r) => &mut self.logits[r.clone()],
+            None => &mut [],
+        }
     }
 }
 

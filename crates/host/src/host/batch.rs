@@ -318,9 +318,10 @@ impl Host {
         let ms = now_ms() - t0;
         self.stats.decode.forward_passes += 1;
 
-        // Each planned sequence picks from its rows.
-        for &i in planned.iter().rev() {
+        // Each planned sequence picks from its rows (k: its place in the pass).
+        for (k, &i) in planned.iter().enumerate().rev() {
             let seq = &mut batch.sequences[i];
+            let logits = batch.joint.logits(k);
             let token = match seq.want {
                 Some(Logits::None) => {
                     seq.prefilled += seq.rows.len();
@@ -336,15 +337,15 @@ impl Host {
                         g.accept_context(&conv.tokens);
                         g.set_clock(now_ms);
                     }
-                    pick(seq)
+                    pick(seq, logits)
                 }
                 Some(Logits::All) => {
                     seq.spec.pass_done(ms);
-                    verify(seq, &mut self.stats.decode)
+                    verify(seq, logits, &mut self.stats.decode)
                 }
                 _ => {
                     seq.spec.pass_done(ms);
-                    pick(seq)
+                    pick(seq, logits)
                 }
             };
             deliver(batch, i, token, &mut events);
@@ -357,26 +358,25 @@ impl Host {
     }
 }
 
-/// Picks the next token of `seq` from the logits of its last row.
-fn pick(seq: &mut Sequence) -> Result<Option<Emitted>, HostError> {
+/// Picks the next token of `seq` from `logits` (its last row's).
+fn pick(seq: &mut Sequence, logits: &mut [f32]) -> Result<Option<Emitted>, HostError> {
     let conv = &mut seq.conv;
     let Some(generation) = conv.generation.as_mut().filter(|g| g.finished().is_none()) else {
         return Ok(None);
     };
-    let logits = conv.session.logits_mut();
     Ok(Some(seq.spec.pick(generation, logits)?))
 }
 
-/// Picks from a verify pass's rows and rewinds the KV cache to the rows picked from.
+/// Picks from a verify pass's rows (`logits`) and rewinds the KV cache to the rows picked from.
 fn verify(
     seq: &mut Sequence,
+    logits: &mut [f32],
     stats: &mut super::DecodeStats,
 ) -> Result<Option<Emitted>, HostError> {
     let conv = &mut seq.conv;
     let Some(generation) = conv.generation.as_mut() else {
         return Ok(None);
     };
-    let logits = conv.session.logits_mut();
     let verified = match seq.spec.verify(generation, logits) {
         Ok(v) => v,
         Err(e) => {

@@ -100,6 +100,11 @@ impl Host {
                 .into());
             }
         }
+        let mut opts = opts;
+        if opts.max_sequences.is_some() {
+            // Sequences run together prefill cold; a window would need the host's own session.
+            opts.prefill_windows = 0;
+        }
         let t0 = now_ms();
         let mut o = open::open(source, &opts).await?;
         if let Some(t) = &opts.chat_template {
@@ -288,6 +293,9 @@ impl Host {
     /// continues from the last picked token.
     pub async fn start(&mut self, prompt: &[u32], opts: &GenerateOptions) -> Result<(), HostError> {
         self.begin_call();
+        if let Some(max) = self.max_sequences() {
+            return Err(HostError::OneAtATimeDisabled { max });
+        }
         self.settle()?;
         self.config().check_tokens(prompt)?;
         if !opts.continue_session && prompt.is_empty() {

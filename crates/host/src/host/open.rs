@@ -109,8 +109,9 @@ pub(crate) async fn open(
             .clamp(1, n.saturating_sub(1).max(1)),
     };
     let mut session = Session::with_kv(&config, max_context, opts.kv_type)?;
-    if memory_plan.is_some() {
-        // Taken now, so a generation never meets an allocation the plan did not count.
+    if memory_plan.is_some() && opts.max_sequences.is_none() {
+        // Taken now, so a generation never meets an allocation the plan did not count. (A host
+        // running several sequences runs none of its own: their sessions take theirs.)
         session.reserve_kv();
     }
     Ok(Opened {

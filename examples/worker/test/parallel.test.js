@@ -1,0 +1,45 @@
+// Several requests at once on one isolate (KNOT_MAX_SEQUENCES=4): their generations run
+// together, one forward pass per step for all of them, with wrangler.toml's settings otherwise
+// (layers streamed from R2 through an LRU, a 96 MiB budget). Each answer equals the native CLI's
+// alone; the isolate stays within its memory plan; a client leaving frees its place.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { MODEL, client, native, post, startLocal, stats } from './support.js';
+
+const MiB = 2 ** 20;
+
+test('four requests at once on one isolate: each equals the native CLI alone, within the memory budget', async () => {
+  const local = await startLocal({ quiet: true, vars: { KNOT_MAX_SEQUENCES: '4' } });
+  try {
+    const openai = client(local.url);
+    const asks = ['What is the capital of France?', 'Name three fruits.', 'Write one sentence about the sea.', 'Count from one to five.']
+      .map((content) => [{ role: 'user', content }]);
+    const want = await Promise.all(asks.map((m) => native(m, 24)));
+    const answers = await Promise.all(asks.map(async (messages, i) => {
+      if (i % 2 === 0) {
+        const r = await openai.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 24 });
+        return r.choices[0].message.content;
+      }
+      let text = '';
+      for await (const c of await openai.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 24, stream: true })) {
+        text += c.choices[0]?.delta?.content ?? '';
+      }
+      return text;
+    }));
+    answers.forEach((a, i) => assert.equal(a, want[i].text, `request ${i}`));
+    const s = await stats(local.url);
+    console.log(`4 at once: peak ${s.queue.peak_holders} holders; wasm memory ${(s.wasm_memory_bytes / MiB).toFixed(1)} MiB, plan ${(s.memory_plan.total / MiB).toFixed(1)} MiB (KV ${(s.memory_plan.kvCache / MiB).toFixed(1)} MiB)`);
+    assert.ok(s.queue.peak_holders >= 2, `generations ran together: peak ${s.queue.peak_holders}`);
+    assert.equal(s.queue.holders, 0);
+    assert.ok(s.memory_plan.total <= 96 * MiB, `plan ${s.memory_plan.total}`);
+    assert.ok(s.wasm_memory_bytes <= 96 * MiB, `wasm memory ${s.wasm_memory_bytes}`);
+    // Prefill windows are off while generations run together; a bad request is refused alone.
+    assert.equal((await post(local.url, '/prefill/windows', { prompt: 'x' })).status, 404);
+    const bad = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: asks[0], temperature: -1 });
+    assert.equal(bad.status, 400, bad.text);
+    const again = await openai.chat.completions.create({ model: MODEL, messages: asks[0], temperature: 0, max_tokens: 24 });
+    assert.equal(again.choices[0].message.content, want[0].text);
+  } finally {
+    await local.dispose();
+  }
+});
