@@ -52,7 +52,8 @@ export interface HostShimOptions {
   /**
    * Most positions one forward pass runs: a longer prompt is prefilled in chunks of it, which
    * bounds the activations (each chunk reads every layer not cached). Default: the whole prompt
-   * at once, or 256 with `memoryBudget`.
+   * at once, or 256 with `memoryBudget` or `maxSequences` (a chunk is then what a new prompt
+   * delays the generations running beside it by).
    */
   maxBatch?: number;
   /**

@@ -133,9 +133,15 @@ fn plan_memory(
 ) -> Result<(usize, PassLimits, Option<MemoryPlan>), HostError> {
     let config = &knot.meta.config;
     let context = opts.max_context.min(config.context_length.max(1));
+    // Sequences run together prefill in chunks beside the others' decoding: a chunk is what a
+    // long prompt delays them by, so it is bounded even without a budget.
+    let unbounded = match opts.max_sequences {
+        Some(_) => memory::DEFAULT_BUDGET_BATCH,
+        None => usize::MAX,
+    };
     let Some(budget) = opts.memory_budget else {
         let limits = PassLimits {
-            max_batch: opts.max_batch.unwrap_or(usize::MAX),
+            max_batch: opts.max_batch.unwrap_or(unbounded),
             max_verify: MAX_DRAFT,
         };
         return Ok((context, limits, None));
