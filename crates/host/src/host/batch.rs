@@ -1,23 +1,28 @@
 //! Many sequences at once (continuous batching): a host opened with `maxSequences` admits
-//! sequences between steps ([`Host::admit`]), and each [`Host::step`] runs one forward pass for
+//! sequences between steps (`Host::admit`), and each `Host::step` runs one forward pass for
 //! all of them — every decoding sequence's pending token (and draft), plus one chunk of at most
 //! `maxBatch` positions of the oldest prompt still being prefilled, so a long prompt delays the
 //! others' next tokens by one chunk at most. Their rows share each layer's matmuls
 //! ([`engine::Joint`]); RoPE, KV cache and attention stay each sequence's own, so each sequence's
 //! tokens are the ones it gets alone, bit for bit. Each sequence has its own decode pipeline
-//! (sampling, MOA, COLTRANE, drafts, stop rules) and ends on its own ([`Host::cancel`], a
+//! (sampling, MOA, COLTRANE, drafts, stop rules) and ends on its own (`Host::cancel`, a
 //! finish, a failure of its own), freeing its slot for the next.
 
 use super::conversation::Conversation;
-use super::layers::Logits;
-use super::Host;
+use super::layers::{LayerStore, Logits, Resident};
+use super::open::PassLimits;
+use super::stats::DecodeStats;
 use crate::clock::now_ms;
 use crate::error::HostError;
 use engine::decode::{Emitted, FinishReason, GenerateOptions, Generation};
-use engine::draft::{DraftLimits, NextPass, Speculation};
+use engine::draft::{DraftConfig, DraftLimits, NextPass, Speculation};
+use engine::kv::KvType;
 use engine::model::ConfigExt;
 use engine::options::OptionsError;
+use engine::tokenizer::Tokenizer;
 use engine::{Joint, Session};
+use knot::ModelConfig;
+use std::rc::Rc;
 
 /// A sequence's handle, unique for the host's life.
 pub type SequenceId = u32;
@@ -101,32 +106,37 @@ impl Batch {
     }
 }
 
-impl Host {
-    /// The most sequences [`Host::admit`] holds at once (None: opened without `maxSequences`).
-    pub fn max_sequences(&self) -> Option<usize> {
-        self.batch.as_ref().map(|b| b.max)
+/// What admitting a sequence needs of the host.
+pub(crate) struct AdmitContext<'a> {
+    pub cfg: &'a ModelConfig,
+    pub tokenizer: &'a Rc<Tokenizer>,
+    pub context: usize,
+    pub kv_type: KvType,
+    pub draft_default: Option<&'a DraftConfig>,
+}
+
+/// What a step needs of the host: the layers, the resident tensors, the pass limits.
+pub(crate) struct StepContext<'a> {
+    pub layers: &'a mut LayerStore,
+    pub resident: &'a Resident,
+    pub limits: PassLimits,
+    pub stats: &'a mut DecodeStats,
+}
+
+impl Batch {
+    /// The most sequences it holds at once.
+    pub fn max(&self) -> usize {
+        self.max
     }
 
-    /// Sequences admitted and not yet ended.
-    pub fn active_sequences(&self) -> usize {
-        self.batch.as_ref().map_or(0, Batch::len)
-    }
-
-    /// Admits a sequence: checks the prompt and the options, and queues the prompt for the next
-    /// steps (no pass runs here). Refused when `maxSequences` are active (`busy`: the caller
-    /// waits for one to end) or the host was opened without `maxSequences` (`disabled`).
-    /// `continue` is refused (a sequence is a new conversation); `reusePrefix` and
-    /// `prefillWindow` are ignored: the prompt is prefilled cold, which gives the same tokens.
+    /// See `Host::admit`.
     pub fn admit(
         &mut self,
+        h: AdmitContext<'_>,
         prompt: &[u32],
         opts: &GenerateOptions,
     ) -> Result<SequenceId, HostError> {
-        let cfg = &self.knot.meta.config;
-        let Some(batch) = self.batch.as_mut() else {
-            return Err(HostError::BatchingDisabled);
-        };
-        cfg.check_tokens(prompt)?;
+        h.cfg.check_tokens(prompt)?;
         if opts.continue_session {
             return Err(OptionsError::Invalid {
                 name: "continue".into(),
@@ -138,27 +148,26 @@ impl Host {
         if prompt.is_empty() {
             return Err(HostError::EmptyPrompt);
         }
-        if batch.sequences.len() >= batch.max {
-            return Err(HostError::SequencesFull { max: batch.max });
+        if self.sequences.len() >= self.max {
+            return Err(HostError::SequencesFull { max: self.max });
         }
-        let context = self.conversation.session.max_context();
-        if prompt.len() > context {
+        if prompt.len() > h.context {
             return Err(HostError::PromptTooLong {
                 tokens: prompt.len(),
-                context,
+                context: h.context,
             });
         }
         let generation = Generation::new(
             opts,
-            self.tokenizer.clone(),
-            &cfg.eos_ids,
-            context - prompt.len(),
+            h.tokenizer.clone(),
+            &h.cfg.eos_ids,
+            h.context - prompt.len(),
         )?;
-        let session = match batch.spare.pop() {
+        let session = match self.spare.pop() {
             Some(s) => s,
             None => {
-                let mut s = Session::with_kv(cfg, context, self.conversation.session.kv_type())?;
-                if batch.planned {
+                let mut s = Session::with_kv(h.cfg, h.context, h.kv_type)?;
+                if self.planned {
                     s.reserve_kv();
                 }
                 s
@@ -167,10 +176,10 @@ impl Host {
         let mut conv = Conversation::new(session, now_ms());
         conv.generation = Some(generation);
         let mut spec = Speculation::new();
-        spec.start(opts.draft.resolve(self.draft_default.as_ref()));
-        let id = batch.next_id;
-        batch.next_id = batch.next_id.wrapping_add(1).max(1);
-        batch.sequences.push(Sequence {
+        spec.start(opts.draft.resolve(h.draft_default));
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        self.sequences.push(Sequence {
             id,
             conv,
             spec,
@@ -183,32 +192,21 @@ impl Host {
         Ok(id)
     }
 
-    /// Ends sequence `id` between steps (its slot freed); false when it is not active.
+    /// See `Host::cancel`.
     pub fn cancel(&mut self, id: SequenceId) -> bool {
-        let Some(batch) = self.batch.as_mut() else {
-            return false;
-        };
-        match batch.sequences.iter().position(|s| s.id == id) {
+        match self.sequences.iter().position(|s| s.id == id) {
             Some(i) => {
-                batch.release(i);
+                self.release(i);
                 true
             }
             None => false,
         }
     }
 
-    /// One step for every active sequence: one forward pass over their rows (see the module
-    /// documentation), then each picks its next token. A sequence that ends (finish, failure)
-    /// is released. A pass that fails (a read, an abort of the call) ends every sequence in
-    /// it, each event carrying the failure (the first the error itself, the others a
-    /// [`HostError::Replica`] of it: same code, same message). Fails only when the host was
-    /// opened without `maxSequences`.
-    pub async fn step(&mut self) -> Result<Vec<SequenceEvent>, HostError> {
-        self.begin_call();
-        let limits = self.limits;
-        let Some(batch) = self.batch.as_mut() else {
-            return Err(HostError::BatchingDisabled);
-        };
+    /// See `Host::step`.
+    pub async fn step(&mut self, h: StepContext<'_>) -> Vec<SequenceEvent> {
+        let limits = h.limits;
+        let batch = self;
         let mut events = Vec::new();
         // Plan each sequence's rows.
         let mut prefilling = false;
@@ -269,7 +267,7 @@ impl Host {
             .filter(|&i| batch.sequences[i].want.is_some())
             .collect();
         if planned.is_empty() {
-            return Ok(events);
+            return events;
         }
         // Past the last layer, prefetch the first ones only when another step follows.
         let more_follows = batch.sequences.iter().any(|s| {
@@ -288,14 +286,14 @@ impl Host {
             rows.push(&seq.rows[..]);
             want.push(seq.want.unwrap_or(Logits::None));
         }
-        let ran = self
+        let ran = h
             .layers
             .joint_pass(
                 &mut batch.joint,
                 &mut sessions,
                 &rows,
                 &want,
-                &self.resident,
+                h.resident,
                 more_follows,
             )
             .await;
@@ -313,10 +311,11 @@ impl Host {
             }
             let (id, generation) = batch.release(planned[0]);
             events.push(ended(id, generation, Err(failed)));
-            return Ok(events);
+            h.stats.forward_passes += 1;
+            return events;
         }
         let ms = now_ms() - t0;
-        self.stats.decode.forward_passes += 1;
+        h.stats.forward_passes += 1;
 
         // Each planned sequence picks from its rows (k: its place in the pass).
         for (k, &i) in planned.iter().enumerate().rev() {
@@ -341,7 +340,7 @@ impl Host {
                 }
                 Some(Logits::All) => {
                     seq.spec.pass_done(ms);
-                    verify(seq, logits, &mut self.stats.decode)
+                    verify(seq, logits, h.stats)
                 }
                 _ => {
                     seq.spec.pass_done(ms);
@@ -350,11 +349,11 @@ impl Host {
             };
             deliver(batch, i, token, &mut events);
         }
-        self.stats.decode.decode_tokens += events
+        h.stats.decode_tokens += events
             .iter()
             .filter(|e| matches!(e.token, Ok(Some(_))))
             .count() as u64;
-        Ok(events)
+        events
     }
 }
 
@@ -371,7 +370,7 @@ fn pick(seq: &mut Sequence, logits: &mut [f32]) -> Result<Option<Emitted>, HostE
 fn verify(
     seq: &mut Sequence,
     logits: &mut [f32],
-    stats: &mut super::DecodeStats,
+    stats: &mut DecodeStats,
 ) -> Result<Option<Emitted>, HostError> {
     let conv = &mut seq.conv;
     let Some(generation) = conv.generation.as_mut() else {

@@ -30,7 +30,7 @@ use crate::error::HostError;
 use crate::options::HostOptions;
 use crate::reader::Abort;
 use crate::source::ByteSource;
-use batch::Batch;
+use batch::{AdmitContext, Batch, StepContext};
 use conversation::Conversation;
 use engine::chat::ChatMessage;
 use engine::decode::{Emitted, FinishReason, GenerateOptions, Generation};
@@ -636,6 +636,65 @@ impl Host {
                 Err(failed.error)
             }
         }
+    }
+
+    /// The most sequences [`Host::admit`] holds at once (None: opened without `maxSequences`).
+    pub fn max_sequences(&self) -> Option<usize> {
+        self.batch.as_ref().map(Batch::max)
+    }
+
+    /// Sequences admitted and not yet ended.
+    pub fn active_sequences(&self) -> usize {
+        self.batch.as_ref().map_or(0, Batch::len)
+    }
+
+    /// Admits a sequence (`batch.rs`): checks the prompt and the options, and queues the prompt
+    /// for the next steps (no pass runs here). Refused when `maxSequences` are active (`busy`:
+    /// the caller waits for one to end) or the host was opened without `maxSequences`
+    /// (`disabled`). `continue` is refused (a sequence is a new conversation); `reusePrefix`
+    /// and `prefillWindow` are ignored: the prompt is prefilled cold, which gives the same
+    /// tokens.
+    pub fn admit(
+        &mut self,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+    ) -> Result<SequenceId, HostError> {
+        let Some(batch) = self.batch.as_mut() else {
+            return Err(HostError::BatchingDisabled);
+        };
+        let session = &self.conversation.session;
+        let h = AdmitContext {
+            cfg: &self.knot.meta.config,
+            tokenizer: &self.tokenizer,
+            context: session.max_context(),
+            kv_type: session.kv_type(),
+            draft_default: self.draft_default.as_ref(),
+        };
+        batch.admit(h, prompt, opts)
+    }
+
+    /// Ends sequence `id` between steps (its slot freed); false when it is not active.
+    pub fn cancel(&mut self, id: SequenceId) -> bool {
+        self.batch.as_mut().is_some_and(|b| b.cancel(id))
+    }
+
+    /// One step for every active sequence (`batch.rs`): one forward pass over their rows, then
+    /// each picks its next token. A sequence that ends (finish, failure) is released. A pass
+    /// that fails (a read, an abort of the call) ends every sequence in it, each event carrying
+    /// the failure (the first the error itself, the others a [`HostError::Replica`] of it).
+    /// Fails only when the host was opened without `maxSequences`.
+    pub async fn step(&mut self) -> Result<Vec<SequenceEvent>, HostError> {
+        self.begin_call();
+        let Some(batch) = self.batch.as_mut() else {
+            return Err(HostError::BatchingDisabled);
+        };
+        let h = StepContext {
+            layers: &mut self.layers,
+            resident: &self.resident,
+            limits: self.limits,
+            stats: &mut self.stats.decode,
+        };
+        Ok(batch.step(h).await)
     }
 
     /// Renders chat messages with the model's template, ready to encode.
