@@ -204,6 +204,8 @@ wasi_tests() {
   cargo test --no-fail-fast --target wasm32-wasip1 -p knot -p engine -p moa -p coltrane -p carrier
   cargo test --no-fail-fast --target wasm32-wasip1 -p knot-suite \
     --test parity --test tokenizer --test bad_input --test batch_identity --test joint_identity --test stations
+  # Many sequences at once through the host's scheduler, each equal to it alone, in wasm32.
+  cargo test --no-fail-fast --target wasm32-wasip1 -p host --test batching
 }
 
 package() {
@@ -218,7 +220,7 @@ page() { (cd examples/web && KNOT_REQUIRE_MODELS=1 npm test); }
 # one Node process) in a lane of its own, beside the native tests, the package and the JS suites.
 wasm32_and_fuzzing() {
   step "fuzzing: every target for 20 s (nightly, cargo-fuzz, address sanitizer; docs/fuzzing.md)" scripts/fuzz.sh 20
-  step "wasm32 tests in Node (WASI): kernels, tokenizer, pipeline, MOA, COLTRANE, parity, bad input, batch and joint identity, stations" wasi_tests
+  step "wasm32 tests in Node (WASI): kernels, tokenizer, pipeline, MOA, COLTRANE, parity, bad input, batch and joint identity, batching, stations" wasi_tests
 }
 
 case "$tier" in
