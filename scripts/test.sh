@@ -195,7 +195,7 @@ native_tests() {
 
 # The engine's crates and the cross-crate guarantees compiled for wasm32-wasip1 and run in Node's
 # WASI (scripts/wasi-run): kernels (SIMD128), tokenizer, decode pipeline, MOA, COLTRANE, parity,
-# bad input, batch identity, stations.
+# bad input, batch and joint identity, the host's batching, stations.
 wasi_tests() {
   export KNOT_REQUIRE_MODELS=1
   # A target directory of its own: cargo locks the one it builds in, and this lane runs beside the
