@@ -10,7 +10,7 @@ import { after, before, describe, test } from './harness.js';
 
 const describeIf = (condition, name, fn) => (condition ? describe(name, fn) : describe.skip(name, fn));
 import { openaiApiSuite } from './openai-api.js';
-import { nativeGenerator, post, startServer } from './servers.js';
+import { FOUR_ASKS, answerTogether, nativeGenerator, post, startServer } from './servers.js';
 import { KNOT_BIN, ROOT, SMOL, haveNative, haveSmol } from './support.js';
 
 const BIN = `${ROOT}pkg/bin/knot-serve.js`;
@@ -110,8 +110,7 @@ describeIf(ready && g.Bun === undefined && g.Deno === undefined, 'knot-serve --p
     try {
       assert.match(s.line, /4 requests at once/);
       const openai = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'not-needed', maxRetries: 0, timeout: 120_000 });
-      const asks = ['What is the capital of France?', 'Name three fruits.', 'Write one sentence about the sea.', 'Count from one to five.']
-        .map((content) => [{ role: 'user', content }]);
+      const asks = FOUR_ASKS;
       const want = await Promise.all(asks.map((m) => native(m, 24)));
       // A stream whose client leaves after three chunks, beside them.
       const leaving = (async () => {
@@ -125,17 +124,7 @@ describeIf(ready && g.Bun === undefined && g.Deno === undefined, 'knot-serve --p
         }
         return chunks;
       })();
-      const answers = await Promise.all(asks.map(async (messages, i) => {
-        if (i % 2 === 0) {
-          const r = await openai.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 24 });
-          return r.choices[0].message.content;
-        }
-        let text = '';
-        for await (const c of await openai.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 24, stream: true })) {
-          text += c.choices[0]?.delta?.content ?? '';
-        }
-        return text;
-      }));
+      const answers = await answerTogether(openai, MODEL, asks, 24);
       assert.equal(await leaving, 3);
       answers.forEach((a, i) => assert.equal(a, want[i].text, `request ${i}`));
       // Every slot is free again, and the prefill windows are off (generations run together).

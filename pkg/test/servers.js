@@ -75,3 +75,25 @@ export function startServer(cmd, argv, env = {}) {
     child.on('exit', (code) => reject(new Error(`${cmd} exited (${code}) before listening: ${out}${err}`)));
   });
 }
+
+/** Four chat questions the servers' concurrency tests ask at once. */
+export const FOUR_ASKS = ['What is the capital of France?', 'Name three fruits.', 'Write one sentence about the sea.', 'Count from one to five.']
+  .map((content) => [{ role: 'user', content }]);
+
+/**
+ * Asks every conversation of `asks` at once through the official client (greedy, `maxTokens`),
+ * the even ones whole and the odd ones streamed; resolves with each answer's text.
+ * @param {import('openai').OpenAI} openai
+ * @param {string} model
+ * @param {object[][]} asks
+ * @param {number} maxTokens
+ */
+export function answerTogether(openai, model, asks, maxTokens) {
+  return Promise.all(asks.map(async (messages, i) => {
+    const body = { model, messages, temperature: 0, max_tokens: maxTokens };
+    if (i % 2 === 0) return (await openai.chat.completions.create(body)).choices[0].message.content;
+    let text = '';
+    for await (const c of await openai.chat.completions.create({ ...body, stream: true })) text += c.choices[0]?.delta?.content ?? '';
+    return text;
+  }));
+}

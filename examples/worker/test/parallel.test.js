@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MODEL, client, native, post, startLocal, stats } from './support.js';
+import { FOUR_ASKS, answerTogether } from '../../../pkg/test/servers.js';
 
 const MiB = 2 ** 20;
 
@@ -12,20 +13,9 @@ test('four requests at once on one isolate: each equals the native CLI alone, wi
   const local = await startLocal({ quiet: true, vars: { KNOT_MAX_SEQUENCES: '4' } });
   try {
     const openai = client(local.url);
-    const asks = ['What is the capital of France?', 'Name three fruits.', 'Write one sentence about the sea.', 'Count from one to five.']
-      .map((content) => [{ role: 'user', content }]);
+    const asks = FOUR_ASKS;
     const want = await Promise.all(asks.map((m) => native(m, 24)));
-    const answers = await Promise.all(asks.map(async (messages, i) => {
-      if (i % 2 === 0) {
-        const r = await openai.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 24 });
-        return r.choices[0].message.content;
-      }
-      let text = '';
-      for await (const c of await openai.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 24, stream: true })) {
-        text += c.choices[0]?.delta?.content ?? '';
-      }
-      return text;
-    }));
+    const answers = await answerTogether(openai, MODEL, asks, 24);
     answers.forEach((a, i) => assert.equal(a, want[i].text, `request ${i}`));
     const s = await stats(local.url);
     console.log(`4 at once: peak ${s.queue.peak_holders} holders; wasm memory ${(s.wasm_memory_bytes / MiB).toFixed(1)} MiB, plan ${(s.memory_plan.total / MiB).toFixed(1)} MiB (KV ${(s.memory_plan.kvCache / MiB).toFixed(1)} MiB)`);

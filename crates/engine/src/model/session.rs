@@ -346,20 +346,8 @@ impl Joint {
                 self.hidden[at..at + len].copy_from_slice(&s.x[r.start * dim..r.end * dim]);
                 at += len;
             }
-            let head = LmHead {
-                output_norm: &w.output_norm,
-                output: &w.output,
-            };
-            head.logits(
-                self.cfg.norm_eps,
-                &self.hidden,
-                HeadBuffers {
-                    norm_w: &mut self.rows.norm_w,
-                    xb: &mut self.rows.xb,
-                    logits: &mut self.logits,
-                    scratch: &mut self.rows.scratch,
-                },
-            )?;
+            self.rows
+                .lm_head(&self.cfg, w, &self.hidden, &mut self.logits)?;
         }
         let vocab = w.output.rows();
         let mut at = 0;
@@ -477,20 +465,8 @@ impl Session {
         self.check_finished()?;
         let (n, dim) = (self.n, self.cfg.dim);
         let rows = if all_positions { 0..n } else { n - 1..n };
-        let head = LmHead {
-            output_norm: &w.output_norm,
-            output: &w.output,
-        };
-        head.logits(
-            self.cfg.norm_eps,
-            &self.x[rows.start * dim..rows.end * dim],
-            HeadBuffers {
-                norm_w: &mut self.rows.norm_w,
-                xb: &mut self.rows.xb,
-                logits: &mut self.logits,
-                scratch: &mut self.rows.scratch,
-            },
-        )?;
+        let hidden = &self.x[rows.start * dim..rows.end * dim];
+        self.rows.lm_head(&self.cfg, w, hidden, &mut self.logits)?;
         self.kv.commit(n);
         self.n = 0;
         Ok(&self.logits)
@@ -805,6 +781,27 @@ impl Rows {
             norm_w: Vec::new(),
             scratch: MatmulScratch::default(),
         }
+    }
+
+    /// The final norm and the LM head over `hidden`'s rows into `logits`, in these buffers.
+    fn lm_head(
+        &mut self,
+        c: &ModelConfig,
+        w: &ResidentWeights,
+        hidden: &[f32],
+        logits: &mut Vec<f32>,
+    ) -> Result<(), EngineError> {
+        let head = LmHead {
+            output_norm: &w.output_norm,
+            output: &w.output,
+        };
+        let bufs = HeadBuffers {
+            norm_w: &mut self.norm_w,
+            xb: &mut self.xb,
+            logits,
+            scratch: &mut self.scratch,
+        };
+        head.logits(c.norm_eps, hidden, bufs)
     }
 
     /// Sized for `n` rows attending over at most `context` positions.

@@ -196,34 +196,23 @@ impl LayerStore {
         resident: &Resident,
         more_follows: bool,
     ) -> Result<(), HostError> {
-        let ran = self
-            .joint_layers(joint, sessions, batches, want, resident, more_follows)
-            .await;
+        let ran = async {
+            let weights = resident.weights()?;
+            for (s, batch) in sessions.iter_mut().zip(batches) {
+                joint.begin(s, batch, &weights)?;
+            }
+            joint.prepare(sessions)?;
+            let mut run = |l: usize, w: &LayerWeights| joint.run_layer(sessions, l, w);
+            self.run_layers(&mut run, more_follows).await?;
+            Ok(joint.finish(sessions, want, &weights)?)
+        }
+        .await;
         if ran.is_err() {
             for s in sessions.iter_mut() {
                 s.abort_batch();
             }
         }
         ran
-    }
-
-    async fn joint_layers(
-        &mut self,
-        joint: &mut Joint,
-        sessions: &mut [&mut Session],
-        batches: &[&[u32]],
-        want: &[Logits],
-        resident: &Resident,
-        more_follows: bool,
-    ) -> Result<(), HostError> {
-        let weights = resident.weights()?;
-        for (s, batch) in sessions.iter_mut().zip(batches) {
-            joint.begin(s, batch, &weights)?;
-        }
-        joint.prepare(sessions)?;
-        let mut run = |l: usize, w: &LayerWeights| joint.run_layer(sessions, l, w);
-        self.run_layers(&mut run, more_follows).await?;
-        Ok(joint.finish(sessions, want, &weights)?)
     }
 
     /// Streams every layer through `run` in order, prefetching ahead.
