@@ -6,6 +6,7 @@
 //! bad requests that must leave the stations serving. The coordinator embeds from a table it
 //! read whole at open or from rows the head stations hand over, and after open reads nothing.
 
+use engine::decode::GenerateOptions;
 use engine::sampler::greedy;
 use engine::{KvType, LmHead, Model, Session};
 use host::station::coordinator::{Conversation, Model as Coordinator, ModelOptions, Pick};
@@ -13,6 +14,7 @@ use host::station::embedding::EmbeddingOptions;
 use host::station::gather::{fold, join_logits, vocab_slices, Answer, Folded};
 use host::station::placement::layer_ranges;
 use host::station::rows::RowsMessage;
+use host::station::sequences::Sequences;
 use host::station::wire::{self, Elem, Hidden};
 use host::station::{open_index, HeadShard, HeadStation, LayerShard, LayerStation, StationError};
 use host::{MemorySource, ReadPolicy, Reader};
@@ -533,6 +535,17 @@ struct Split {
 
 impl Split {
     fn open(bytes: &Rc<[u8]>, layer_stations: usize, head_shards: usize, o: ModelOptions) -> Self {
+        Self::open_holding(bytes, layer_stations, head_shards, o, 2)
+    }
+
+    /// [`Split::open`] with layer stations holding `conversations` conversations each.
+    fn open_holding(
+        bytes: &Rc<[u8]>,
+        layer_stations: usize,
+        head_shards: usize,
+        o: ModelOptions,
+        conversations: usize,
+    ) -> Self {
         use futures::executor::block_on;
         let policy = ReadPolicy {
             timeout_ms: 0,
@@ -548,7 +561,14 @@ impl Split {
             let r = reader();
             let knot = block_on(open_index(&r, &opts)).unwrap();
             let shard = block_on(LayerShard::read(&r, &knot, range.clone(), Some(1 << 16)));
-            let station = LayerStation::new(&cfg, range, MAX_CTX, KvType::F32, o.max_batch, 2);
+            let station = LayerStation::new(
+                &cfg,
+                range,
+                MAX_CTX,
+                KvType::F32,
+                o.max_batch,
+                conversations,
+            );
             layers.push((shard.unwrap(), station.unwrap()));
             readers.push(r);
         }
@@ -926,4 +946,206 @@ fn a_second_turn_replays_the_first_turns_prefix() {
     assert_eq!(st.layers[0].position(1), 4);
     // And a kept record must say what the station holds.
     assert!(st.layers[0].keep(1, second[..3].to_vec()).is_err());
+}
+
+/// One conversation of [`Split::run_together`]: admitted at step `at`, canceled by its consumer
+/// after `cancel_after` tokens when given.
+struct Arrival<'p> {
+    at: usize,
+    id: u64,
+    prompt: &'p [u32],
+    options: &'p str,
+    cancel_after: Option<usize>,
+}
+
+/// What a conversation run together got: its ids and text, and whether it was canceled.
+#[derive(Debug, Default)]
+struct Got {
+    ids: Vec<u32>,
+    text: String,
+    canceled: bool,
+}
+
+impl Split {
+    /// Conversations run together over the stations as the Worker runs them with
+    /// `KNOT_MAX_SEQUENCES`: each step one bundle through every layer station and one answer
+    /// bundle from each head shard, admissions and cancellations between steps, ended
+    /// conversations forgotten by the stations. Returns what each got and the steps taken.
+    fn run_together(
+        &mut self,
+        seqs: &mut Sequences,
+        arrivals: &[Arrival],
+    ) -> (std::collections::HashMap<u64, Got>, usize) {
+        let mut got: std::collections::HashMap<u64, Got> = Default::default();
+        let mut steps = 0;
+        let mut running = Vec::new();
+        loop {
+            for a in arrivals.iter().filter(|a| a.at == steps) {
+                let opts = GenerateOptions::from_json(a.options).unwrap();
+                seqs.admit(&self.coord, a.id, a.prompt, &opts).unwrap();
+                got.insert(a.id, Got::default());
+                running.push(a.id);
+            }
+            for a in arrivals {
+                let g = &got.get(&a.id);
+                if a.cancel_after
+                    .is_some_and(|n| g.is_some_and(|g| g.ids.len() == n && !g.canceled))
+                {
+                    assert!(seqs.cancel(a.id).unwrap());
+                    got.get_mut(&a.id).unwrap().canceled = true;
+                    self.forget(a.id);
+                }
+            }
+            let Some(wanted) = seqs.plan(&self.coord).unwrap() else {
+                if arrivals.iter().any(|a| a.at > steps) {
+                    steps += 1;
+                    continue;
+                }
+                break;
+            };
+            steps += 1;
+            for (slot, ids) in wanted {
+                let (shard, station) = &self.heads[slot];
+                let answer = station.rows(&ids, shard.embedding()).unwrap();
+                self.coord.add_rows(slot, &answer).unwrap();
+            }
+            let (mut msg, logits) = seqs.message(&self.coord).unwrap();
+            for (shard, station) in &mut self.layers {
+                msg = station.step(&msg, &shard.weights().unwrap()).unwrap();
+            }
+            let answers = logits.then(|| {
+                let top = self.coord.logit_rows();
+                self.heads
+                    .iter_mut()
+                    .map(|(shard, station)| {
+                        let (output_norm, output) = shard.matrices().unwrap();
+                        let lm = LmHead {
+                            output_norm: &output_norm,
+                            output: &output,
+                        };
+                        Answer::Value(station.answer(&msg, &lm, shard.embedding(), top).unwrap())
+                    })
+                    .collect()
+            });
+            for e in seqs.pick(&self.coord, answers).unwrap() {
+                let token = e.token.unwrap();
+                let g = got.get_mut(&e.id).unwrap();
+                g.ids.push(token.id);
+                g.text.push_str(&token.text);
+                if e.done {
+                    self.forget(e.id);
+                }
+            }
+        }
+        (got, steps)
+    }
+
+    fn forget(&mut self, conversation: u64) {
+        for (_, station) in &mut self.layers {
+            station.forget(conversation);
+        }
+    }
+}
+
+/// Four conversations run together over the stations (each step one bundle through every
+/// station, whatever the number of conversations): prompts of different lengths admitted at
+/// different steps, a prompt longer than a batch running in chunks beside the others' decoding,
+/// one canceled mid-way — each gets what it gets alone from a whole host, token for token and
+/// text for text, under greedy, seeded sampling, MOA and a COLTRANE constraint; with the
+/// embedding table resident and sharded. The stations run the bundle in far fewer steps than
+/// the conversations one after another.
+#[test]
+fn conversations_run_together_as_each_runs_alone() {
+    use futures::executor::block_on;
+    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
+        return;
+    };
+    let file = KnotFile::read(&path);
+    let bytes: Rc<[u8]> = file.bytes.clone().into();
+    let mut host = whole_host(&bytes);
+    let tok = file.tokenizer();
+    let prompts: Vec<Vec<u32>> = [
+        "Write a short poem about the sea, in four lines:",
+        "Hi",
+        "List three colours of the rainbow, one per line, and then name a fruit of each colour:",
+        "The capital of France is",
+    ]
+    .iter()
+    .map(|p| tok.encode_with_bos(p).unwrap())
+    .collect();
+    let options = [
+        r#"{"temperature": 0, "maxTokens": 12}"#,
+        r#"{"temperature": 0.9, "topP": 0.95, "seed": 7, "maxTokens": 14}"#,
+        r#"{"seed": 3, "maxTokens": 10, "moa": {"k": 3}}"#,
+        r#"{"maxTokens": 12, "coltrane": {"preset": "json"}}"#,
+    ];
+    let alone: Vec<_> = prompts
+        .iter()
+        .zip(options)
+        .map(|(p, o)| {
+            let opts = GenerateOptions::from_json(o).unwrap();
+            block_on(host.generate(p, &opts, &mut |_| true)).unwrap()
+        })
+        .collect();
+    let sharded = EmbeddingOptions {
+        budget: 0,
+        cache_bytes: 64 << 10,
+    };
+    let modes: &[(&str, EmbeddingOptions)] = if cfg!(target_family = "wasm") {
+        &[("sharded", sharded)]
+    } else {
+        &[
+            ("resident", EmbeddingOptions::default()),
+            ("sharded", sharded),
+        ]
+    };
+    for &(mode, embedding) in modes {
+        let o = ModelOptions {
+            context: MAX_CTX,
+            // 8 positions a step: the third prompt (longer) runs in chunks beside the others.
+            max_batch: 8,
+            embedding,
+            ..ModelOptions::default()
+        };
+        let mut split = Split::open_holding(&bytes, 2, 2, o, 4);
+        assert!(prompts[2].len() > 8);
+        let arrivals: Vec<Arrival> = (0..4)
+            .map(|i| Arrival {
+                at: [0, 0, 3, 6][i],
+                id: 40 + i as u64,
+                prompt: &prompts[i],
+                options: options[i],
+                cancel_after: (i == 1).then_some(5),
+            })
+            .collect();
+        let mut seqs = Sequences::new(4);
+        let (got, steps) = split.run_together(&mut seqs, &arrivals);
+        for (i, want) in alone.iter().enumerate() {
+            let g = &got[&(40 + i as u64)];
+            if g.canceled {
+                assert_eq!(g.ids, want.ids[..g.ids.len()], "{mode}: {}", options[i]);
+            } else {
+                assert_eq!(g.ids, want.ids, "{mode}: {}", options[i]);
+                assert_eq!(g.text, want.text, "{mode}: {}", options[i]);
+            }
+        }
+        assert!(got[&41].canceled && got[&41].ids.len() == 5);
+        // One after another, each prompt's chunks and tokens would be steps of their own.
+        let apart: usize = alone
+            .iter()
+            .zip(&prompts)
+            .map(|(w, p)| p.len().div_ceil(8) + w.ids.len() - 1)
+            .sum();
+        eprintln!("{mode}: 4 conversations together in {steps} steps (one after another: {apart})");
+        assert!(steps < apart * 2 / 3, "{steps} steps for {apart} apart");
+        assert_eq!(seqs.active(), 0);
+        for (_, station) in &split.layers {
+            assert_eq!(
+                station.position(40),
+                0,
+                "an ended conversation is forgotten"
+            );
+        }
+        assert_eq!(split.coord.stats().reads_since_open, 0, "{mode}");
+    }
 }

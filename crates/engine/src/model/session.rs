@@ -247,6 +247,12 @@ impl Joint {
         session.embed_batch(tokens, w, false)
     }
 
+    /// Starts `session`'s batch from hidden states as [`Session::begin_hidden`] does, its rows
+    /// running in this joint's activations (a layer station running several conversations).
+    pub fn begin_hidden(&self, session: &mut Session, hidden: &[f32]) -> Result<(), EngineError> {
+        session.load_hidden(hidden, false)
+    }
+
     /// Sizes the shared rows for the sessions' current batches (each begun): everything the
     /// layers will use is taken here, before layers are read.
     pub fn prepare(&mut self, sessions: &[&mut Session]) -> Result<(), EngineError> {
@@ -406,6 +412,11 @@ impl Session {
     /// Starts a batch from hidden states (`[n, dim]`, the residual stream before this session's
     /// first layer): what a station receives from the one before it.
     pub fn begin_hidden(&mut self, hidden: &[f32]) -> Result<(), EngineError> {
+        self.load_hidden(hidden, true)
+    }
+
+    /// [`Session::begin_hidden`]; `own_rows` as in [`Session::embed_batch`].
+    fn load_hidden(&mut self, hidden: &[f32], own_rows: bool) -> Result<(), EngineError> {
         let dim = self.cfg.dim;
         if hidden.is_empty() {
             return Err(EngineError::EmptyBatch);
@@ -416,7 +427,7 @@ impl Session {
                 dim,
             });
         }
-        self.start_batch(hidden.len() / dim, true)?;
+        self.start_batch(hidden.len() / dim, own_rows)?;
         self.x.copy_from_slice(hidden);
         Ok(())
     }

@@ -27,6 +27,9 @@ use crate::error::HostError;
 use crate::index::MAX_TOKENIZER_BYTES;
 use crate::reader::Reader;
 
+/// Embedding rows to fetch: `(head shard slot, ids)`, one `/rows` request each.
+pub type RowsWanted = Vec<(usize, Vec<u32>)>;
+
 /// What a pick says.
 #[derive(Debug)]
 pub enum Pick {
@@ -198,11 +201,7 @@ impl Model {
     /// one request each (of at most [`MAX_ROWS_PER_REQUEST`] ids), all at once; none when the
     /// table is resident or the rows are cached. A non-empty answer counts a round (`miss`: for
     /// a picked token).
-    pub fn rows_wanted(
-        &self,
-        ids: &[u32],
-        miss: bool,
-    ) -> Result<Vec<(usize, Vec<u32>)>, HostError> {
+    pub fn rows_wanted(&self, ids: &[u32], miss: bool) -> Result<RowsWanted, HostError> {
         let want = self.embedding.borrow_mut().wanted(ids, miss)?;
         let mut by_slot: Vec<(usize, Vec<u32>)> = Vec::new();
         for id in want {
@@ -277,6 +276,29 @@ impl Model {
         }
         embedding.release();
         Ok(out)
+    }
+
+    /// One message carrying `ids` into `conversation` from `pos` (at most `max_batch` of them),
+    /// embedded from rows held; the rows stay pinned until [`Model::release_rows`].
+    pub(super) fn message(
+        &self,
+        conversation: u64,
+        pos: usize,
+        ids: &[u32],
+    ) -> Result<Vec<u8>, HostError> {
+        let cfg = self.config();
+        let h = Hidden {
+            conversation,
+            pos: u32::try_from(pos).unwrap_or(u32::MAX),
+            dim: cfg.dim as u32,
+            values: self.embedding.borrow_mut().embed(cfg, ids)?,
+        };
+        wire::encode(&h, Elem::F32).map_err(|e| HostError::InvalidArgument(e.to_string()))
+    }
+
+    /// The rows a batch asked for are embedded: they may leave the cache.
+    pub(super) fn release_rows(&self) {
+        self.embedding.borrow_mut().release();
     }
 
     fn mark_generation(&self) {
@@ -468,6 +490,31 @@ impl Conversation {
         self.pending = vec![emitted.id];
         self.picked = true;
         Ok(Pick::Token(Box::new(emitted)))
+    }
+
+    /// Whether a token was picked (the conversation decodes: one id per step), rather than
+    /// its prompt still running.
+    pub fn decoding(&self) -> bool {
+        self.picked
+    }
+
+    /// Takes the next `n` (at least 1) of the ids still to carry — a chunk of the prompt, or
+    /// the picked token — with the position of the first; `None` when nothing is left or the
+    /// generation has ended.
+    pub fn take(&mut self, n: usize) -> Option<(usize, Vec<u32>)> {
+        if !self.open() || self.pending.is_empty() {
+            return None;
+        }
+        let n = n.clamp(1, self.pending.len());
+        let at = self.ids.len();
+        let chunk: Vec<u32> = self.pending.drain(..n).collect();
+        self.ids.extend_from_slice(&chunk);
+        Some((at, chunk))
+    }
+
+    /// The stations took `positions` more of the prompt (a chunk whose logits nobody reads).
+    pub fn advance(&mut self, positions: usize) {
+        self.pos += positions;
     }
 
     /// The ids to carry through next — the prompt first, then each picked token — or `None`

@@ -7,6 +7,7 @@ use std::ops::Range;
 use engine::quant::MatmulScratch;
 use engine::{HeadBuffers, LmHead};
 
+use super::bundle;
 use super::layers::StationError;
 use super::rows;
 use super::wire;
@@ -15,6 +16,8 @@ use super::wire;
 pub const MAX_ROWS_PER_REQUEST: usize = 1 << 16;
 /// The most rows a logits answer carries.
 pub const MAX_TOP_ROWS: usize = 64;
+/// The most conversations one bundle carries (a host's most sequences at once).
+pub const MAX_BUNDLE_PARTS: usize = 64;
 
 /// A head station's rows of the embedding table: rows `first..first + n` of it, as the file
 /// stores them.
@@ -94,9 +97,15 @@ impl HeadStation {
     /// samples from); `head.output` must hold exactly the slice's rows.
     pub fn logits(&mut self, msg: &[u8], head: &LmHead) -> Result<&[f32], StationError> {
         let h = wire::decode(msg, self.max_batch.saturating_mul(self.dim))?;
-        if h.dim as usize != self.dim || head.output.cols() != self.dim {
+        self.check(h.dim, head)?;
+        let last = h.values[h.values.len() - self.dim..].to_vec();
+        self.logits_of(&last, head)
+    }
+
+    fn check(&self, dim: u32, head: &LmHead) -> Result<(), StationError> {
+        if dim as usize != self.dim || head.output.cols() != self.dim {
             return Err(StationError::Width {
-                got: h.dim,
+                got: dim,
                 want: self.dim,
             });
         }
@@ -107,10 +116,14 @@ impl HeadStation {
                 end: self.slice.end,
             });
         }
-        let last = &h.values[h.values.len() - self.dim..];
+        Ok(())
+    }
+
+    /// The slice's logits (`[m, slice]`) of the `m` rows of `hidden`, in one matmul.
+    fn logits_of(&mut self, hidden: &[f32], head: &LmHead) -> Result<&[f32], StationError> {
         head.logits(
             self.eps,
-            last,
+            hidden,
             HeadBuffers {
                 norm_w: &mut self.norm_w,
                 xb: &mut self.xb,
@@ -124,6 +137,8 @@ impl HeadStation {
     /// The answer to `/logits`: the slice's logits for the last position of `msg`, and the
     /// embedding rows of its `top` largest (at most [`MAX_TOP_ROWS`]), so that the token the
     /// coordinator picks is almost always embedded without another round trip (greedy: always).
+    /// For a bundle of several conversations' hidden states ([`bundle`]), a bundle of such
+    /// answers, one for each part that wants logits, in order — their rows in one matmul.
     pub fn answer(
         &mut self,
         msg: &[u8],
@@ -137,11 +152,40 @@ impl HeadStation {
                 max: MAX_TOP_ROWS,
             });
         }
-        let first = self.slice.start;
-        let logits = self.logits(msg, head)?;
-        let ids = top_ids(logits, first, top);
-        let rows = Self::rows_of(&ids, embedding, first..first + logits.len())?;
-        Ok(rows::encode(logits, rows.into_iter(), embedding.row_bytes)?)
+        let mut last = Vec::new();
+        if bundle::is(msg, bundle::HIDDEN) {
+            for (flags, bytes) in bundle::decode(msg, bundle::HIDDEN, MAX_BUNDLE_PARTS)? {
+                let h = wire::decode(bytes, self.max_batch.saturating_mul(self.dim))?;
+                self.check(h.dim, head)?;
+                if flags & bundle::WANTS_LOGITS != 0 {
+                    last.extend_from_slice(&h.values[h.values.len() - self.dim..]);
+                }
+            }
+            if last.is_empty() {
+                return Err(StationError::NoLogits);
+            }
+        } else {
+            let h = wire::decode(msg, self.max_batch.saturating_mul(self.dim))?;
+            self.check(h.dim, head)?;
+            last.extend_from_slice(&h.values[h.values.len() - self.dim..]);
+        }
+        let (first, width, row_bytes) = (self.slice.start, self.slice.len(), embedding.row_bytes);
+        let logits = self.logits_of(&last, head)?;
+        let answers = logits
+            .chunks_exact(width)
+            .map(|part| {
+                let ids = top_ids(part, first, top);
+                let rows = Self::rows_of(&ids, embedding, first..first + width)?;
+                Ok(rows::encode(part, rows.into_iter(), row_bytes)?)
+            })
+            .collect::<Result<Vec<_>, StationError>>()?;
+        if !bundle::is(msg, bundle::HIDDEN) {
+            return Ok(answers.into_iter().next().unwrap_or_default());
+        }
+        Ok(bundle::encode(
+            bundle::ANSWERS,
+            answers.iter().map(|a| (0, a.as_slice())),
+        ))
     }
 
     /// The answer to `/rows`: the embedding rows of `ids` (each in this station's slice).

@@ -11,6 +11,7 @@
 //! budget ([`plan`]). The coordinator's embedding rows are [`embedding`]'s: read whole at open
 //! when they fit, otherwise handed over by the head stations — never read per token.
 
+pub mod bundle;
 pub mod coordinator;
 pub mod embedding;
 pub mod gather;
@@ -19,6 +20,7 @@ pub mod layers;
 pub mod placement;
 pub mod plan;
 pub mod rows;
+pub mod sequences;
 pub mod shard;
 pub mod wire;
 

@@ -26,6 +26,8 @@ use crate::station::coordinator::{
 };
 use crate::station::embedding::{EmbeddingOptions, DEFAULT_BUDGET, DEFAULT_CACHE_BYTES};
 use crate::station::gather::Answer;
+use crate::station::head::MAX_BUNDLE_PARTS;
+use crate::station::sequences::Sequences;
 use crate::station::{
     open_index, placement, HeadShard, HeadStation, LayerShard, LayerStation, StationError,
 };
@@ -53,6 +55,8 @@ struct StationOptions {
     row_cache_bytes: u64,
     /// Rows of its top-scoring ids each head station sends with its logits (sharded table).
     logit_rows: usize,
+    /// Conversations the coordinator runs together (`admit` / `plan` / `message` / `pickStep`).
+    max_sequences: usize,
 }
 
 impl Default for StationOptions {
@@ -70,6 +74,7 @@ impl Default for StationOptions {
             embedding_budget: DEFAULT_BUDGET,
             row_cache_bytes: DEFAULT_CACHE_BYTES,
             logit_rows: ModelOptions::default().logit_rows,
+            max_sequences: 1,
         }
     }
 }
@@ -83,6 +88,16 @@ impl StationOptions {
             return Err(js_error(
                 ErrorCode::InvalidOption,
                 "station options: maxContext, maxBatch and maxConversations must be at least 1",
+            ));
+        }
+        if !(1..=MAX_BUNDLE_PARTS).contains(&o.max_sequences) || o.max_sequences > o.max_batch {
+            return Err(js_error(
+                ErrorCode::InvalidOption,
+                format!(
+                    "station options: maxSequences must be in 1..={MAX_BUNDLE_PARTS} and at most \
+                     maxBatch ({}), got {}",
+                    o.max_batch, o.max_sequences
+                ),
             ));
         }
         Ok(o)
@@ -120,7 +135,12 @@ fn station_error(e: StationError) -> JsValue {
         | StationError::Position { .. }
         | StationError::Rows(_)
         | StationError::RowOutside { .. }
-        | StationError::TooManyRows { .. } => invalid_argument(e),
+        | StationError::TooManyRows { .. }
+        | StationError::Bundle(_)
+        | StationError::BundleRows { .. }
+        | StationError::NoLogits
+        | StationError::Duplicate(_)
+        | StationError::Conversations { .. } => invalid_argument(e),
     }
 }
 
@@ -319,6 +339,8 @@ pub struct WasmCoordinator {
     model: Model,
     conversation: RefCell<Option<Conversation>>,
     kept: RefCell<PrefixTable>,
+    /// Conversations run together, one bundle per step (`admit` and after).
+    sequences: RefCell<Sequences>,
 }
 
 #[wasm_bindgen]
@@ -348,6 +370,7 @@ impl WasmCoordinator {
                 model,
                 conversation: RefCell::new(None),
                 kept: RefCell::new(PrefixTable::new(o.kept_conversations)),
+                sequences: RefCell::new(Sequences::new(o.max_sequences)),
             }
             .into())
         })
@@ -484,16 +507,7 @@ impl WasmCoordinator {
         let Some(conv) = slot.as_ref() else {
             return Ok(Array::new());
         };
-        let wanted = conv.rows_wanted(&self.model).map_err(host_error)?;
-        wanted
-            .iter()
-            .map(|(s, ids)| {
-                let o = js_sys::Object::new();
-                js_sys::Reflect::set(&o, &"slot".into(), &(*s as f64).into())?;
-                js_sys::Reflect::set(&o, &"ids".into(), &Uint32Array::from(ids.as_slice()))?;
-                Ok(JsValue::from(o))
-            })
-            .collect()
+        wanted_array(&conv.rows_wanted(&self.model).map_err(host_error)?)
     }
 
     /// Keeps the rows head shard `slot` answered to `/rows`.
@@ -541,17 +555,7 @@ impl WasmCoordinator {
         let answers = answers
             .iter()
             .enumerate()
-            .map(|(slot, a)| {
-                if a.is_null() || a.is_undefined() {
-                    Answer::Missing
-                } else if let Some(bytes) = a.dyn_ref::<Uint8Array>() {
-                    self.model.read_answer(slot, &bytes.to_vec())
-                } else if let Some(e) = a.dyn_ref::<js_sys::Error>() {
-                    Answer::Failed(String::from(e.message()))
-                } else {
-                    Answer::Failed(a.as_string().unwrap_or_else(|| "a bad answer".into()))
-                }
-            })
+            .map(|(slot, a)| answer_of(&a, |b| self.model.read_answer(slot, &b)))
             .collect();
         let mut slot = self.conversation.borrow_mut();
         let conv = slot.as_mut().ok_or_else(|| {
@@ -625,6 +629,148 @@ impl WasmCoordinator {
         js_sys::Reflect::set(&o, &"forget".into(), &forget)?;
         Ok(o.into())
     }
+}
+
+/// Conversations run together (a coordinator opened with `maxSequences`): each step one bundle
+/// carrying every conversation's rows through the stations (`station::sequences`).
+#[wasm_bindgen]
+impl WasmCoordinator {
+    /// Conversations run together at most (`maxSequences` of the options).
+    #[wasm_bindgen(getter, js_name = maxSequences)]
+    pub fn max_sequences(&self) -> u32 {
+        self.sequences.borrow().max() as u32
+    }
+
+    /// Admits conversation `conversation` with the prompt `ids` between steps (refused `busy`
+    /// past `maxSequences`, and as `start` refuses bad options).
+    pub fn admit(
+        &self,
+        conversation: f64,
+        ids: Uint32Array,
+        options_json: String,
+    ) -> Result<(), JsValue> {
+        let id = conversation_id(conversation)?;
+        let opts = GenerateOptions::from_json(&options_json).map_err(host_error)?;
+        self.sequences
+            .borrow_mut()
+            .admit(&self.model, id, &ids.to_vec(), &opts)
+            .map_err(host_error)
+    }
+
+    /// Ends `conversation` between steps (its consumer left); whether it was running. The
+    /// caller tells the stations to forget it.
+    pub fn cancel(&self, conversation: f64) -> Result<bool, JsValue> {
+        let id = conversation_id(conversation)?;
+        self.sequences.borrow_mut().cancel(id).map_err(host_error)
+    }
+
+    /// Plans the next step: the embedding rows it needs from the head shards, as `rowsWanted`
+    /// gives them (each answer to `addRows`), or `null` when no conversation runs.
+    #[wasm_bindgen(js_name = planStep, unchecked_return_type = "Array<{ slot: number, ids: Uint32Array }> | null")]
+    pub fn plan_step(&self) -> Result<JsValue, JsValue> {
+        match self
+            .sequences
+            .borrow_mut()
+            .plan(&self.model)
+            .map_err(host_error)?
+        {
+            None => Ok(JsValue::NULL),
+            Some(wanted) => Ok(wanted_array(&wanted)?.into()),
+        }
+    }
+
+    /// The planned step as one message (a bundle of every conversation's hidden states) to
+    /// send through the layer stations: `{ message, logits }` — `logits`: on to the head shards.
+    #[wasm_bindgen(js_name = stepMessage, unchecked_return_type = "{ message: Uint8Array, logits: boolean }")]
+    pub fn step_message(&self) -> Result<JsValue, JsValue> {
+        let (message, logits) = self
+            .sequences
+            .borrow_mut()
+            .message(&self.model)
+            .map_err(host_error)?;
+        let o = js_sys::Object::new();
+        js_sys::Reflect::set(&o, &"message".into(), &Uint8Array::from(message.as_slice()))?;
+        js_sys::Reflect::set(&o, &"logits".into(), &logits.into())?;
+        Ok(o.into())
+    }
+
+    /// The step's outcome from the head shards' answers (each the bundle a shard answered, an
+    /// error, or `null`; `null` for all of them when the step wanted no logits): one event per
+    /// conversation that picked a token or ended, `{ sequence, token, done, finishReason,
+    /// error? }` as `WasmHost.step` gives them. A conversation whose answers failed ends alone.
+    #[wasm_bindgen(js_name = pickStep)]
+    pub fn pick_step(&self, answers: JsValue) -> Result<js_sys::Array, JsValue> {
+        let answers = if answers.is_null() || answers.is_undefined() {
+            None
+        } else {
+            let list: Array = answers
+                .dyn_into()
+                .map_err(|_| invalid_argument("pickStep: the answers must be an array or null"))?;
+            Some(
+                list.iter()
+                    .map(|a| answer_of(&a, Answer::Value))
+                    .collect(),
+            )
+        };
+        let events = self
+            .sequences
+            .borrow_mut()
+            .pick(&self.model, answers)
+            .map_err(host_error)?;
+        let out = Array::new();
+        for e in events {
+            let o = js_sys::Object::new();
+            let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&o, &k.into(), v).map(drop);
+            set("sequence", &(e.id as f64).into())?;
+            set("done", &e.done.into())?;
+            match e.token {
+                Ok(t) => {
+                    set("finishReason", &to_js(&t.finish_reason)?)?;
+                    set("token", &to_js(&t)?)?;
+                }
+                Err(err) => {
+                    set("finishReason", &JsValue::NULL)?;
+                    set("token", &JsValue::NULL)?;
+                    set("error", &host_error(err))?;
+                }
+            }
+            out.push(&o);
+        }
+        Ok(out)
+    }
+
+    /// Ends every conversation run together (a step could not be carried): their ids, for
+    /// the stations to forget.
+    pub fn abandon(&self) -> Array {
+        let ids = self.sequences.borrow_mut().abandon();
+        ids.iter().map(|&c| JsValue::from(c as f64)).collect()
+    }
+}
+
+/// One head shard's answer from JS: bytes (`value` of them), `null` (no answer in time) or an
+/// error (its message).
+fn answer_of<T>(a: &JsValue, value: impl FnOnce(Vec<u8>) -> Answer<T>) -> Answer<T> {
+    if a.is_null() || a.is_undefined() {
+        Answer::Missing
+    } else if let Some(bytes) = a.dyn_ref::<Uint8Array>() {
+        value(bytes.to_vec())
+    } else if let Some(e) = a.dyn_ref::<js_sys::Error>() {
+        Answer::Failed(String::from(e.message()))
+    } else {
+        Answer::Failed(a.as_string().unwrap_or_else(|| "a bad answer".into()))
+    }
+}
+
+fn wanted_array(wanted: &[(usize, Vec<u32>)]) -> Result<Array, JsValue> {
+    wanted
+        .iter()
+        .map(|(s, ids)| {
+            let o = js_sys::Object::new();
+            js_sys::Reflect::set(&o, &"slot".into(), &(*s as f64).into())?;
+            js_sys::Reflect::set(&o, &"ids".into(), &Uint32Array::from(ids.as_slice()))?;
+            Ok(JsValue::from(o))
+        })
+        .collect()
 }
 
 fn messages_array(messages: Vec<Vec<u8>>) -> Array {

@@ -1,0 +1,226 @@
+//! Several conversations' messages in one hop: a layer station's step carries every active
+//! conversation's hidden states at once (one message per conversation, [`super::wire`]), and a
+//! head shard answers each of them in one reply. A bundle frames the messages:
+//!
+//! | bytes          | field                                                           |
+//! |----------------|-----------------------------------------------------------------|
+//! | 0..4           | magic: `KNHM` (hidden states) or `KNRM` (head answers)          |
+//! | 4              | version, 1                                                      |
+//! | 5..8           | reserved, 0                                                     |
+//! | 8..12          | parts n (u32, ≥ 1)                                              |
+//! | per part       | flags (u8: bit 0 = the part wants logits), length (u32), bytes  |
+//! | last 4         | CRC-32 (IEEE) of every byte before it                           |
+//!
+//! Each part keeps its own checksum; the bundle's covers the framing (a flipped flag).
+
+/// Hidden states of several conversations (parts are `KNHS` messages).
+pub const HIDDEN: [u8; 4] = *b"KNHM";
+/// A head shard's answers to a `KNHM` bundle, one per part that wants logits, in order (parts
+/// are `KNRW` rows messages).
+pub const ANSWERS: [u8; 4] = *b"KNRM";
+const VERSION: u8 = 1;
+const HEADER_BYTES: usize = 12;
+const PART_BYTES: usize = 5;
+const CHECKSUM_BYTES: usize = 4;
+/// Flag bit: the head shards compute this part's logits (the last position's).
+pub const WANTS_LOGITS: u8 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BundleError {
+    #[error("bundle: {got} bytes are fewer than a header and checksum ({need})")]
+    TooShort { got: usize, need: usize },
+    #[error("bundle: magic {got:?}, expected {want:?}")]
+    BadMagic { got: [u8; 4], want: [u8; 4] },
+    #[error("bundle: version {0} is not supported (this build reads 1)")]
+    Version(u8),
+    #[error("bundle: reserved bytes or flag bits are not zero")]
+    Reserved,
+    #[error("bundle: {got} parts, at most {max} and at least 1")]
+    Parts { got: u32, max: usize },
+    #[error("bundle: part {part} runs past the end")]
+    Truncated { part: usize },
+    #[error("bundle: {0} bytes after the last part")]
+    Trailing(usize),
+    #[error("bundle: checksum {got:#010x} does not match the contents ({want:#010x})")]
+    Checksum { want: u32, got: u32 },
+}
+
+/// Whether `bytes` start as a bundle of kind `magic` (else a single message).
+pub fn is(bytes: &[u8], magic: [u8; 4]) -> bool {
+    bytes.get(..4) == Some(&magic[..])
+}
+
+/// Frames `parts` (flags, message) under `magic`.
+pub fn encode<'a>(magic: [u8; 4], parts: impl IntoIterator<Item = (u8, &'a [u8])>) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&magic);
+    out.extend_from_slice(&[VERSION, 0, 0, 0]);
+    out.extend_from_slice(&[0; 4]);
+    let mut n = 0u32;
+    for (flags, bytes) in parts {
+        out.push(flags);
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(bytes);
+        n += 1;
+    }
+    out[8..12].copy_from_slice(&n.to_le_bytes());
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The parts of a bundle of kind `magic` (each its flags and bytes, borrowed), refusing more
+/// than `max_parts` before reading any.
+pub fn decode(
+    bytes: &[u8],
+    magic: [u8; 4],
+    max_parts: usize,
+) -> Result<Vec<(u8, &[u8])>, BundleError> {
+    let need = HEADER_BYTES + CHECKSUM_BYTES;
+    if bytes.len() < need {
+        return Err(BundleError::TooShort {
+            got: bytes.len(),
+            need,
+        });
+    }
+    let got: [u8; 4] = bytes[..4].try_into().unwrap();
+    if got != magic {
+        return Err(BundleError::BadMagic { got, want: magic });
+    }
+    if bytes[4] != VERSION {
+        return Err(BundleError::Version(bytes[4]));
+    }
+    if bytes[5..8] != [0, 0, 0] {
+        return Err(BundleError::Reserved);
+    }
+    let (body, tail) = bytes.split_at(bytes.len() - CHECKSUM_BYTES);
+    let (want, sum) = (
+        crc32fast::hash(body),
+        u32::from_le_bytes(tail.try_into().unwrap()),
+    );
+    if want != sum {
+        return Err(BundleError::Checksum { want, got: sum });
+    }
+    let n = u32::from_le_bytes(body[8..12].try_into().unwrap());
+    if n == 0 || n as usize > max_parts {
+        return Err(BundleError::Parts {
+            got: n,
+            max: max_parts,
+        });
+    }
+    let mut parts = Vec::with_capacity(n as usize);
+    let mut at = HEADER_BYTES;
+    for part in 0..n as usize {
+        let head = body
+            .get(at..at + PART_BYTES)
+            .ok_or(BundleError::Truncated { part })?;
+        let flags = head[0];
+        if flags & !WANTS_LOGITS != 0 {
+            return Err(BundleError::Reserved);
+        }
+        let len = u32::from_le_bytes(head[1..5].try_into().unwrap()) as usize;
+        let start = at + PART_BYTES;
+        let part_bytes = start
+            .checked_add(len)
+            .and_then(|end| body.get(start..end))
+            .ok_or(BundleError::Truncated { part })?;
+        parts.push((flags, part_bytes));
+        at = start + len;
+    }
+    if at != body.len() {
+        return Err(BundleError::Trailing(body.len() - at));
+    }
+    Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<u8> {
+        encode(
+            HIDDEN,
+            [
+                (WANTS_LOGITS, &b"first"[..]),
+                (0, &b""[..]),
+                (0, &b"third!"[..]),
+            ],
+        )
+    }
+
+    #[test]
+    fn parts_round_trip_with_their_flags() {
+        let bytes = sample();
+        assert!(is(&bytes, HIDDEN) && !is(&bytes, ANSWERS) && !is(b"KN", HIDDEN));
+        let parts = decode(&bytes, HIDDEN, 3).unwrap();
+        assert_eq!(
+            parts,
+            [
+                (WANTS_LOGITS, &b"first"[..]),
+                (0, &b""[..]),
+                (0, &b"third!"[..])
+            ]
+        );
+    }
+
+    #[test]
+    fn every_flipped_byte_is_refused() {
+        let bytes = sample();
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x10;
+            assert!(
+                decode(&bad, HIDDEN, 8).is_err(),
+                "byte {i} flipped was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn each_bad_frame_gets_its_error() {
+        let good = sample();
+        let reseal = |mut m: Vec<u8>| {
+            let n = m.len() - 4;
+            let crc = crc32fast::hash(&m[..n]);
+            m[n..].copy_from_slice(&crc.to_le_bytes());
+            m
+        };
+        let with = |i: usize, b: u8| {
+            let mut m = good.clone();
+            m[i] = b;
+            reseal(m)
+        };
+        assert!(matches!(
+            decode(&good[..8], HIDDEN, 8),
+            Err(BundleError::TooShort { .. })
+        ));
+        assert!(matches!(
+            decode(&good, ANSWERS, 8),
+            Err(BundleError::BadMagic { .. })
+        ));
+        assert_eq!(decode(&with(4, 2), HIDDEN, 8), Err(BundleError::Version(2)));
+        assert_eq!(decode(&with(6, 1), HIDDEN, 8), Err(BundleError::Reserved));
+        // Flag bits other than "wants logits".
+        assert_eq!(decode(&with(12, 2), HIDDEN, 8), Err(BundleError::Reserved));
+        // The count is capped before any part is read; zero parts are refused.
+        assert_eq!(
+            decode(&good, HIDDEN, 2),
+            Err(BundleError::Parts { got: 3, max: 2 })
+        );
+        assert!(matches!(
+            decode(&with(8, 0), HIDDEN, 8),
+            Err(BundleError::Parts { got: 0, .. })
+        ));
+        // A length past the end, and bytes after the last part.
+        let mut long = good.clone();
+        long[13..17].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(
+            decode(&reseal(long), HIDDEN, 8),
+            Err(BundleError::Truncated { part: 0 })
+        );
+        assert_eq!(
+            decode(&with(8, 2), HIDDEN, 8),
+            Err(BundleError::Trailing(11))
+        );
+    }
+}
