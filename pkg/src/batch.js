@@ -12,6 +12,8 @@
 // a step leaves in flight are drained before the step ends, so none is awaited by another
 // request's step.
 
+import { CallQueue } from './queue.js';
+
 let requestScopedIo = false;
 const POLL_MS = 2;
 
@@ -51,6 +53,44 @@ export class SequenceBatch {
   constructor(calls, max) {
     this.#calls = calls;
     this.#max = max;
+  }
+
+  /**
+   * A batch stepping `target` directly rather than a HostShim's host: any object with
+   * `admit(ids, json) → id`, `cancel(id)`, `step() → Promise<events>` (as `WasmHost.step`
+   * gives them) and `drainReads() → Promise` (what a step leaves in flight, ended). A
+   * coordinator over stations runs its conversations this way (examples/worker/src/split.js).
+   * @param {any} target
+   * @param {number} max sequences at once
+   */
+  static over(target, max) {
+    return new SequenceBatch(new CallQueue(() => target, () => {}), max);
+  }
+
+  /**
+   * One generation in the batch, token by token: admitted at the next step, stepped with the
+   * others; `signal` aborting or the consumer leaving ends it alone.
+   * @param {Uint32Array} ids
+   * @param {string} json the generation options
+   * @param {AbortSignal} [signal]
+   * @returns {AsyncGenerator<Token>}
+   */
+  async *run(ids, json, signal) {
+    signal?.throwIfAborted();
+    const seq = this.add(ids, json);
+    const onAbort = () => this.close(seq);
+    signal?.addEventListener?.('abort', onAbort);
+    try {
+      for (;;) {
+        const e = await this.next(seq, signal);
+        if (e === null) return;
+        yield e;
+        if (e.finishReason !== null) return;
+      }
+    } finally {
+      signal?.removeEventListener?.('abort', onAbort);
+      this.close(seq);
+    }
   }
 
   /** Sequences admitted and not yet ended. */

@@ -330,22 +330,9 @@ export class HostShim {
     const { signal, onStep, ...rest } = options;
     const abort = toSignal(signal);
     const step = toCallback(onStep, 'onStep');
-    const json = optionsJson(rest);
-    abort?.throwIfAborted();
-    const seq = batch.add(ids, json);
-    const onAbort = () => batch.close(seq);
-    abort?.addEventListener?.('abort', onAbort);
-    try {
-      for (;;) {
-        const e = await batch.next(seq, abort);
-        if (e === null) return;
-        if (step !== undefined) step(e.step);
-        yield e;
-        if (e.finishReason !== null) return;
-      }
-    } finally {
-      abort?.removeEventListener?.('abort', onAbort);
-      batch.close(seq);
+    for await (const e of batch.run(ids, optionsJson(rest), abort)) {
+      if (step !== undefined) step(e.step);
+      yield e;
     }
   }
 

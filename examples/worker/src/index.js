@@ -6,7 +6,8 @@
 //
 //   GET  /health                  { status, model, hidden_dim, vocab_size, layers, profile }
 //   GET  /stats                   memory, cache and queue figures, what the last request spent
-//   GET  /stations                each station's figures, when the model is split (KNOT_STATIONS)
+//   GET  /stations                each station's figures, when the model is split (KNOT_STATIONS); with
+//                                 KNOT_MAX_SEQUENCES, the steps run together and their rounds
 //   the OpenAI routes             /v1/models, /v1/chat/completions, /v1/completions,
 //                                 /prefill/windows[/:id]
 //
@@ -145,5 +146,6 @@ async function stations(env, ctx) {
   const s = shim.stats();
   // The coordinator's own figures ride along: R2 reads since open (0), the embedding's mode, and
   // rounds of rows and misses (a picked token's row that did not ride with the logits).
-  return Response.json({ stations: await shim.stationStats(), hops: s.hops, prefix: s.prefix, coordinator: s.coordinator });
+  const together = s.steps === undefined ? {} : { steps: s.steps, stepRounds: s.stepRounds, sequences: s.sequences };
+  return Response.json({ stations: await shim.stationStats(), hops: s.hops, prefix: s.prefix, coordinator: s.coordinator, ...together });
 }

@@ -51,11 +51,16 @@ export function settings(env) {
       throw new Error('KNOT_LRU_CAPACITY applies only with KNOT_STREAM_LAYERS=1 (every layer is resident otherwise)');
     }
   }
-  // Generations run together on this isolate (one forward pass per step for all of them): each
-  // holds a KV cache counted in the memory plan; 1 runs one at a time. Not with stations.
+  // Generations run together (one forward pass per step for all of them; with stations, one
+  // hop through the chain per step): each holds a KV cache — counted in this isolate's memory
+  // plan, or in every layer station's (which holds KNOT_STATION_CONVERSATIONS); 1 runs one at
+  // a time.
   const sequences = envInt(env, 'KNOT_MAX_SEQUENCES', 1);
   if (sequences < 1 || sequences > 64) throw new Error(`KNOT_MAX_SEQUENCES must be in 1..64, got '${env.KNOT_MAX_SEQUENCES}'`);
-  if (sequences > 1 && stations) throw new Error('KNOT_MAX_SEQUENCES applies to a whole model in this isolate, not to stations');
+  const held = envInt(env, 'KNOT_STATION_CONVERSATIONS', 4);
+  if (stations && sequences > held) {
+    throw new Error(`KNOT_MAX_SEQUENCES (${sequences}) is more than the conversations a layer station holds (KNOT_STATION_CONVERSATIONS, ${held})`);
+  }
   const agentic = agenticFromEnv(env);
   // Checked now (a configured server outside KNOT_AGENTIC_ALLOW fails the open, naming it).
   agenticSettings(agentic);
@@ -94,6 +99,7 @@ export function settings(env) {
     prefillWindows: envInt(env, 'KNOT_PREFILL_WINDOWS', 1) > 0 && sequences === 1,
     terminalProsody: prosody(env),
     stations,
+    sequences,
     // Positions per message between stations: what a split suggested at an over-budget open
     // is planned for.
     stationMaxBatch: envInt(env, 'KNOT_STATION_MAX_BATCH', 64),

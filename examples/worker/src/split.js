@@ -12,11 +12,16 @@
 // even when asked again → the request fails with that error. Each generation is a new
 // conversation for the stations, and is forgotten by them when it ends, however it ends.
 //
+// With `KNOT_MAX_SEQUENCES` > 1 generations run together (`SplitSequences`, stepped by the
+// package's SequenceBatch): each step carries every running conversation's rows — each decoding
+// one's token, a chunk of the oldest prompt still running — in one bundle through the chain,
+// so a step's round trips do not grow with the number of conversations.
+//
 // `stats().hops`: `messages` counts every station request (the chain's too), `rounds` the
 // sequential round trips (a fan-out to the head shards counts once), `calls` the requests this
 // isolate made itself (its subrequests), `ms` its time waiting on them; `hopRounds` lists the
 // rounds per token of the last generation (the first entry is the prompt's).
-import { WasmCoordinator, wasmMemoryBytes } from 'knot-wasm';
+import { SequenceBatch, WasmCoordinator, wasmMemoryBytes } from 'knot-wasm';
 import { ApiError } from 'knot-wasm/openai';
 import { R2KnotSource } from './r2.js';
 import { StationError, callStation, chainTimeout, unbundleAnswers } from './chain.js';
@@ -69,6 +74,7 @@ export class SplitModel {
       // package's 4: sampled at T=0.9, top_p 0.95, Gemma-3 on 4 + 4 missed the picked token's row
       // on 18.8% of tokens with 4 (one more round each), 3.9% with 16, for 3% more bytes.
       logitRows: Number(env.KNOT_LOGIT_ROWS || 16),
+      maxSequences: settings.sequences ?? 1,
     }));
     // Each station as the route names it (chain.js): its binding, its object's name, its part.
     const layers = coordinator.layerRanges(table.layers.length).map(([a, b], i) => ({
@@ -102,7 +108,15 @@ export class SplitModel {
     /** @type {{ status: string, reused: number } | null} */
     this.lastPrefix = null;
     this.lastTokenMs = [];
+    /** Generations run together (KNOT_MAX_SEQUENCES), or null: one at a time. */
+    this.batch = coordinator.maxSequences > 1 ? SequenceBatch.over(new SplitSequences(this), coordinator.maxSequences) : null;
+    /** Rounds of each of the latest steps run together (newest last). */
+    this.stepRounds = [];
+    this.steps = 0;
   }
+
+  /** Generations run together at most (undefined: one at a time). */
+  get maxSequences() { return this.batch === null ? undefined : this.coordinator.maxSequences; }
 
   get vocabSize() { return this.coordinator.vocabSize; }
   get layerCount() { return this.coordinator.layerCount; }
@@ -134,6 +148,12 @@ export class SplitModel {
       stations: { layers: this.layers.map((s) => s.name), heads: this.heads.map((s) => s.name) },
       hops: this.hops,
       hopRounds: this.lastHopRounds,
+      // Run together: steps so far, the latest steps' rounds, generations running and waiting.
+      ...(this.batch === null ? {} : {
+        steps: this.steps,
+        stepRounds: this.stepRounds,
+        sequences: { active: this.batch.active, waiting: this.batch.waiting },
+      }),
       // R2 reads at open and since (0), the embedding's mode, rounds of rows and misses.
       coordinator: this.coordinator.stats(),
     };
@@ -209,8 +229,7 @@ export class SplitModel {
    * shards owning them, all at once (one round; nothing when the table is resident, the rows
    * are cached, or they rode with the logits). A shard that does not answer is asked once more.
    */
-  async fetchRows() {
-    const wanted = this.coordinator.rowsWanted();
+  async fetchRows(wanted = this.coordinator.rowsWanted()) {
     if (wanted.length === 0) return;
     this.round();
     await Promise.all(wanted.map(async ({ slot, ids }) => {
@@ -229,6 +248,14 @@ export class SplitModel {
   async *streamTokens(ids, options = {}) {
     // No explicit windows here (see createPrefillWindow).
     const { signal, reusePrefix, prefillWindow: _window, ...rest } = options;
+    if (this.batch !== null) {
+      // Run together: a cold prefill (no prefix replay), stepped with the others.
+      this.lastPrefix = reusePrefix ? { status: 'miss', reused: 0 } : null;
+      for await (const e of this.batch.run(ids, JSON.stringify(rest), signal)) {
+        yield { id: e.id, text: e.text, finishReason: e.finishReason };
+      }
+      return;
+    }
     let conversation = null;
     let kept = 0;
     this.lastPrefix = reusePrefix ? { status: 'miss', reused: 0 } : null;
@@ -298,5 +325,61 @@ export class SplitModel {
   async forget(conversation) {
     await Promise.all(this.layers.map((s) => this.call(s, 'forget', new Uint8Array(0), { params: `&conversation=${conversation}` })
       .then(() => {}, () => {})));
+  }
+}
+
+/**
+ * The conversations of a SplitModel run together: what the package's SequenceBatch steps (its
+ * `admit` / `cancel` / `step` / `drainReads`). A step: the rows its plan needs that this isolate
+ * lacks (one round, when any), the bundle of every conversation's rows through the chain (one
+ * call of this isolate), every conversation's pick. Conversations that end are forgotten by
+ * the layer stations after the step; a step whose carry fails ends every conversation.
+ */
+class SplitSequences {
+  /** @param {SplitModel} model */
+  constructor(model) {
+    this.model = model;
+    /** @type {number[]} ended conversations the layer stations have not been told to forget */
+    this.ended = [];
+  }
+
+  admit(ids, json) {
+    const conversation = this.model.nextConversation++;
+    this.model.coordinator.admit(conversation, ids, json);
+    return conversation;
+  }
+
+  cancel(id) {
+    if (this.model.coordinator.cancel(id)) this.ended.push(id);
+  }
+
+  async step() {
+    const m = this.model;
+    const co = m.coordinator;
+    await this.drainReads();
+    m.rounds = 0;
+    let events;
+    try {
+      const wanted = co.planStep();
+      if (wanted === null) return [];
+      await m.fetchRows(wanted);
+      const { message, logits } = co.stepMessage();
+      events = co.pickStep(await m.carry(message, logits));
+    } catch (err) {
+      // The hop failed as a whole: the stations' state of every conversation is unknown.
+      this.ended.push(...co.abandon());
+      throw err;
+    }
+    m.steps++;
+    m.stepRounds.push(m.rounds);
+    if (m.stepRounds.length > 64) m.stepRounds.shift();
+    for (const e of events) if (e.done) this.ended.push(e.sequence);
+    return events;
+  }
+
+  /** The layer stations forget the conversations that ended (all at once). */
+  async drainReads() {
+    const ended = this.ended.splice(0);
+    await Promise.all(ended.map((c) => this.model.forget(c)));
   }
 }

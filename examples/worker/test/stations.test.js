@@ -13,6 +13,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { MODEL, REPO, client, native, post } from './support.js';
+import { FOUR_ASKS, answerTogether } from '../../../pkg/test/servers.js';
 import { startLocal, startStations } from '../scripts/local.mjs';
 
 const MiB = 2 ** 20;
@@ -173,6 +174,32 @@ describe('SmolLM2 split across stations', () => {
     assert.equal(missing.status, 400);
     const again = await openai.chat.completions.create({ model: MODEL, messages: CAPITAL, temperature: 0, max_tokens: 8 });
     assert.equal(again.choices[0].message.content, first.choices[0].message.content);
+  });
+});
+
+describe('conversations run together across stations (KNOT_MAX_SEQUENCES)', () => {
+  test('SmolLM2 on 2+2 stations, four requests at once: each equals the native CLI alone, one hop per step for all', async () => {
+    const local = await start({ layers: 2, heads: 2, vars: { KNOT_MAX_SEQUENCES: '4' } });
+    const openai = client(local.url);
+    const want = await Promise.all(FOUR_ASKS.map((m) => native(m, 24)));
+    const answers = await answerTogether(openai, MODEL, FOUR_ASKS, 24);
+    answers.forEach((a, i) => assert.equal(a, want[i].text, `request ${i}`));
+    const s = await stations(local.url);
+    const stats = await (await fetch(`${local.url}/stats`)).json();
+    // A step is one call through the chain, whatever the number of conversations in it: 2 layer
+    // stations + 1 head fan-out (the table is resident: no rows round). One after another, the
+    // four would have taken a step per token each.
+    const tokens = want.reduce((n, w) => n + w.ids.length, 0);
+    console.log(`4 at once on 2+2 stations: ${s.steps} steps for ${tokens} tokens, rounds per step ${JSON.stringify([...new Set(s.stepRounds)])}, peak ${stats.queue.peak_holders} holders`);
+    assert.ok(s.stepRounds.every((r) => r <= 3), JSON.stringify(s.stepRounds));
+    assert.ok(s.steps < tokens / 2, `${s.steps} steps for ${tokens} tokens`);
+    assert.ok(stats.queue.peak_holders >= 2, `generations ran together: peak ${stats.queue.peak_holders}`);
+    assert.equal(s.coordinator.readsSinceOpen, 0);
+    // A bad request is refused alone; the stations forgot every conversation that ended.
+    const bad = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: FOUR_ASKS[0], temperature: -1 });
+    assert.equal(bad.status, 400, bad.text);
+    const again = await openai.chat.completions.create({ model: MODEL, messages: FOUR_ASKS[1], temperature: 0, max_tokens: 24 });
+    assert.equal(again.choices[0].message.content, want[1].text);
   });
 });
 

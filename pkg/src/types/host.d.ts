@@ -106,3 +106,40 @@ export declare class HostShim implements Disposable, Backend {
 
 /** Loads and initializes the package's wasm once. */
 export declare function loadWasm(): Promise<KnotWasmBindings>;
+
+/** A token as a batch step hands it over (what `streamTokens` yields). */
+export interface BatchToken {
+  id: number;
+  text: string;
+  finishReason: 'stop' | 'length' | null;
+  step: object;
+  constraint?: object;
+}
+
+/**
+ * What a {@link SequenceBatch} steps: a host of several sequences. `WasmHost` opened with
+ * `maxSequences` is one; so is a coordinator over stations (examples/worker/src/split.js).
+ */
+export interface SequenceTarget {
+  admit(ids: Uint32Array, optionsJson: string): number;
+  cancel(id: number): unknown;
+  /** One step of every sequence: one event per sequence that made a token or ended. */
+  step(): Promise<Array<{ sequence: number; token: BatchToken | null; done: boolean; error?: Error }>>;
+  /** Ends what a step left in flight (reads, station calls). */
+  drainReads(): Promise<unknown>;
+}
+
+/**
+ * Many generations stepped together (HostShim's batching, opened with `maxSequences`): no pump
+ * of its own — a generation waiting for a token runs the next step itself; past `max`,
+ * generations wait in order for a slot; one leaving or aborting ends alone.
+ */
+export declare class SequenceBatch {
+  static over(target: SequenceTarget, max: number): SequenceBatch;
+  /** Sequences admitted and not yet ended. */
+  readonly active: number;
+  /** Generations waiting for a slot. */
+  readonly waiting: number;
+  /** One generation in the batch, token by token (`optionsJson`: the generation options). */
+  run(ids: Uint32Array, optionsJson: string, signal?: AbortSignal): AsyncGenerator<BatchToken, void, undefined>;
+}
