@@ -9,6 +9,7 @@
 use engine::decode::GenerateOptions;
 use engine::sampler::greedy;
 use engine::{KvType, LmHead, Model, Session};
+use host::station::bundle;
 use host::station::coordinator::{Conversation, Model as Coordinator, ModelOptions, Pick};
 use host::station::embedding::EmbeddingOptions;
 use host::station::gather::{fold, join_logits, vocab_slices, Answer, Folded};
@@ -260,6 +261,66 @@ fn bad_requests_leave_stations_serving() {
             end: 4,
             ..
         })
+    ));
+    // Bundles of several conversations: each bad one refused whole, before anything runs.
+    let station = &mut st.layers[0];
+    let part = |conversation: u64, pos: u32, rows: usize| Hidden {
+        conversation,
+        ..hidden(pos, cfg.dim, rows)
+    };
+    let bundle_of = |parts: &[Hidden]| {
+        let msgs: Vec<Vec<u8>> = parts
+            .iter()
+            .map(|h| wire::encode(h, Elem::F32).unwrap())
+            .collect();
+        bundle::encode(bundle::HIDDEN, msgs.iter().map(|m| (0, m.as_slice())))
+    };
+    let twice = bundle_of(&[part(20, 0, 1), part(20, 0, 1)]);
+    assert!(matches!(
+        station.step(&twice, weights),
+        Err(StationError::Duplicate(20))
+    ));
+    // More conversations than the station holds (4), more positions than a batch takes, one
+    // part that does not start where its conversation is.
+    let five: Vec<Hidden> = (0..5).map(|c| part(30 + c, 0, 1)).collect();
+    assert!(matches!(
+        station.step(&bundle_of(&five), weights),
+        Err(StationError::Conversations { got: 5, max: 4 })
+    ));
+    let wide = bundle_of(&[part(21, 0, MAX_BATCH), part(22, 0, 1)]);
+    assert!(matches!(
+        station.step(&wide, weights),
+        Err(StationError::BundleRows { .. })
+    ));
+    let misplaced = bundle_of(&[part(23, 0, 1), part(24, 5, 1)]);
+    assert!(matches!(
+        station.step(&misplaced, weights),
+        Err(StationError::Position { got: 5, .. })
+    ));
+    let mut flipped = bundle_of(&[part(25, 0, 1)]);
+    flipped[12] = 4;
+    assert!(matches!(
+        station.step(&flipped, weights),
+        Err(StationError::Bundle(_))
+    ));
+    for c in 20..26 {
+        assert_eq!(station.position(c), 0, "a refused bundle ran nothing");
+    }
+    // A head shard asked for logits of a bundle in which no part wants them.
+    let lm0 = LmHead {
+        output_norm: &model.resident.output_norm,
+        output: &st.slices[0],
+    };
+    let none = bundle_of(&[part(26, 0, 1)]);
+    let rows = vec![0u8; 4];
+    let e = host::station::EmbeddingSlice {
+        first: 0,
+        row_bytes: 1,
+        bytes: &rows,
+    };
+    assert!(matches!(
+        st.heads[0].answer(&none, &lm0, e, 0),
+        Err(StationError::NoLogits)
     ));
     // None of that touched anything: the next request is answered as if it came first.
     let got = st.step(7, 0, &prompt);
@@ -1148,4 +1209,67 @@ fn conversations_run_together_as_each_runs_alone() {
         }
         assert_eq!(split.coord.stats().reads_since_open, 0, "{mode}");
     }
+}
+
+/// The coordinator's conversations run together refuse what does not fit a step's order: past
+/// their count, a conversation admitted twice, admissions or cancellations while a step is in
+/// flight, a pick without a step; a head shard's answer bundle of the wrong count fails every
+/// conversation of that step with that shard's error, and the next step runs.
+#[test]
+fn conversations_run_together_refuse_what_breaks_the_step_order() {
+    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
+        return;
+    };
+    let file = KnotFile::read(&path);
+    let bytes: Rc<[u8]> = file.bytes.clone().into();
+    let split = Split::open_holding(&bytes, 2, 2, ModelOptions::default(), 4);
+    let coord = &split.coord;
+    let prompt = file.tokenizer().encode_with_bos("Hello there").unwrap();
+    let opts = GenerateOptions::from_json(r#"{"temperature": 0, "maxTokens": 4}"#).unwrap();
+    let mut seqs = Sequences::new(2);
+    assert!(matches!(
+        seqs.pick(coord, None),
+        Err(host::HostError::NoContext)
+    ));
+    assert!(seqs.plan(coord).unwrap().is_none(), "nothing runs");
+    seqs.admit(coord, 1, &prompt, &opts).unwrap();
+    assert!(matches!(
+        seqs.admit(coord, 1, &prompt, &opts),
+        Err(host::HostError::InvalidArgument(_))
+    ));
+    seqs.admit(coord, 2, &prompt, &opts).unwrap();
+    assert!(matches!(
+        seqs.admit(coord, 3, &prompt, &opts),
+        Err(host::HostError::SequencesFull { max: 2 })
+    ));
+    // Options a split cannot honour are refused at admission, as for one conversation.
+    let draft = GenerateOptions::from_json(r#"{"draftMode": true}"#).unwrap();
+    assert!(Sequences::new(2).admit(coord, 9, &prompt, &draft).is_err());
+    assert!(
+        seqs.plan(coord).unwrap().unwrap().is_empty(),
+        "the table is resident"
+    );
+    let (msg, logits) = seqs.message(coord).unwrap();
+    assert!(logits && bundle::is(&msg, bundle::HIDDEN));
+    for bad in [
+        seqs.admit(coord, 4, &prompt, &opts),
+        seqs.cancel(1).map(drop),
+        seqs.plan(coord).map(drop),
+    ] {
+        assert!(matches!(bad, Err(host::HostError::InvalidArgument(_))));
+    }
+    // Shard 0 answers a bundle of one answer for a step wanting one (only the oldest prompt
+    // runs a step: the other waits its turn): shard 1 a malformed one.
+    let answers = vec![
+        Answer::Value(bundle::encode(bundle::ANSWERS, [])),
+        Answer::Missing,
+    ];
+    let events = seqs.pick(coord, Some(answers)).unwrap();
+    assert_eq!(events.len(), 1);
+    assert!(events[0].done && matches!(events[0].token, Err(host::HostError::Station(_))));
+    assert_eq!(seqs.active(), 1, "the other conversation goes on");
+    assert!(seqs.plan(coord).unwrap().unwrap().is_empty());
+    seqs.message(coord).unwrap();
+    assert_eq!(seqs.abandon(), vec![2]);
+    assert_eq!(seqs.active(), 0);
 }

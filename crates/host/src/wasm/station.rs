@@ -706,11 +706,7 @@ impl WasmCoordinator {
             let list: Array = answers
                 .dyn_into()
                 .map_err(|_| invalid_argument("pickStep: the answers must be an array or null"))?;
-            Some(
-                list.iter()
-                    .map(|a| answer_of(&a, Answer::Value))
-                    .collect(),
-            )
+            Some(list.iter().map(|a| answer_of(&a, Answer::Value)).collect())
         };
         let events = self
             .sequences
