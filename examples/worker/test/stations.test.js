@@ -22,7 +22,11 @@ const POEM = [{ role: 'user', content: 'Write a short poem about the sea.' }];
 const HAIKU = [{ role: 'user', content: 'Write a haiku about rain.' }];
 const SAMPLED = { temperature: 0.8, top_p: 0.9, seed: 42, max_tokens: 24 };
 const running = [];
-after(async () => Promise.all(running.map((l) => l.dispose())));
+// Bounded: a workerd that died under load (a failed test) must not hang the file after it.
+after(async () => Promise.race([
+  Promise.all(running.map((l) => l.dispose())),
+  new Promise((resolve) => setTimeout(resolve, 20_000).unref()),
+]));
 
 async function start(options) {
   const local = await startStations({ quiet: true, ...options });
@@ -178,7 +182,7 @@ describe('SmolLM2 split across stations', () => {
 });
 
 describe('conversations run together across stations (KNOT_MAX_SEQUENCES)', () => {
-  test('SmolLM2 on 2+2 stations, four requests at once: each equals the native CLI alone, one hop per step for all', async () => {
+  test('SmolLM2 on 2+2 stations, four requests at once: each equals the native CLI alone, one hop per step for all', { timeout: 300_000 }, async () => {
     const local = await start({ layers: 2, heads: 2, vars: { KNOT_MAX_SEQUENCES: '4' } });
     const openai = client(local.url);
     const want = await Promise.all(FOUR_ASKS.map((m) => native(m, 24)));
@@ -195,17 +199,31 @@ describe('conversations run together across stations (KNOT_MAX_SEQUENCES)', () =
     assert.ok(s.steps < tokens / 2, `${s.steps} steps for ${tokens} tokens`);
     assert.ok(stats.queue.peak_holders >= 2, `generations ran together: peak ${stats.queue.peak_holders}`);
     assert.equal(s.coordinator.readsSinceOpen, 0);
-    // A bad request is refused alone; the stations forgot every conversation that ended.
+    // A client leaving mid-stream ends its conversation alone (the stations forget it) beside
+    // one running to its end; a bad request is refused alone.
+    const leaving = new AbortController();
+    const left = (async () => {
+      const stream = await openai.chat.completions.create({ model: MODEL, messages: FOUR_ASKS[2], temperature: 0, max_tokens: 24, stream: true }, { signal: leaving.signal });
+      let chunks = 0;
+      try {
+        for await (const _ of stream) if (++chunks === 3) leaving.abort();
+      } catch (e) {
+        if (e.name !== 'AbortError' && !leaving.signal.aborted) throw e;
+      }
+    })();
+    const beside = openai.chat.completions.create({ model: MODEL, messages: FOUR_ASKS[1], temperature: 0, max_tokens: 24 });
+    await left;
+    assert.equal((await beside).choices[0].message.content, want[1].text);
     const bad = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: FOUR_ASKS[0], temperature: -1 });
     assert.equal(bad.status, 400, bad.text);
-    const again = await openai.chat.completions.create({ model: MODEL, messages: FOUR_ASKS[1], temperature: 0, max_tokens: 24 });
-    assert.equal(again.choices[0].message.content, want[1].text);
+    const again = await openai.chat.completions.create({ model: MODEL, messages: FOUR_ASKS[3], temperature: 0, max_tokens: 24 });
+    assert.equal(again.choices[0].message.content, want[3].text);
   });
 });
 
 describe('Gemma-3-270M split across stations', () => {
   const gemma = join(REPO, 'models/gemma-3-270m.knot');
-  test('4 layer stations + 4 head shards: output equals one process, every isolate under 128 MB', { skip: !existsSync(gemma) && !process.env.KNOT_REQUIRE_MODELS }, async () => {
+  test('4 layer stations + 4 head shards: output equals one process, every isolate under 128 MB', { skip: !existsSync(gemma) && !process.env.KNOT_REQUIRE_MODELS, timeout: 300_000 }, async () => {
     const local = await start({ layers: 4, heads: 4, modelKey: 'gemma-3-270m.knot', modelFile: gemma, vars: { MODEL_ID: 'gemma-3-270m' } });
     const openai = client(local.url);
     // The base model has no chat template: a plain completion.
