@@ -118,6 +118,87 @@ fn constraint_run(
     Ok(())
 }
 
+/// `--scaling 1,2`: prefill and decode at each thread count, the counts interleaved in every
+/// run (the machine's drift hits them alike), medians and ratios against the first count.
+pub fn scaling(
+    path: &Path,
+    counts: &[usize],
+    n: usize,
+    prompt_len: usize,
+    runs: usize,
+    json: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if n == 0 || prompt_len == 0 || runs == 0 || counts.is_empty() {
+        return Err("-n, --prompt-len, --runs and --scaling must be at least 1".into());
+    }
+    let mut host = open_host(path)?;
+    let prompt = bench_prompt(&host, prompt_len, n)?;
+    for l in 0..host.config().n_layers {
+        block_on(host.load_layer(l))?;
+    }
+    let greedy = DecodeConfig::default();
+    let mut by: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); counts.len()];
+    for r in 0..runs {
+        for i in 0..counts.len() {
+            // Each run starts from another count, so none always runs first.
+            let i = (i + r) % counts.len();
+            engine::quant::set_threads(counts[i])?;
+            let (p, d) = run_once(&mut host, &prompt, n, &greedy)?;
+            by[i].0.push(p);
+            by[i].1.push(d);
+        }
+    }
+    let rows: Vec<(usize, f64, f64)> = counts
+        .iter()
+        .zip(by)
+        .map(|(&t, (p, d))| (t, median(p), median(d)))
+        .collect();
+    let (p0, d0) = (rows[0].1, rows[0].2);
+    if json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|&(t, p, d)| {
+                serde_json::json!({
+                    "threads": t, "prefill_tok_s": p, "decode_tok_s": d,
+                    "prefill_ratio": p / p0, "decode_ratio": d / d0,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({ "scaling": v, "prompt_len": prompt_len, "n": n, "runs": runs })
+        );
+    } else {
+        println!("threads  prefill tok/s (×)   decode tok/s (×)   ({prompt_len}-token prompt, {n} tokens, medians of {runs})");
+        for (t, p, d) in rows {
+            println!(
+                "{t:>7}  {p:>8.1} ({:.2})     {d:>7.1} ({:.2})",
+                p / p0,
+                d / d0
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The bench's prompt: `BENCH_TEXT` repeated to `prompt_len` ids, checked against the context.
+fn bench_prompt(
+    host: &Host,
+    prompt_len: usize,
+    n: usize,
+) -> Result<Vec<u32>, Box<dyn std::error::Error>> {
+    let mut prompt: Vec<u32> = Vec::new();
+    while prompt.len() < prompt_len {
+        prompt.extend(host.tokenizer().encode(BENCH_TEXT)?);
+    }
+    prompt.truncate(prompt_len);
+    let ctx = prompt_len + n + 1;
+    if ctx > host.config().context_length {
+        return Err(format!("prompt + n = {ctx} exceeds the context length").into());
+    }
+    Ok(prompt)
+}
+
 pub fn run(
     path: &Path,
     n: usize,
@@ -136,15 +217,7 @@ pub fn run(
         return Err("bench compares one thing at a time: --moa or a constraint".into());
     }
     let mut host = open_host(path)?;
-    let mut prompt: Vec<u32> = Vec::new();
-    while prompt.len() < prompt_len {
-        prompt.extend(host.tokenizer().encode(BENCH_TEXT)?);
-    }
-    prompt.truncate(prompt_len);
-    let ctx = prompt_len + n + 1;
-    if ctx > host.config().context_length {
-        return Err(format!("prompt + n = {ctx} exceeds the context length").into());
-    }
+    let prompt = bench_prompt(&host, prompt_len, n)?;
     // Every layer in memory first: the runs measure compute, not the first reads.
     for l in 0..host.config().n_layers {
         block_on(host.load_layer(l))?;

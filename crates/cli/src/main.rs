@@ -15,6 +15,10 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Threads the matmuls split their rows across (default: every core). Output is identical
+    /// at every count.
+    #[arg(long, global = true, value_name = "N")]
+    threads: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -97,6 +101,11 @@ enum Command {
         #[arg(long, value_name = "COUNTS", value_delimiter = ',',
               conflicts_with_all = ["moa", "constraint", "draft"])]
         parallel: Option<Vec<usize>>,
+        /// Prefill and decode at each of these thread counts, interleaved in the same run, as
+        /// ratios against the first.
+        #[arg(long, value_name = "COUNTS", value_delimiter = ',',
+              conflicts_with_all = ["moa", "constraint", "draft", "parallel"])]
+        scaling: Option<Vec<usize>>,
     },
 }
 
@@ -106,6 +115,11 @@ fn main() -> ExitCode {
         eprintln!("error: internal error: {info}");
     }));
     let cli = Cli::parse();
+    let threads = cli.threads.unwrap_or_else(engine::quant::available_threads);
+    if let Err(e) = engine::quant::set_threads(threads) {
+        eprintln!("error: --threads: {e}");
+        return ExitCode::FAILURE;
+    }
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -179,6 +193,15 @@ fn run(command: Command) -> Result<()> {
             parallel: Some(streams),
             ..
         } => knot_cli::bench_parallel::run(&file, &streams, n, prompt_len, runs, json),
+        Command::Bench {
+            file,
+            n,
+            prompt_len,
+            runs,
+            json,
+            scaling: Some(counts),
+            ..
+        } => knot_cli::bench::scaling(&file, &counts, n, prompt_len, runs, json),
         Command::Bench {
             file,
             n,

@@ -56,7 +56,7 @@ pub const PAGE_POSITIONS: usize = 64;
 pub const REWIND_POSITIONS: usize = 64;
 
 /// A stored element.
-trait Cell: Copy + Default {
+trait Cell: Copy + Default + Sync {
     fn store(x: f32) -> Self;
     /// `row` as f32: the row itself when stored as f32, converted into `tmp` otherwise.
     fn load<'a>(row: &'a [Self], tmp: &'a mut [f32]) -> &'a [f32];
@@ -485,32 +485,101 @@ fn kv_row<'a, T: Cell>(
 
 fn attend<T: Cell>(layer: &LayerKv<T>, pos: usize, a: Attention<'_>, buf: &mut AttentionBuffers) {
     let hd = a.head_dim;
+    let row = a.n_heads * hd;
+    // A prompt's positions split across the matmul threads, each position one thread's (so the
+    // same bits at every count), interleaved: later positions attend over more.
+    let work = a.n * (pos + a.n) * row;
+    let out = crate::quant::threads::Shared::new(a.out.as_mut_ptr());
+    let (q, k, v) = (a.q, a.k, a.v);
+    let ran = crate::quant::threads::parts(a.n, work, &|part, parts| {
+        let (mut scores, mut key) = (Vec::new(), vec![0.0f32; hd]);
+        for t in (part..a.n).step_by(parts) {
+            // SAFETY: position t's output row is written by this part alone, inside `a.out`.
+            let out_t = unsafe { std::slice::from_raw_parts_mut(out.get().add(t * row), row) };
+            let one = Query {
+                q: &q[t * row..][..row],
+                k,
+                v,
+                pos,
+                t,
+                n_heads: a.n_heads,
+                n_kv_heads: a.n_kv_heads,
+                hd,
+                scale: a.scale,
+            };
+            attend_one(layer, &one, out_t, &mut scores, &mut key);
+        }
+    });
+    if !ran {
+        buf.key.resize(hd, 0.0);
+        for t in 0..a.n {
+            let one = Query {
+                q: &a.q[t * row..][..row],
+                k: a.k,
+                v: a.v,
+                pos,
+                t,
+                n_heads: a.n_heads,
+                n_kv_heads: a.n_kv_heads,
+                hd,
+                scale: a.scale,
+            };
+            attend_one(
+                layer,
+                &one,
+                &mut a.out[t * row..][..row],
+                &mut buf.scores,
+                &mut buf.key,
+            );
+        }
+    }
+}
+
+/// Batch position `t`'s query heads (`q`: `[n_heads][hd]`) and the batch's keys and values.
+struct Query<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    pos: usize,
+    t: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    hd: usize,
+    scale: f32,
+}
+
+/// Causal attention of one position (`out`: `[n_heads][hd]`) over the cache and the batch.
+fn attend_one<T: Cell>(
+    layer: &LayerKv<T>,
+    a: &Query<'_>,
+    out: &mut [f32],
+    scores: &mut Vec<f32>,
+    key: &mut [f32],
+) {
+    let (hd, pos) = (a.hd, a.pos);
     let group = a.n_heads / a.n_kv_heads;
-    buf.key.resize(hd, 0.0);
-    for t in 0..a.n {
-        let len = pos + t + 1; // causal: this position sees itself and everything before
-        let first = layer.window.map_or(0, |w| len.saturating_sub(w));
-        let span = len - first;
-        buf.scores.resize(group * span, 0.0);
-        // The query heads that share kv head g are heads g*group .. (g+1)*group.
-        for g in 0..a.n_kv_heads {
-            let off = g * hd;
-            let head = |j: usize| (t * a.n_heads + g * group + j) * hd;
-            for (i, s) in (first..len).enumerate() {
-                let k = kv_row(&layer.k, a.k, (pos, s, off, hd), &mut buf.key);
-                for j in 0..group {
-                    buf.scores[j * span + i] = dot(&a.q[head(j)..][..hd], k) * a.scale;
-                }
-            }
+    let len = pos + a.t + 1; // causal: this position sees itself and everything before
+    let first = layer.window.map_or(0, |w| len.saturating_sub(w));
+    let span = len - first;
+    scores.resize(group * span, 0.0);
+    // The query heads that share kv head g are heads g*group .. (g+1)*group.
+    for g in 0..a.n_kv_heads {
+        let off = g * hd;
+        let head = |j: usize| (g * group + j) * hd;
+        for (i, s) in (first..len).enumerate() {
+            let k = kv_row(&layer.k, a.k, (pos, s, off, hd), key);
             for j in 0..group {
-                softmax(&mut buf.scores[j * span..(j + 1) * span]);
-                a.out[head(j)..][..hd].fill(0.0);
+                scores[j * span + i] = dot(&a.q[head(j)..][..hd], k) * a.scale;
             }
-            for (i, s) in (first..len).enumerate() {
-                let v = kv_row(&layer.v, a.v, (pos, s, off, hd), &mut buf.key);
-                for j in 0..group {
-                    axpy(&mut a.out[head(j)..][..hd], buf.scores[j * span + i], v);
-                }
+        }
+        for j in 0..group {
+            softmax(&mut scores[j * span..(j + 1) * span]);
+            out[head(j)..][..hd].fill(0.0);
+        }
+        for (i, s) in (first..len).enumerate() {
+            let v = kv_row(&layer.v, a.v, (pos, s, off, hd), key);
+            for j in 0..group {
+                axpy(&mut out[head(j)..][..hd], scores[j * span + i], v);
             }
         }
     }

@@ -75,6 +75,23 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     }
 }
 
+/// A gated activation (`swiglu`, `gelu_tanh_gated`) over a batch's rows, cut across the
+/// matmul threads when long (a prompt's): each element is one thread's, so the same bits.
+pub fn gated(f: fn(&mut [f32], &[f32]), gate: &mut [f32], up: &[f32]) {
+    let len = gate.len().min(up.len());
+    let at = crate::quant::threads::Shared::new(gate.as_mut_ptr());
+    let ran = crate::quant::threads::parts(len, len * 16, &|part, parts| {
+        let per = len.div_ceil(parts);
+        let r = (part * per).min(len)..((part + 1) * per).min(len);
+        // SAFETY: the parts' ranges are disjoint and inside `gate`, which outlives the run.
+        let mine = unsafe { std::slice::from_raw_parts_mut(at.get().add(r.start), r.len()) };
+        f(mine, &up[r]);
+    });
+    if !ran {
+        f(gate, up);
+    }
+}
+
 /// GELU(gate) * up, in place in `gate`, with GELU's tanh approximation (PyTorch's
 /// `gelu(approximate="tanh")`, Gemma's `gelu_pytorch_tanh`).
 pub fn gelu_tanh_gated(gate: &mut [f32], up: &[f32]) {

@@ -73,6 +73,10 @@ pub struct HostOptions {
     /// A chat template used instead of the file's (`chatTemplate`), as llama-server's
     /// `--chat-template-file`: a model whose file has none, or a template that declares tools.
     pub chat_template: Option<String>,
+    /// Threads the matmuls split their rows across (`threads`; natively: `None` keeps the
+    /// process's setting, every core unless set). Process-wide: the kernels share one pool.
+    /// Output is identical at every count. Builds without threads refuse more than 1.
+    pub threads: Option<usize>,
 }
 
 /// The longest `chatTemplate` accepted (the templates models ship are a few KiB).
@@ -99,6 +103,7 @@ impl Default for HostOptions {
             max_read_bytes: None,
             chat_template: None,
             max_sequences: None,
+            threads: None,
         }
     }
 }
@@ -165,6 +170,9 @@ pub fn open_options(json: &str) -> Result<HostOptions, OptionsError> {
         max_read_bytes: f.integer_in("maxReadBytes", 1, any)?,
         max_sequences: f
             .integer_in("maxSequences", 1, MAX_SEQUENCES)?
+            .map(to_usize),
+        threads: f
+            .integer_in("threads", 1, engine::quant::MAX_THREADS as u64)?
             .map(to_usize),
         chat_template: match f.get("chatTemplate") {
             None => None,

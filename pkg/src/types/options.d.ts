@@ -84,6 +84,12 @@ export interface HostShimOptions {
    */
   maxSequences?: number;
   /**
+   * Threads the matmuls split their rows across (output identical at every count). The wasm
+   * artifact of this package runs on one thread: only 1 is accepted (more is `invalid_option`).
+   * Natively (`HostOptions.threads`) the default is every core.
+   */
+  threads?: number;
+  /**
    * The longest single read at open: the tokenizer and resident tensors (tens of MB) come in
    * pieces of this size, so the source never hands over one huge buffer (in a Worker, JS buffers
    * count against the isolate's memory until collected). Default: one read.

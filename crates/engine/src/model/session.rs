@@ -10,7 +10,7 @@ use super::head::{embed, load_vector, HeadBuffers, LmHead};
 use super::layout::{LayerWeights, ResidentWeights};
 use crate::buffer::{addressable, fit};
 use crate::kv::{Attention, AttentionBuffers, KvCache, KvShape, KvType};
-use crate::ops::{gelu_tanh_gated, rmsnorm, rmsnorm_in_place, swiglu, Rope};
+use crate::ops::{gated, gelu_tanh_gated, rmsnorm, rmsnorm_in_place, swiglu, Rope};
 use crate::quant::{matmul, MatmulScratch};
 use knot::{FfnActivation, ModelConfig};
 use std::ops::Range;
@@ -145,8 +145,8 @@ fn run_block(
     matmul(&w.ffn_gate, &r.xb, n, &mut r.hb, &mut r.scratch);
     matmul(&w.ffn_up, &r.xb, n, &mut r.hb2, &mut r.scratch);
     match c.ffn_activation {
-        FfnActivation::Silu => swiglu(&mut r.hb, &r.hb2),
-        FfnActivation::GeluTanh => gelu_tanh_gated(&mut r.hb, &r.hb2),
+        FfnActivation::Silu => gated(swiglu, &mut r.hb, &r.hb2),
+        FfnActivation::GeluTanh => gated(gelu_tanh_gated, &mut r.hb, &r.hb2),
     }
     matmul(&w.ffn_down, &r.hb, n, &mut r.xb, &mut r.scratch);
     if let Some(post) = &w.post_ffw_norm {

@@ -20,6 +20,9 @@
 //!   SIMD kernels over typed blocks (`&[BlockQ4K]`, fields read by name), with one trait per
 //!   family for what they need of a format (`LegacyBlock`/`SimdBlock`, `KBlock`) and a
 //!   `KERNELS` table of the formats each accelerates;
+//! - `pool.rs` (a small spinning thread pool, one job at a time) and `threads.rs` (the
+//!   process-wide pool a matmul splits its rows across; bit-identical at every count: each row
+//!   is one thread's dot);
 //! - this file, on top: `matmul` (which architecture runs, then the format's kernel or the
 //!   architecture's own), `dequantize`, `quantize`.
 //!
@@ -36,16 +39,22 @@ pub(crate) mod float;
 mod format;
 mod kquant;
 mod matrix;
+#[cfg(not(target_arch = "wasm32"))]
+mod pool;
 mod q4;
 mod q5;
 mod q8_0;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
+pub(crate) mod threads;
 mod tile;
 
 pub use error::QuantError;
 pub use knot::DType;
 pub use matrix::QMatrix;
+pub use threads::{
+    available_threads, set_threads, threads, with_threads, ThreadsError, MAX_THREADS,
+};
 pub use tile::TOKEN_GROUP;
 
 use act::BlockActs;
@@ -186,24 +195,30 @@ pub fn matmul_with(
     if n == 0 || w.rows() == 0 {
         return;
     }
+    let cols = w.cols();
     match format(w.dtype()).matmul {
-        Matmul::Float(format) => match kernel {
-            Kernel::Scalar => scalar_float(format, w, x, n, out),
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: Avx2 is listed by available_kernels only when its features were detected.
-            Kernel::Avx2 => unsafe { avx2::matmul_float(format, w, x, n, out) },
-            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Kernel::Simd128 => simd128::matmul_float(format, w, x, n, out),
-            #[allow(unreachable_patterns)]
-            _ => unreachable!("kernel availability was asserted"),
-        },
+        Matmul::Float(format) => {
+            let run = |w: &QMatrix, out: &mut [f32]| match kernel {
+                Kernel::Scalar => scalar_float(format, w, x, n, out),
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: Avx2 is listed by available_kernels only when its features were detected.
+                Kernel::Avx2 => unsafe { avx2::matmul_float(format, w, x, n, out) },
+                #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+                Kernel::Simd128 => simd128::matmul_float(format, w, x, n, out),
+                #[allow(unreachable_patterns)]
+                _ => unreachable!("kernel availability was asserted"),
+            };
+            threads::split_rows(w, cols, n, out, &run);
+        }
         Matmul::Blocks(generic) => {
             let acts = &mut scratch.acts;
             acts.quantize(x);
+            let acts = &*acts;
             let matmul = arch_kernel(kernel, w.dtype()).unwrap_or(generic);
             // SAFETY: an architecture's kernels are listed only for it, and `kernel` was
             // asserted to be available on this machine.
-            unsafe { matmul(w, &*acts, n, out) }
+            let run = |w: &QMatrix, out: &mut [f32]| unsafe { matmul(w, acts, n, out) };
+            threads::split_rows(w, cols, n, out, &run);
         }
     }
 }

@@ -645,3 +645,44 @@ fn k_quant_quantizers_beat_the_legacy_formats_of_similar_size() {
     // 6.56 bits: about half the q5_0 error.
     assert!(q6_k < q5_0 * 0.6, "{q6_k} vs {q5_0}");
 }
+
+/// Matmul rows split across threads give the same bits as one thread, for every kernel and
+/// format, one token or several, with chunks that do not end on a row tile. (wasm32 builds have
+/// one thread.)
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn every_thread_count_gives_the_same_bits() {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for kernel in available_kernels() {
+        for dtype in FORMATS {
+            let cols = if dtype.block_len() == 256 { 512 } else { 256 };
+            for (rows, n) in [(300, 1), (261, 3), (130, 9)] {
+                assert!(rows * cols * n >= 1 << 16, "large enough to split");
+                let one = with_threads(1, || run(kernel, dtype, rows, cols, n, 0)).unwrap();
+                for t in [2, 3, 4] {
+                    let got = with_threads(t, || run(kernel, dtype, rows, cols, n, 0)).unwrap();
+                    assert_eq!(
+                        bits(&got),
+                        bits(&one),
+                        "{kernel:?} {dtype} [{rows},{cols}] n={n} at {t} threads"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_thread_counts_are_refused() {
+    assert_eq!(set_threads(0), Err(ThreadsError::Count(0)));
+    assert_eq!(
+        set_threads(MAX_THREADS + 1),
+        Err(ThreadsError::Count(MAX_THREADS + 1))
+    );
+    assert!(with_threads(0, || ()).is_err());
+    assert_eq!(with_threads(1, threads).unwrap(), 1);
+    #[cfg(not(target_arch = "wasm32"))]
+    assert_eq!(with_threads(3, threads).unwrap(), 3);
+    #[cfg(target_arch = "wasm32")]
+    assert_eq!(with_threads(2, || ()), Err(ThreadsError::Unavailable(2)));
+}

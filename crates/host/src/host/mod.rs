@@ -100,6 +100,9 @@ impl Host {
                 .into());
             }
         }
+        if let Some(n) = opts.threads {
+            engine::quant::set_threads(n).map_err(|e| HostError::InvalidOption(e.to_string()))?;
+        }
         let mut opts = opts;
         if opts.max_sequences.is_some() {
             // Sequences run together prefill cold; a window would need the host's own session.

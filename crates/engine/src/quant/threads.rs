@@ -1,0 +1,275 @@
+//! Matmul rows split across threads. A matmul's output rows are independent: each is one row
+//! dot computed by one thread exactly as a single thread computes it, so the result is
+//! bit-identical at every thread count. The pool is process-wide ([`set_threads`]); without
+//! threads (wasm32 here, or a count of 1) every matmul runs on the calling thread.
+
+use super::QMatrix;
+
+/// The most threads a pool takes.
+pub const MAX_THREADS: usize = 256;
+#[cfg(not(target_arch = "wasm32"))]
+/// Multiply-adds below which a matmul stays on the calling thread (handing work to the pool
+/// costs a few microseconds).
+const MIN_PARALLEL_WORK: usize = 1 << 16;
+#[cfg(not(target_arch = "wasm32"))]
+/// Rows per chunk are a multiple of this (the kernels' row tile).
+const ROW_ALIGN: usize = super::tile::ROW_TILE;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ThreadsError {
+    #[error("threads must be in 1..={MAX_THREADS}, got {0}")]
+    Count(usize),
+    #[error("this build has no threads (asked for {0}); use 1")]
+    Unavailable(usize),
+    #[error("the thread pool could not be started: {0}")]
+    Pool(String),
+}
+
+/// The cores this machine offers (1 where that is unknown or there are no threads).
+pub fn available_threads() -> usize {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        1
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod current {
+    use super::super::pool::Pool;
+    use std::sync::{Arc, RwLock};
+
+    /// `None` until set: the first matmul then takes every core.
+    pub(super) static POOL: RwLock<Option<Option<Arc<Pool>>>> = RwLock::new(None);
+
+    thread_local! {
+        /// A count this thread runs its matmuls at for a while ([`super::with_threads`]).
+        pub(super) static LOCAL: std::cell::RefCell<Option<Option<Arc<Pool>>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    pub(super) fn build(n: usize) -> Result<Option<Arc<Pool>>, super::ThreadsError> {
+        if n == 1 {
+            return Ok(None);
+        }
+        Pool::new(n)
+            .map(|p| Some(Arc::new(p)))
+            .map_err(|e| super::ThreadsError::Pool(e.to_string()))
+    }
+
+    pub(super) fn pool() -> Option<Arc<Pool>> {
+        if let Some(pool) = LOCAL.with(|l| l.borrow().clone()) {
+            return pool;
+        }
+        if let Some(pool) = POOL.read().ok().and_then(|p| p.clone()) {
+            return pool;
+        }
+        // Unset: every core (a pool that cannot start leaves one thread).
+        if super::set_threads(super::available_threads()).is_err() {
+            if let Ok(mut slot) = POOL.write() {
+                slot.get_or_insert(None);
+            }
+        }
+        POOL.read().ok().and_then(|p| p.clone()).flatten()
+    }
+}
+
+/// Sets the threads every matmul of this process splits its rows across (1: none; unset, every
+/// core). Matmuls in flight finish on the pool they began on.
+pub fn set_threads(n: usize) -> Result<(), ThreadsError> {
+    if n == 0 || n > MAX_THREADS {
+        return Err(ThreadsError::Count(n));
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let same = current::POOL
+            .read()
+            .ok()
+            .and_then(|p| p.clone())
+            .map(|p| p.map_or(1, |p| p.threads()));
+        if same == Some(n) {
+            return Ok(());
+        }
+        let pool = current::build(n)?;
+        if let Ok(mut slot) = current::POOL.write() {
+            *slot = Some(pool);
+        }
+        Ok(())
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        match n {
+            1 => Ok(()),
+            _ => Err(ThreadsError::Unavailable(n)),
+        }
+    }
+}
+
+/// Runs `f` with the matmuls this thread starts split across `n` threads (a pool of its own,
+/// for `f` alone), whatever the process's setting: tests compare counts side by side this way.
+pub fn with_threads<R>(n: usize, f: impl FnOnce() -> R) -> Result<R, ThreadsError> {
+    if n == 0 || n > MAX_THREADS {
+        return Err(ThreadsError::Count(n));
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let pool = current::build(n)?;
+        let before = current::LOCAL.with(|l| l.replace(Some(pool)));
+        // Put back even if `f` panics (a test's assertion).
+        struct Restore(Option<Option<std::sync::Arc<super::pool::Pool>>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let before = self.0.take();
+                current::LOCAL.with(|l| *l.borrow_mut() = before);
+            }
+        }
+        let _restore = Restore(before);
+        Ok(f())
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        match n {
+            1 => Ok(f()),
+            _ => Err(ThreadsError::Unavailable(n)),
+        }
+    }
+}
+
+/// The threads matmuls split across now (on this thread).
+pub fn threads() -> usize {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        current::pool().map_or(1, |p| p.threads())
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        1
+    }
+}
+
+/// Runs `kernel` (a matmul of `n` tokens over some rows of `w` into a token-major output of
+/// those rows) over all of `w` into `out` (`[n, w.rows()]`): on the calling thread, or in
+/// row chunks across the pool, each chunk's rows written where the whole matmul writes them.
+pub(super) fn split_rows(
+    w: &QMatrix,
+    cols: usize,
+    n: usize,
+    out: &mut [f32],
+    kernel: &(dyn Fn(&QMatrix, &mut [f32]) + Sync),
+) {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let rows = w.rows();
+        let pool = current::pool().filter(|_| rows * cols * n >= MIN_PARALLEL_WORK);
+        if let Some(pool) = pool {
+            let parts = pool.threads();
+            if parts > 1 && rows > ROW_ALIGN {
+                let per = rows.div_ceil(parts).div_ceil(ROW_ALIGN) * ROW_ALIGN;
+                let chunk = |i: usize| (i * per).min(rows)..((i + 1) * per).min(rows);
+                if n == 1 {
+                    // One token: each part's outputs are a contiguous run of `out`.
+                    let at = Shared(out.as_mut_ptr());
+                    pool.run(&|i| {
+                        let r = chunk(i);
+                        if let Some(part) = w.rows_slice(r.clone()) {
+                            // SAFETY: parts' row ranges are disjoint and inside `out`, which
+                            // outlives the run; each part writes only its own.
+                            let mine = unsafe {
+                                std::slice::from_raw_parts_mut(at.get().add(r.start), r.len())
+                            };
+                            kernel(&part, mine);
+                        }
+                    });
+                } else {
+                    // Several tokens: part i writes `[n, its rows]` at `n · start` of a buffer,
+                    // then each row goes where the whole matmul writes it.
+                    SPLIT.with(|buf| {
+                        let mut buf = buf.borrow_mut();
+                        buf.clear();
+                        buf.resize(n * rows, 0.0);
+                        let at = Shared(buf.as_mut_ptr());
+                        pool.run(&|i| {
+                            let r = chunk(i);
+                            if let Some(part) = w.rows_slice(r.clone()) {
+                                // SAFETY: as above, each part's region n·start..n·end is its own.
+                                let mine = unsafe {
+                                    std::slice::from_raw_parts_mut(
+                                        at.get().add(n * r.start),
+                                        n * r.len(),
+                                    )
+                                };
+                                kernel(&part, mine);
+                            }
+                        });
+                        for i in 0..parts {
+                            let r = chunk(i);
+                            let part = &buf[n * r.start..n * r.end];
+                            for t in 0..n {
+                                out[t * rows + r.start..t * rows + r.end]
+                                    .copy_from_slice(&part[t * r.len()..(t + 1) * r.len()]);
+                            }
+                        }
+                    });
+                }
+                return;
+            }
+        }
+    }
+    let _ = (cols, n);
+    kernel(w, out)
+}
+
+/// A pointer the parts of one run share, each writing its own region of what it points into.
+pub(crate) struct Shared<T>(*mut T);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Shared<T> {}
+
+impl<T> Shared<T> {
+    pub(crate) fn new(p: *mut T) -> Self {
+        Shared(p)
+    }
+
+    pub(crate) fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+// SAFETY: only used to hand the parts of a run disjoint regions of a buffer that outlives the
+// run (each user says which region is whose).
+unsafe impl<T> Sync for Shared<T> {}
+unsafe impl<T> Send for Shared<T> {}
+
+/// Runs `f(part, parts)` for every part across the pool when there is one and `work` (an
+/// estimate in multiply-adds) pays for it, with `items` ≥ 2 to share; returns false (nothing
+/// ran) otherwise, for the caller to do the work itself.
+pub(crate) fn parts(items: usize, work: usize, f: &(dyn Fn(usize, usize) + Sync)) -> bool {
+    #[cfg(not(target_arch = "wasm32"))]
+    if items >= 2 && work >= MIN_PARALLEL_WORK {
+        if let Some(pool) = current::pool() {
+            let parts = pool.threads().min(items);
+            pool.run(&|i| {
+                if i < parts {
+                    f(i, parts)
+                }
+            });
+            return true;
+        }
+    }
+    let _ = (items, work, f);
+    false
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+thread_local! {
+    /// The parts' outputs of a multi-token matmul before they go into place (kept per thread).
+    static SPLIT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
