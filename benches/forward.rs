@@ -19,6 +19,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let path = bench_model_arg();
+    // `KNOT_THREADS` (scripts/bench.sh --threads N): the matmuls' threads; 1 unless asked.
+    let threads = std::env::var("KNOT_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    engine::quant::set_threads(threads).expect("KNOT_THREADS");
     let (prompt_len, n, runs) = (128usize, 64usize, 3usize);
     let file = KnotFile::read(&path);
     let model = file.model();
@@ -54,7 +60,7 @@ fn main() {
     }
     let moa = moa_cost(&model, &mut session, &prompt, n, 2 * runs + 1);
     println!(
-        "{{\"target\":\"{}\",\"model\":{:?},\"prefill_tok_s\":{:.2},\"decode_tok_s\":{:.2},\"lm_head_share\":{:.3},\"prompt_len\":{prompt_len},\"n\":{n},\"runs\":{runs},{moa}}}",
+        "{{\"target\":\"{}\",\"threads\":{threads},\"model\":{:?},\"prefill_tok_s\":{:.2},\"decode_tok_s\":{:.2},\"lm_head_share\":{:.3},\"prompt_len\":{prompt_len},\"n\":{n},\"runs\":{runs},{moa}}}",
         std::env::consts::ARCH,
         file.knot.meta.name,
         median(prefill),

@@ -6,6 +6,7 @@
 #   scripts/bench.sh                  # ours only
 #   scripts/bench.sh --llama-cpp      # also llama.cpp via llama-cpp-python==0.3.36, built from
 #                                     # source into .venv-bench (10-20 min the first time)
+#   scripts/bench.sh --threads 2       # native and llama.cpp at 2 threads (wasm32 has one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/prepare-model.sh --all >/dev/null
@@ -15,7 +16,18 @@ models=("models/SmolLM2-135M-Instruct.Q4_1.knot models/SmolLM2-135M-Instruct.Q4_
 rustup target add wasm32-wasip1 >/dev/null 2>&1
 
 llama=""
-if [ "${1:-}" = "--llama-cpp" ]; then
+want_llama=0
+threads=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --llama-cpp) want_llama=1 ;;
+    --threads) threads="$2"; shift ;;
+    *) echo "usage: scripts/bench.sh [--llama-cpp] [--threads N]" >&2; exit 2 ;;
+  esac
+  shift
+done
+export KNOT_THREADS=$threads
+if [ "$want_llama" = 1 ]; then
   if [ ! -x .venv-bench/bin/python ] || ! .venv-bench/bin/python -c 'import llama_cpp' 2>/dev/null; then
     python3 -m venv .venv-bench
     .venv-bench/bin/pip install --quiet llama-cpp-python==0.3.36
@@ -32,13 +44,13 @@ for round in 1 2; do
     read -r knot gguf <<< "$pair"
     tag="s/^{/{\"bench_model\":\"$(basename "$gguf" .gguf)\",/"
     cargo bench --quiet --bench forward -- "$PWD/$knot" | tail -n 1 | sed "$tag" >> "$results"
-    cargo bench --quiet --bench forward --target wasm32-wasip1 -- "$PWD/$knot" | tail -n 1 | sed "$tag" >> "$results"
+    KNOT_THREADS=1 cargo bench --quiet --bench forward --target wasm32-wasip1 -- "$PWD/$knot" | tail -n 1 | sed "$tag" >> "$results"
     if [ -n "$llama" ]; then
-      "$llama" scripts/bench/llama_cpp_baseline.py "$gguf" 1 | sed "$tag" >> "$results"
+      "$llama" scripts/bench/llama_cpp_baseline.py "$gguf" "$threads" | sed "$tag" >> "$results"
     fi
   done
 done
-python3 - "$results" <<'PY'
+python3 - "$results" "$threads" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 best = {}
@@ -46,7 +58,9 @@ for r in rows:  # best of the rounds: the least disturbed measurement of each
     b = best.setdefault((r["bench_model"], r["target"]), {"prefill_tok_s": 0, "decode_tok_s": 0})
     for k in ("prefill_tok_s", "decode_tok_s"):
         b[k] = max(b[k], r[k])
-names = {"x86_64": "engine native (1 thread)", "wasm32": "engine wasm32+simd128 in Node", "llama.cpp": "llama.cpp native (1 thread)"}
+th = int(sys.argv[2])
+threads = f"{th} thread" + ("s" if th > 1 else "")
+names = {"x86_64": f"engine native ({threads})", "wasm32": "engine wasm32+simd128 in Node (1 thread)", "llama.cpp": f"llama.cpp native ({threads})"}
 print(f"| {'model':36} | {'runtime':30} | prefill tok/s | decode tok/s | vs llama.cpp native |")
 print(f"|{'-'*38}|{'-'*32}|---------------|--------------|---------------------|")
 for (model, t), b in best.items():
