@@ -27,10 +27,16 @@ while [ $# -gt 0 ]; do
   shift
 done
 export KNOT_THREADS=$threads
+# llama.cpp built for the ISA our kernels use (AVX2, FMA, F16C), not the build machine's: a
+# native build on a VM that advertises AMX/AVX-512 it does not enable crashes in its first eval.
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 if [ "$want_llama" = 1 ]; then
-  if [ ! -x .venv-bench/bin/python ] || ! .venv-bench/bin/python -c 'import llama_cpp' 2>/dev/null; then
+  if [ ! -x .venv-bench/bin/python ] || ! .venv-bench/bin/python -c 'import llama_cpp' 2>/dev/null \
+     || [ "$(cat .venv-bench/cmake-args 2>/dev/null)" != "$LLAMA_CMAKE_ARGS" ]; then
     python3 -m venv .venv-bench
-    .venv-bench/bin/pip install --quiet llama-cpp-python==0.3.36
+    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" .venv-bench/bin/pip install --quiet --force-reinstall --no-cache-dir \
+      llama-cpp-python==0.3.36
+    echo "$LLAMA_CMAKE_ARGS" > .venv-bench/cmake-args
   fi
   llama=.venv-bench/bin/python
 fi

@@ -237,6 +237,46 @@ fn bench_reports_speed_and_memory() {
 }
 
 #[test]
+fn bench_scaling_reports_each_thread_count_and_generate_is_the_same_at_every_count() {
+    let f = fixture("tiny/llama-f32.knot");
+    let v = json(&[
+        "bench",
+        &f,
+        "--scaling",
+        "1,2",
+        "-n",
+        "4",
+        "--prompt-len",
+        "8",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    let rows = v["scaling"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["threads"], 2);
+    assert_eq!(rows[0]["decode_ratio"].as_f64(), Some(1.0));
+    assert!(rows[1]["prefill_tok_s"].as_f64().unwrap() > 0.0);
+    let at = |t: &str| {
+        ok_stdout(&[
+            "generate",
+            &f,
+            "--threads",
+            t,
+            "--tokens",
+            "1,2,3",
+            "-n",
+            "12",
+            "--temperature",
+            "0",
+        ])
+    };
+    let one = at("1");
+    assert_eq!(at("2"), one);
+    assert_eq!(at("3"), one);
+}
+
+#[test]
 fn convert_reproduces_the_committed_fixtures_byte_for_byte() {
     // Also keeps tests/fixtures/tiny/*.knot (read by the wasm parity tests) in sync with the converter.
     let dir = std::env::temp_dir().join(format!("knot-cli-test-{}", std::process::id()));
@@ -373,6 +413,27 @@ fn bad_input_exits_with_a_readable_error() {
         never.display()
     );
     fails_with(&["bench", &tiny, "-n", "0"], "at least 1");
+    fails_with(
+        &["--threads", "0", "inspect", &tiny],
+        "threads must be in 1..=256",
+    );
+    fails_with(
+        &["inspect", &tiny, "--threads", "999"],
+        "threads must be in 1..=256",
+    );
+    fails_with(
+        &[
+            "bench",
+            &tiny,
+            "--scaling",
+            "1,0",
+            "-n",
+            "1",
+            "--prompt-len",
+            "4",
+        ],
+        "threads must be in",
+    );
     // A truncated knot file.
     let cut = dir.join("cut.knot");
     std::fs::write(&cut, &std::fs::read(&tiny).unwrap()[..5000]).unwrap();
