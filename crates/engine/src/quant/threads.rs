@@ -12,6 +12,11 @@ pub const MAX_THREADS: usize = 256;
 /// costs a few microseconds).
 const MIN_PARALLEL_WORK: usize = 1 << 16;
 #[cfg(not(target_arch = "wasm32"))]
+/// The most outputs a multi-token matmul splits (its parts' outputs go through a buffer of this
+/// size, kept per thread): a larger one — the LM head over every position of a long prompt —
+/// runs on the calling thread.
+const MAX_SPLIT_OUTPUTS: usize = 1 << 22;
+#[cfg(not(target_arch = "wasm32"))]
 /// Rows per chunk are a multiple of this (the kernels' row tile).
 const ROW_ALIGN: usize = super::tile::ROW_TILE;
 
@@ -163,7 +168,9 @@ pub(super) fn split_rows(
     #[cfg(not(target_arch = "wasm32"))]
     {
         let rows = w.rows();
-        let pool = current::pool().filter(|_| rows * cols * n >= MIN_PARALLEL_WORK);
+        let pool = current::pool().filter(|_| {
+            rows * cols * n >= MIN_PARALLEL_WORK && (n == 1 || n * rows <= MAX_SPLIT_OUTPUTS)
+        });
         if let Some(pool) = pool {
             let parts = pool.threads();
             if parts > 1 && rows > ROW_ALIGN {
