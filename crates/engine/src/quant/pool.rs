@@ -15,7 +15,7 @@ const SPINS: u32 = 256;
 /// How long a worker keeps checking for a job before it sleeps: the gap between a token's
 /// matmuls is far shorter, the gap between requests far longer. While checking it yields, so a
 /// pool with more threads than cores does not starve the thread doing the work.
-const WAIT_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_millis(2);
+const WAIT_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A job: called once with each part index `0..threads`.
 type Job = dyn Fn(usize) + Sync;
