@@ -54,6 +54,18 @@ const SINGLE_PUT_BYTES = 256 * 2 ** 20;
  */
 export async function uploadFile(r2, key, file, options = {}) {
   const partBytes = options.partBytes ?? PART_BYTES;
+  // Miniflare's R2 proxy answers through a local fetch that can drop under heavy load (a clean
+  // test run with the fuzzing lane beside it): each call is tried three times.
+  const retried = async (what) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await what();
+      } catch (e) {
+        if (attempt >= 3 || !(e instanceof TypeError)) throw e;
+        await new Promise((resolve) => setTimeout(resolve, 500 * attempt));
+      }
+    }
+  };
   const fh = await open(file, 'r');
   try {
     const { size } = await fh.stat();
@@ -70,17 +82,19 @@ export async function uploadFile(r2, key, file, options = {}) {
       return bytes;
     };
     if (size <= (options.singleMax ?? SINGLE_PUT_BYTES)) {
-      await r2.put(key, await read(0, size));
+      const bytes = await read(0, size);
+      await retried(() => r2.put(key, bytes));
       return;
     }
-    const upload = await r2.createMultipartUpload(key);
+    const upload = await retried(() => r2.createMultipartUpload(key));
     try {
       const parts = [];
       for (let offset = 0, n = 1; offset < size; offset += partBytes, n++) {
-        const { partNumber, etag } = await upload.uploadPart(n, await read(offset, Math.min(partBytes, size - offset)));
+        const bytes = await read(offset, Math.min(partBytes, size - offset));
+        const { partNumber, etag } = await retried(() => upload.uploadPart(n, bytes));
         parts.push({ partNumber, etag });
       }
-      await upload.complete(parts);
+      await retried(() => upload.complete(parts));
     } catch (e) {
       await upload.abort().catch(() => {});
       throw e;
