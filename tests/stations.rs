@@ -656,50 +656,79 @@ impl Split {
 
     /// One generation through the stations: its ids and text.
     fn generate(&mut self, conv: &mut Conversation) -> (Vec<u32>, String) {
-        let coord = &self.coord;
         let (mut ids, mut text) = (Vec::new(), String::new());
         loop {
             // The rows the next messages need, in one round to the shards holding them.
-            for (slot, wanted) in conv.rows_wanted(coord).unwrap() {
-                let (shard, station) = &self.heads[slot];
-                let answer = station.rows(&wanted, shard.embedding()).unwrap();
-                coord.add_rows(slot, &answer).unwrap();
-            }
+            self.fetch_rows(conv.rows_wanted(&self.coord).unwrap());
             let Some(next) = conv.next_ids() else {
                 break;
             };
             let mut last = Vec::new();
-            for mut msg in coord.messages(conv.id, conv.pos, &next).unwrap() {
-                for (shard, station) in &mut self.layers {
-                    msg = station.step(&msg, &shard.weights().unwrap()).unwrap();
-                }
-                last = msg;
+            for msg in self.coord.messages(conv.id, conv.pos, &next).unwrap() {
+                last = self.through_layers(msg);
             }
-            let answers = self
-                .heads
-                .iter_mut()
-                .enumerate()
-                .map(|(slot, (shard, station))| {
-                    let (output_norm, output) = shard.matrices().unwrap();
-                    let lm = LmHead {
-                        output_norm: &output_norm,
-                        output: &output,
-                    };
-                    let top = coord.logit_rows();
-                    let answer = station.answer(&last, &lm, shard.embedding(), top);
-                    coord.read_answer(slot, &answer.unwrap())
-                })
+            let answers = (self.head_answers(&last).iter().enumerate())
+                .map(|(slot, answer)| self.coord.read_answer(slot, answer))
                 .collect();
-            let Pick::Token(e) = conv.pick(coord, answers, next.len()).unwrap() else {
+            let Pick::Token(e) = conv.pick(&self.coord, answers, next.len()).unwrap() else {
                 panic!("every shard answered")
             };
             ids.push(e.id);
             text.push_str(&e.text);
         }
-        for (_, station) in &mut self.layers {
-            station.forget(conv.id);
-        }
+        self.forget(conv.id);
         (ids, text)
+    }
+
+    /// The rows `wanted` names, from the head stations holding them, handed to the coordinator.
+    fn fetch_rows(&self, wanted: Vec<(usize, Vec<u32>)>) {
+        for (slot, ids) in wanted {
+            let (shard, station) = &self.heads[slot];
+            let answer = station.rows(&ids, shard.embedding()).unwrap();
+            self.coord.add_rows(slot, &answer).unwrap();
+        }
+    }
+
+    /// `msg` through every layer station, in order.
+    fn through_layers(&mut self, mut msg: Vec<u8>) -> Vec<u8> {
+        for (shard, station) in &mut self.layers {
+            msg = station.step(&msg, &shard.weights().unwrap()).unwrap();
+        }
+        msg
+    }
+
+    /// Each head station's `/logits` answer to `msg`, in slot order.
+    fn head_answers(&mut self, msg: &[u8]) -> Vec<Vec<u8>> {
+        let top = self.coord.logit_rows();
+        self.heads
+            .iter_mut()
+            .map(|(shard, station)| {
+                let (output_norm, output) = shard.matrices().unwrap();
+                let lm = LmHead {
+                    output_norm: &output_norm,
+                    output: &output,
+                };
+                station.answer(msg, &lm, shard.embedding(), top).unwrap()
+            })
+            .collect()
+    }
+}
+
+/// Where the coordinator's embedding rows live in the tests: the table resident, and sharded (a
+/// budget of 0 bytes; a small row cache, so that rows also leave it). In wasm32 (WASI) the
+/// sharded table alone: the resident one is the older path.
+fn embedding_modes() -> Vec<(&'static str, EmbeddingOptions)> {
+    let sharded = EmbeddingOptions {
+        budget: 0,
+        cache_bytes: 64 << 10,
+    };
+    if cfg!(target_family = "wasm") {
+        vec![("sharded", sharded)]
+    } else {
+        vec![
+            ("resident", EmbeddingOptions::default()),
+            ("sharded", sharded),
+        ]
     }
 }
 
@@ -753,21 +782,7 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
             block_on(host.generate(&prompt, &opts, &mut |_| true)).unwrap()
         })
         .collect();
-    // Sharded: a budget of 0 bytes; a small row cache, so that rows also leave it.
-    let sharded = EmbeddingOptions {
-        budget: 0,
-        cache_bytes: 64 << 10,
-    };
-    // In wasm32 (WASI) the sharded table alone: the resident one is the older path.
-    let modes: &[(&str, EmbeddingOptions)] = if cfg!(target_family = "wasm") {
-        &[("sharded", sharded)]
-    } else {
-        &[
-            ("resident", EmbeddingOptions::default()),
-            ("sharded", sharded),
-        ]
-    };
-    for &(mode, embedding) in modes {
+    for (mode, embedding) in embedding_modes() {
         let o = ModelOptions {
             context: MAX_CTX,
             max_batch: 8,
@@ -1065,28 +1080,12 @@ impl Split {
                 break;
             };
             steps += 1;
-            for (slot, ids) in wanted {
-                let (shard, station) = &self.heads[slot];
-                let answer = station.rows(&ids, shard.embedding()).unwrap();
-                self.coord.add_rows(slot, &answer).unwrap();
-            }
-            let (mut msg, logits) = seqs.message(&self.coord).unwrap();
-            for (shard, station) in &mut self.layers {
-                msg = station.step(&msg, &shard.weights().unwrap()).unwrap();
-            }
+            self.fetch_rows(wanted);
+            let (msg, logits) = seqs.message(&self.coord).unwrap();
+            let msg = self.through_layers(msg);
             let answers = logits.then(|| {
-                let top = self.coord.logit_rows();
-                self.heads
-                    .iter_mut()
-                    .map(|(shard, station)| {
-                        let (output_norm, output) = shard.matrices().unwrap();
-                        let lm = LmHead {
-                            output_norm: &output_norm,
-                            output: &output,
-                        };
-                        Answer::Value(station.answer(&msg, &lm, shard.embedding(), top).unwrap())
-                    })
-                    .collect()
+                let answers = self.head_answers(&msg);
+                answers.into_iter().map(Answer::Value).collect()
             });
             for e in seqs.pick(&self.coord, answers).unwrap() {
                 let token = e.token.unwrap();
@@ -1148,19 +1147,7 @@ fn conversations_run_together_as_each_runs_alone() {
             block_on(host.generate(p, &opts, &mut |_| true)).unwrap()
         })
         .collect();
-    let sharded = EmbeddingOptions {
-        budget: 0,
-        cache_bytes: 64 << 10,
-    };
-    let modes: &[(&str, EmbeddingOptions)] = if cfg!(target_family = "wasm") {
-        &[("sharded", sharded)]
-    } else {
-        &[
-            ("resident", EmbeddingOptions::default()),
-            ("sharded", sharded),
-        ]
-    };
-    for &(mode, embedding) in modes {
+    for (mode, embedding) in embedding_modes() {
         let o = ModelOptions {
             context: MAX_CTX,
             // 8 positions a step: the third prompt (longer) runs in chunks beside the others.

@@ -491,46 +491,30 @@ fn attend<T: Cell>(layer: &LayerKv<T>, pos: usize, a: Attention<'_>, buf: &mut A
     let work = a.n * (pos + a.n) * row;
     let out = crate::quant::threads::Shared::new(a.out.as_mut_ptr());
     let (q, k, v) = (a.q, a.k, a.v);
+    let query = |t: usize| Query {
+        q: &q[t * row..][..row],
+        k,
+        v,
+        pos,
+        t,
+        n_heads: a.n_heads,
+        n_kv_heads: a.n_kv_heads,
+        hd,
+        scale: a.scale,
+    };
     let ran = crate::quant::threads::parts(a.n, work, &|part, parts| {
         let (mut scores, mut key) = (Vec::new(), vec![0.0f32; hd]);
         for t in (part..a.n).step_by(parts) {
             // SAFETY: position t's output row is written by this part alone, inside `a.out`.
             let out_t = unsafe { std::slice::from_raw_parts_mut(out.get().add(t * row), row) };
-            let one = Query {
-                q: &q[t * row..][..row],
-                k,
-                v,
-                pos,
-                t,
-                n_heads: a.n_heads,
-                n_kv_heads: a.n_kv_heads,
-                hd,
-                scale: a.scale,
-            };
-            attend_one(layer, &one, out_t, &mut scores, &mut key);
+            attend_one(layer, &query(t), out_t, &mut scores, &mut key);
         }
     });
     if !ran {
         buf.key.resize(hd, 0.0);
         for t in 0..a.n {
-            let one = Query {
-                q: &a.q[t * row..][..row],
-                k: a.k,
-                v: a.v,
-                pos,
-                t,
-                n_heads: a.n_heads,
-                n_kv_heads: a.n_kv_heads,
-                hd,
-                scale: a.scale,
-            };
-            attend_one(
-                layer,
-                &one,
-                &mut a.out[t * row..][..row],
-                &mut buf.scores,
-                &mut buf.key,
-            );
+            let out_t = &mut a.out[t * row..][..row];
+            attend_one(layer, &query(t), out_t, &mut buf.scores, &mut buf.key);
         }
     }
 }

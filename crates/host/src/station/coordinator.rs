@@ -259,22 +259,12 @@ impl Model {
         pos: usize,
         ids: &[u32],
     ) -> Result<Vec<Vec<u8>>, HostError> {
-        let cfg = self.config();
-        let mut embedding = self.embedding.borrow_mut();
-        let mut out = Vec::new();
-        for (i, chunk) in ids.chunks(self.max_batch).enumerate() {
-            let h = Hidden {
-                conversation,
-                pos: u32::try_from(pos + i * self.max_batch).unwrap_or(u32::MAX),
-                dim: cfg.dim as u32,
-                values: embedding.embed(cfg, chunk)?,
-            };
-            out.push(
-                wire::encode(&h, Elem::F32)
-                    .map_err(|e| HostError::InvalidArgument(e.to_string()))?,
-            );
-        }
-        embedding.release();
+        let out = ids
+            .chunks(self.max_batch)
+            .enumerate()
+            .map(|(i, chunk)| self.message(conversation, pos + i * self.max_batch, chunk))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.release_rows();
         Ok(out)
     }
 
@@ -520,12 +510,7 @@ impl Conversation {
     /// The ids to carry through next — the prompt first, then each picked token — or `None`
     /// when the generation has ended (its last token needs no forward pass).
     pub fn next_ids(&mut self) -> Option<Vec<u32>> {
-        if !self.open() || self.pending.is_empty() {
-            return None;
-        }
-        let next = std::mem::take(&mut self.pending);
-        self.ids.extend_from_slice(&next);
-        Some(next)
+        self.take(self.pending.len()).map(|(_, ids)| ids)
     }
 }
 

@@ -98,8 +98,7 @@ impl HeadStation {
     pub fn logits(&mut self, msg: &[u8], head: &LmHead) -> Result<&[f32], StationError> {
         let h = wire::decode(msg, self.max_batch.saturating_mul(self.dim))?;
         self.check(h.dim, head)?;
-        let last = h.values[h.values.len() - self.dim..].to_vec();
-        self.logits_of(&last, head)
+        self.logits_of(&h.values[h.values.len() - self.dim..], head)
     }
 
     fn check(&self, dim: u32, head: &LmHead) -> Result<(), StationError> {
@@ -153,7 +152,8 @@ impl HeadStation {
             });
         }
         let mut last = Vec::new();
-        if bundle::is(msg, bundle::HIDDEN) {
+        let bundled = bundle::is(msg, bundle::HIDDEN);
+        if bundled {
             for (flags, bytes) in bundle::decode(msg, bundle::HIDDEN, MAX_BUNDLE_PARTS)? {
                 let h = wire::decode(bytes, self.max_batch.saturating_mul(self.dim))?;
                 self.check(h.dim, head)?;
@@ -179,7 +179,7 @@ impl HeadStation {
                 Ok(rows::encode(part, rows.into_iter(), row_bytes)?)
             })
             .collect::<Result<Vec<_>, StationError>>()?;
-        if !bundle::is(msg, bundle::HIDDEN) {
+        if !bundled {
             return Ok(answers.into_iter().next().unwrap_or_default());
         }
         Ok(bundle::encode(
