@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Builds the npm package's wasm (pkg/dist/wasm): installs the tools it needs when missing
-# (idempotent, so CI on a fresh machine can run it), compiles crates/host for wasm32 with SIMD128,
+# Builds the npm package's two wasm builds: pkg/dist/wasm (one thread: Workers, and wherever
+# shared memory is missing) and pkg/dist/wasm-threads (shared memory and atomics: matmuls split
+# across workers JS starts; docs/threads.md). Installs the tools it needs when missing
+# (idempotent, so CI on a fresh machine can run it), compiles crates/host for wasm32 with SIMD128
+# (the threaded build on the nightly pinned in scripts/nightly.sh, std rebuilt with atomics),
 # generates the wasm-bindgen `web` bindings (they load in Node, Bun, Deno, Workers and browsers
 # through initSync/init; the `bundler` target breaks Bun), optimizes with binaryen's wasm-opt and
-# reports the gzipped size against the 1 MB budget. Nothing is rebuilt when the output is newer
+# reports each gzipped size against the 1 MB budget. Nothing is rebuilt when the output is newer
 # than every input (the crates' sources and manifests, Cargo.lock, .cargo/config.toml,
 # rust-toolchain.toml, this script) and was made by the same tools (rustc, wasm-bindgen,
 # wasm-opt) for the same crate and budget: then it only says so, in well under a second.
@@ -22,6 +25,15 @@ crate=${CRATE:-host}
 budget=${WASM_GZIP_BUDGET:-1000000}
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 out_dir=$root/pkg/dist/wasm
+threads_dir=$root/pkg/dist/wasm-threads
+# The threaded build: atomics, and shared memory imported from JS (up to wasm32's 4 GiB), with the
+# thread-local storage exports wasm-bindgen sets up each thread with.
+threads_rustflags="-C target-feature=+simd128,+atomics,+bulk-memory,+mutable-globals"
+for arg in --shared-memory --import-memory --max-memory=4294967296 --export=__wasm_init_tls \
+  --export=__tls_size --export=__tls_align --export=__tls_base; do
+  threads_rustflags+=" -C link-arg=$arg"
+done
+source "$root/scripts/nightly.sh"
 # What the last build was made with (outside dist/wasm, which is published).
 stamp=$root/pkg/dist/.build-wasm-fingerprint
 
@@ -33,6 +45,7 @@ install_tools() {
     log "adding rust target wasm32-unknown-unknown"
     rustup target add wasm32-unknown-unknown
   fi
+  install_nightly
 
   # The CLI must match the wasm-bindgen crate exactly, or the generated glue does not fit.
   local want have
@@ -64,6 +77,8 @@ install_tools() {
 fingerprint() {
   printf 'crate %s\nbudget %s\n' "$crate" "$budget"
   rustc --version
+  rustup run "$NIGHTLY" rustc --version
+  printf 'threads %s\n' "$threads_rustflags"
   wasm-bindgen --version
   pkg/node_modules/.bin/wasm-opt --version
   printf 'RUSTFLAGS %s\nCARGO_ENCODED_RUSTFLAGS %s\n' "${RUSTFLAGS:-}" "${CARGO_ENCODED_RUSTFLAGS:-}"
@@ -71,8 +86,9 @@ fingerprint() {
 
 # True when the output exists, was made with the same fingerprint and no input is newer.
 up_to_date() {
-  local bg=$out_dir/${crate//-/_}_bg.wasm
+  local bg=$out_dir/${crate//-/_}_bg.wasm tbg=$threads_dir/${crate//-/_}_bg.wasm
   [[ -s "$bg" && -s "$out_dir/${crate//-/_}.js" && -f "$stamp" ]] || return 1
+  [[ -s "$tbg" && -s "$threads_dir/${crate//-/_}.js" ]] || return 1
   [[ "$(fingerprint)" == "$(cat "$stamp")" ]] || return 1
   local newer
   newer=$(find crates/*/src crates/*/Cargo.toml Cargo.toml Cargo.lock .cargo/config.toml \
@@ -82,38 +98,57 @@ up_to_date() {
 
 build() {
   # The stamp gets the time the build started: an input edited during the build is newer.
-  mkdir -p "$out_dir"
+  mkdir -p "$out_dir" "$threads_dir"
   rm -f "$stamp" "$stamp".*
   local started
   started=$(mktemp "$stamp.XXXXXX")
   fingerprint > "$started"
   log "cargo build --release --target wasm32-unknown-unknown -p $crate (simd128 from .cargo/config.toml)"
   cargo build --release --target wasm32-unknown-unknown -p "$crate"
-  local wasm_in=$target_dir/wasm32-unknown-unknown/release/${crate//-/_}.wasm
-  mkdir -p "$out_dir"
-  wasm-bindgen --target web --out-dir "$out_dir" "$wasm_in"
+  bind_and_optimize "$target_dir/wasm32-unknown-unknown/release/${crate//-/_}.wasm" "$out_dir" -O3
 
-  local bg=$out_dir/${crate//-/_}_bg.wasm
-  # The features rustc 1.95 enables for wasm32 by default, plus simd128 (ours); anything less
-  # and wasm-opt rejects the module.
-  pkg/node_modules/.bin/wasm-opt -O3 \
-    --enable-simd --enable-bulk-memory --enable-bulk-memory-opt --enable-nontrapping-float-to-int \
-    --enable-sign-ext --enable-mutable-globals --enable-multivalue --enable-reference-types \
-    "$bg" -o "$bg"
+  # A target directory of its own: std is rebuilt with atomics, and both builds stay cached.
+  log "cargo +$NIGHTLY build -Z build-std=panic_abort,std (atomics, shared memory) -p $crate"
+  env -u CARGO_ENCODED_RUSTFLAGS RUSTFLAGS="$threads_rustflags" cargo "+$NIGHTLY" build --release \
+    --target wasm32-unknown-unknown -p "$crate" -Z build-std=panic_abort,std \
+    --target-dir "$target_dir/wasm-threads"
+  # -O2: at -O3 this wasm-opt (version 132) makes the threaded module's output differ from the
+  # one-thread build's (the same at -O2, -O1 and unoptimized; the identity tests catch it).
+  bind_and_optimize "$target_dir/wasm-threads/wasm32-unknown-unknown/release/${crate//-/_}.wasm" \
+    "$threads_dir" -O2 --enable-threads
 
   check_size
   mv "$started" "$stamp"
 }
 
+# bind_and_optimize IN.wasm OUT_DIR LEVEL [wasm-opt flags]: wasm-bindgen's `web` glue, then
+# wasm-opt at LEVEL (-O3, -O2).
+bind_and_optimize() {
+  local wasm_in=$1 dir=$2 level=$3
+  shift 3
+  wasm-bindgen --target web --out-dir "$dir" "$wasm_in"
+  local bg=$dir/${crate//-/_}_bg.wasm
+  # The features rustc 1.95 enables for wasm32 by default, plus simd128 (ours); anything less
+  # and wasm-opt rejects the module.
+  pkg/node_modules/.bin/wasm-opt "$level" \
+    --enable-simd --enable-bulk-memory --enable-bulk-memory-opt --enable-nontrapping-float-to-int \
+    --enable-sign-ext --enable-mutable-globals --enable-multivalue --enable-reference-types "$@" \
+    "$bg" -o "$bg"
+}
+
 check_size() {
-  local bg=$out_dir/${crate//-/_}_bg.wasm raw gz
-  raw=$(wc -c < "$bg")
-  gz=$(gzip -9 -c "$bg" | wc -c)
-  printf 'wasm: %s  %d bytes, %d bytes gzipped (budget %d)\n' "${bg#"$root"/}" "$raw" "$gz" "$budget"
-  if (( gz > budget )); then
-    log "gzipped wasm is over budget by $((gz - budget)) bytes"
-    exit 1
-  fi
+  local dir bg raw gz over=0
+  for dir in "$out_dir" "$threads_dir"; do
+    bg=$dir/${crate//-/_}_bg.wasm
+    raw=$(wc -c < "$bg")
+    gz=$(gzip -9 -c "$bg" | wc -c)
+    printf 'wasm: %s  %d bytes, %d bytes gzipped (budget %d)\n' "${bg#"$root"/}" "$raw" "$gz" "$budget"
+    if (( gz > budget )); then
+      log "gzipped ${bg#"$root"/} is over budget by $((gz - budget)) bytes"
+      over=1
+    fi
+  done
+  (( over == 0 )) || exit 1
 }
 
 install_tools

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the fuzz targets (fuzz/, docs/fuzzing.md) for SECONDS_PER_TARGET each (default 60): all of
-# them, or the TARGETs named. Installs the nightly toolchain and cargo-fuzz when missing. Each
-# target starts from a scratch copy of its committed seeds (fuzz/corpus/<target>/) plus its
-# regression inputs (fuzz/regressions/<target>/), so runs leave git clean, with its dictionary
-# (fuzz/dicts/<target>.dict) when it has one. Prints executions per
+# them, or the TARGETs named. Installs the pinned nightly toolchain (scripts/nightly.sh) and
+# cargo-fuzz when missing. Each target starts from a scratch copy of its committed seeds
+# (fuzz/corpus/<target>/) plus its regression inputs (fuzz/regressions/<target>/), so runs leave
+# git clean, with its dictionary (fuzz/dicts/<target>.dict) when it has one. Prints executions per
 # target and in total; exits non-zero if any target crashed, timed out or ran out of memory,
 # after naming the reproducer (fuzz/artifacts/<target>/…).
 #
@@ -19,10 +19,9 @@ timeout=${FUZZ_TIMEOUT:-10}
 rss_mb=${FUZZ_RSS_MB:-2048}
 target_dir=${FUZZ_TARGET_DIR:-$PWD/fuzz/target}
 
-if ! rustup run nightly rustc --version >/dev/null 2>&1; then
-    rustup toolchain install nightly --profile minimal
-fi
-if ! cargo +nightly fuzz --version 2>/dev/null | grep -qF "$CARGO_FUZZ_VERSION"; then
+source scripts/nightly.sh
+install_nightly
+if ! cargo "+$NIGHTLY" fuzz --version 2>/dev/null | grep -qF "$CARGO_FUZZ_VERSION"; then
     cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
 fi
 
@@ -30,7 +29,7 @@ cd fuzz
 if [ $# -gt 0 ]; then
     targets=("$@")
 else
-    mapfile -t targets < <(cargo +nightly fuzz list)
+    mapfile -t targets < <(cargo "+$NIGHTLY" fuzz list)
 fi
 
 work=$(mktemp -d)
@@ -40,11 +39,11 @@ mkdir -p "$work/tmp"
 export TMPDIR="$work/tmp"
 
 # The committed Cargo.lock as it is: fails, instead of rewriting it, when it is out of date
-# (then `cargo +nightly fetch` in fuzz/ adds what is missing and changes nothing else; commit it).
-cargo +nightly fetch --locked --quiet
+# (then `cargo +$NIGHTLY fetch` in fuzz/ adds what is missing and changes nothing else; commit it).
+cargo "+$NIGHTLY" fetch --locked --quiet
 
 # One build of every target (address sanitizer, debug assertions, overflow checks).
-cargo +nightly fuzz build --target-dir "$target_dir"
+cargo "+$NIGHTLY" fuzz build --target-dir "$target_dir"
 
 total=0
 failed=()
@@ -59,7 +58,7 @@ for t in "${targets[@]}"; do
     if [ -f "dicts/$t.dict" ]; then extra+=("-dict=dicts/$t.dict"); fi
     log="$work/$t.log"
     status=0
-    cargo +nightly fuzz run --target-dir "$target_dir" "$t" "${dirs[@]}" -- \
+    cargo "+$NIGHTLY" fuzz run --target-dir "$target_dir" "$t" "${dirs[@]}" -- \
         -max_total_time="$secs" -timeout="$timeout" -rss_limit_mb="$rss_mb" \
         -print_final_stats=1 "${extra[@]}" >"$log" 2>&1 || status=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
@@ -74,7 +73,7 @@ for t in "${targets[@]}"; do
         grep -E '^==[0-9]+== ?ERROR|^SUMMARY|^ +#[0-9]+ 0x' "$log" | head -n 24 || true
         artifact=$(sed -n 's/.*Test unit written to //p' "$log" | tail -n 1)
         echo "reproducer: fuzz/${artifact#"$PWD/"}"
-        echo "replay: (cd fuzz && cargo +nightly fuzz run $t ${artifact#"$PWD/"})"
+        echo "replay: (cd fuzz && cargo +$NIGHTLY fuzz run $t ${artifact#"$PWD/"})"
         echo "----"
     fi
 done

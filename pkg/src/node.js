@@ -1,8 +1,12 @@
 // Entry for Node >= 20, Bun and Deno: reads the .wasm beside the bindings with node:fs and
-// instantiates it synchronously (wasm-bindgen `web` target + initSync works in all three).
+// instantiates it synchronously (wasm-bindgen `web` target + initSync works in all three). A
+// model runs on the threaded build (dist/wasm-threads, workers from node:worker_threads) unless
+// `threads: 1` is asked for or the machine has one core.
 import { readFile } from 'node:fs/promises';
-import { setWasmResolver } from './resolver.js';
+import { availableParallelism } from 'node:os';
+import { setWasmResolver, wasmMemory } from './resolver.js';
 import { setHelperBindings } from './helpers.js';
+import { WasmThreads, pickBuild } from './threads.js';
 
 export * from './index.js';
 export { FileKnotSource } from './file.js';
@@ -46,8 +50,62 @@ export function wasmMemoryBytes() {
   return ready.initSync().memory.buffer.byteLength;
 }
 
-setWasmResolver(async (wasm) => {
-  const ownNs = await loadWasm();
-  // A namespace other than ours must have been initialized by whoever built it.
-  return wasm ?? ownNs;
+const THREADED_GLUE = new URL('../dist/wasm-threads/host.js', import.meta.url);
+const THREADED_WASM = new URL('../dist/wasm-threads/host_bg.wasm', import.meta.url);
+const THREAD_WORKER = new URL('./thread-worker.js', import.meta.url);
+
+/** @type {Promise<WasmThreads | undefined> | undefined} */
+let threaded;
+
+/**
+ * Loads the threaded build once (undefined when it was not built: the one-thread build runs).
+ * @returns {Promise<WasmThreads | undefined>}
+ */
+export function loadThreadedWasm() {
+  threaded ??= (async () => {
+    let bytes;
+    try {
+      bytes = await readFile(THREADED_WASM);
+    } catch {
+      return undefined;
+    }
+    const bindings = await import(THREADED_GLUE.href);
+    const module = await WebAssembly.compile(bytes);
+    bindings.initSync({ module });
+    const memory = wasmMemory(bindings);
+    if (memory === undefined) throw new Error('knot-wasm: the threaded build has no shared memory');
+    const { Worker } = await import('node:worker_threads');
+    return new WasmThreads(bindings, {
+      module,
+      memory,
+      glue: THREADED_GLUE.href,
+      spawn: () => {
+        const w = new Worker(THREAD_WORKER);
+        return {
+          post: (m) => w.postMessage(m),
+          onMessage: (f) => w.on('message', f),
+          // A pool's threads never keep the process alive once they have joined.
+          detach: () => w.unref(),
+          onError: (f) => {
+            w.on('error', f);
+            w.on('exit', (code) => f(new Error(`a thread exited (${code}) before joining`)));
+          },
+          terminate: () => void w.terminate(),
+        };
+      },
+    });
+  })();
+  threaded.catch(() => {
+    threaded = undefined;
+  });
+  return threaded;
+}
+
+setWasmResolver(async (wasm, threads) => {
+  const t = await threaded;
+  if (wasm !== undefined && wasm !== ready && wasm !== t?.ns) {
+    // A namespace other than ours must have been initialized by whoever built it.
+    return { ns: wasm, threads };
+  }
+  return pickBuild({ asked: threads, cores: availableParallelism(), single: loadWasm, threaded: loadThreadedWasm });
 });

@@ -1,33 +1,52 @@
 // Which wasm a HostShim runs on: each entry point (node.js, browser.js, workerd.js) registers how
-// it loads the package's own wasm; `HostShim.open` may pass another initialized namespace.
+// it loads the package's own builds (one-thread, and threaded where threads exist: threads.js);
+// `HostShim.open` may pass another initialized namespace.
 
-/** @type {((wasm: object | undefined) => Promise<object>) | undefined} */
+/**
+ * Turns `wasm` (the namespace passed to open, or undefined for the package's own) and the
+ * threads asked for (undefined: the default) into an initialized wasm-bindgen namespace and the
+ * threads it runs at (undefined: as asked, for a namespace not the package's).
+ * @typedef {(wasm: object | undefined, threads: number | undefined) =>
+ *   Promise<{ ns: object, threads: number | undefined }>} WasmResolver
+ */
+
+/** @type {WasmResolver | undefined} */
 let wasmResolver;
 
 /**
- * Called by each entry point with the function that turns `wasm` (the namespace passed to open,
- * or undefined for the package's own) into an initialized wasm-bindgen namespace.
- * @param {(wasm: object | undefined) => Promise<object>} resolver
+ * Called by each entry point with its resolver.
+ * @param {WasmResolver} resolver
  */
 export function setWasmResolver(resolver) {
   wasmResolver = resolver;
 }
 
 /**
- * The initialized namespace for `wasm`.
+ * The initialized namespace for `wasm`, one-threaded for the package's own.
  * @param {object | undefined} wasm
  * @returns {Promise<any>}
  */
 export async function resolveWasm(wasm) {
+  return (await resolveHostWasm(wasm, 1)).ns;
+}
+
+/**
+ * The namespace a HostShim runs on and the threads it asks the host for.
+ * @param {object | undefined} wasm
+ * @param {number | undefined} threads
+ * @returns {Promise<{ ns: any, threads: number | undefined }>}
+ */
+export async function resolveHostWasm(wasm, threads) {
   if (wasmResolver === undefined) {
     throw new Error('HostShim.open: import HostShim from the package entry (knot-wasm), not from src/shim.js');
   }
-  const ns = /** @type {any} */ (await wasmResolver(wasm));
+  const got = await wasmResolver(wasm, threads);
+  const ns = /** @type {any} */ (got.ns);
   if (typeof ns?.WasmHost?.open !== 'function') {
     throw Object.assign(new TypeError('HostShim.open: wasm is not the knot-wasm bindings namespace (no WasmHost)'),
       { code: 'invalid_argument' });
   }
-  return ns;
+  return { ns, threads: got.threads };
 }
 
 /**

@@ -30,7 +30,8 @@ import {
 } from './convert.js';
 import { CallQueue, SUPERSEDED } from './queue.js';
 import { SequenceBatch } from './batch.js';
-import { resolveWasm, wasmMemory } from './resolver.js';
+import { resolveHostWasm, wasmMemory } from './resolver.js';
+import { checkThreads } from './threads.js';
 
 export class HostShim {
   /** @type {any} the wasm-bindgen WasmHost */
@@ -54,10 +55,14 @@ export class HostShim {
   /** @type {SequenceBatch | undefined} generations run together (opened with maxSequences) */
   #batch;
 
-  /** Use HostShim.open. @param {any} host @param {WebAssembly.Memory} [memory] */
-  constructor(host, memory) {
+  /** @type {any} the wasm-bindgen namespace the host runs on */
+  #ns;
+
+  /** Use HostShim.open. @param {any} host @param {WebAssembly.Memory} [memory] @param {any} [ns] */
+  constructor(host, memory, ns) {
     this.#host = host;
     this.#memory = memory;
+    this.#ns = ns;
     this.#freed = new Promise((resolve) => {
       this.#resolveFreed = () => resolve(undefined);
     });
@@ -93,10 +98,27 @@ export class HostShim {
     if (!isPlainObject(options)) throw coded('invalid_argument', 'HostShim.open: options must be an object');
     const { onProgress, ...rest } = /** @type {Record<string, unknown>} */ (options);
     const progress = toCallback(onProgress, 'onProgress');
+    // Which build runs (threaded where threads exist and more than one is asked or available)
+    // decides the threads the host is opened with.
+    const asked = checkThreads(rest.threads);
     const json = optionsJson(rest);
-    const ns = await resolveWasm(wasm);
-    const host = await ns.WasmHost.open(source, json, progress);
-    return new HostShim(host, wasmMemory(ns));
+    const { ns, threads } = await resolveHostWasm(wasm, asked);
+    const opened = threads === undefined ? json : JSON.stringify({ ...JSON.parse(json), threads });
+    const host = await ns.WasmHost.open(source, opened, progress);
+    return new HostShim(host, wasmMemory(ns), ns);
+  }
+
+  /**
+   * Threads this model's matmuls split across now (the pool is the wasm instance's: the last
+   * open's `threads` sets it). 1 on the one-thread build.
+   */
+  get threads() {
+    return this.#ns?.threadsCount?.() ?? 1;
+  }
+
+  /** Which wasm build runs this model: 'threads' (shared memory, workers) or 'single'. */
+  get wasmBuild() {
+    return this.#ns?.threadsBuild?.() ? 'threads' : 'single';
   }
 
   get vocabSize() {

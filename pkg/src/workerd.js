@@ -21,7 +21,10 @@ export async function loadWasm() {
 // each other, and drain their reads every step (batch.js).
 setRequestScopedIo(true);
 
-setWasmResolver(async (wasm) => (wasm === undefined || wasm === bindings ? loadWasm() : wasm));
+// Workers have no threads: the one-thread build, whatever `threads` asks.
+setWasmResolver(async (wasm, threads) => (wasm === undefined || wasm === bindings
+  ? { ns: await loadWasm(), threads: 1 }
+  : { ns: wasm, threads }));
 
 // Synchronous classes: initialized at import (the module is already compiled in Workers).
 bindings.initSync({ module: wasmModule });

@@ -3,6 +3,12 @@
 //! Read [`model`] first, and in it [`Session::run_layer`]: the whole forward pass of one layer
 //! fits on a screen.
 
+// The threaded wasm build (nightly, shared memory) parks idle workers on a futex.
+#![cfg_attr(
+    all(target_arch = "wasm32", target_feature = "atomics"),
+    feature(stdarch_wasm_atomic_wait)
+)]
+
 mod buffer;
 pub mod chat;
 pub mod decode;

@@ -39,7 +39,7 @@ pub(crate) mod float;
 mod format;
 mod kquant;
 mod matrix;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(threads)]
 mod pool;
 mod q4;
 mod q5;
@@ -55,6 +55,8 @@ pub use matrix::QMatrix;
 pub use threads::{
     available_threads, set_threads, threads, with_threads, ThreadsError, MAX_THREADS,
 };
+#[cfg(all(threads, target_arch = "wasm32"))]
+pub use threads::{begin_pool, join_pool, use_pool, PoolWorker};
 pub use tile::TOKEN_GROUP;
 
 use act::BlockActs;

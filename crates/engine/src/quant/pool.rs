@@ -4,95 +4,131 @@
 //! (spinning, then yielding) before they sleep, as llama.cpp's pool does; an idle pool sleeps and
 //! costs nothing.
 
-use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Busy-waits before yielding the core between checks (a job usually comes within these).
 const SPINS: u32 = 256;
-/// How long a worker keeps checking for a job before it sleeps: the gap between a token's
-/// matmuls is far shorter, the gap between requests far longer. While checking it yields, so a
-/// pool with more threads than cores does not starve the thread doing the work.
-const WAIT_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A job: called once with each part index `0..threads`.
 type Job = dyn Fn(usize) + Sync;
 
 struct Shared {
-    /// Bumped for every job; a worker runs the job when it sees a new value.
-    epoch: AtomicUsize,
-    /// The job of the current epoch (valid from the bump until `remaining` reaches 0).
-    job: UnsafeCell<Option<*const Job>>,
+    /// Bumped for every job (and at the pool's end); a worker runs the job when it sees a new
+    /// value. 32 bits: wasm's futex waits on it.
+    epoch: AtomicU32,
+    /// Where the job of the current epoch is (on the submitter's stack, valid from the bump
+    /// until `remaining` reaches 0); null at the pool's end.
+    job: AtomicPtr<*const Job>,
     /// Workers that have not finished the current job.
     remaining: AtomicUsize,
     panicked: AtomicBool,
     stop: AtomicBool,
     sleepers: AtomicUsize,
-    sleep: Mutex<()>,
-    wake: Condvar,
+    park: park::Park,
 }
-
-// SAFETY: `job` is written only by the thread holding `Pool::submit`, before the epoch bump that
-// publishes it (Release) and read by workers after they observe that bump (Acquire); it is not
-// written again until every worker has finished with it (`remaining` back to 0).
-unsafe impl Sync for Shared {}
-unsafe impl Send for Shared {}
 
 pub(super) struct Pool {
     shared: Arc<Shared>,
-    workers: Vec<JoinHandle<()>>,
+    /// Threads besides the caller's.
+    helpers: usize,
+    /// Natively the pool's own threads; in wasm JS starts them and each joins ([`Pool::join`]).
+    #[cfg(not(target_arch = "wasm32"))]
+    workers: Vec<std::thread::JoinHandle<()>>,
+    #[cfg(target_arch = "wasm32")]
+    joined: Mutex<Vec<bool>>,
     /// One job at a time: a caller finding the pool busy runs its work on its own thread.
     submit: Mutex<()>,
 }
 
+/// A worker's hold on its pool: [`PoolWorker::work`] runs its part of every job until the pool
+/// ends.
+pub(super) struct PoolWorker {
+    shared: Arc<Shared>,
+    part: usize,
+}
+
+impl PoolWorker {
+    pub(super) fn work(self) {
+        work(&self.shared, self.part)
+    }
+}
+
 impl Pool {
-    /// A pool of `threads` parts: the calling thread and `threads - 1` workers.
+    /// A pool of `threads` parts: the calling thread and `threads - 1` workers (natively started
+    /// here; in wasm each must [`Pool::join`] before a job can finish).
     pub(super) fn new(threads: usize) -> std::io::Result<Pool> {
         let shared = Arc::new(Shared {
-            epoch: AtomicUsize::new(0),
-            job: UnsafeCell::new(None),
+            epoch: AtomicU32::new(0),
+            job: AtomicPtr::new(std::ptr::null_mut()),
             remaining: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
-            sleep: Mutex::new(()),
-            wake: Condvar::new(),
+            park: park::Park::new(),
         });
-        let mut workers = Vec::with_capacity(threads.saturating_sub(1));
-        for part in 1..threads.max(1) {
-            let s = shared.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("knot-matmul-{part}"))
-                .spawn(move || work(&s, part));
-            match spawned {
-                Ok(h) => workers.push(h),
-                Err(e) => {
-                    // Those started stop with the pool.
-                    drop(Pool {
-                        shared,
-                        workers,
-                        submit: Mutex::new(()),
-                    });
-                    return Err(e);
-                }
+        let helpers = threads.saturating_sub(1);
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let mut pool = Pool {
+                shared,
+                helpers,
+                workers: Vec::with_capacity(helpers),
+                submit: Mutex::new(()),
+            };
+            for part in 1..=helpers {
+                let w = PoolWorker {
+                    shared: pool.shared.clone(),
+                    part,
+                };
+                // Those started stop with the pool when one cannot start.
+                let h = std::thread::Builder::new()
+                    .name(format!("knot-matmul-{part}"))
+                    .spawn(move || w.work())?;
+                pool.workers.push(h);
             }
+            Ok(pool)
         }
+        #[cfg(target_arch = "wasm32")]
         Ok(Pool {
             shared,
-            workers,
+            helpers,
+            joined: Mutex::new(vec![false; helpers]),
             submit: Mutex::new(()),
         })
     }
 
+    /// The worker for `part` (1..threads), once: a wasm thread JS started calls this, then
+    /// [`PoolWorker::work`].
+    #[cfg(target_arch = "wasm32")]
+    pub(super) fn join(&self, part: usize) -> Option<PoolWorker> {
+        let mut joined = self.joined.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = joined.get_mut(part.checked_sub(1)?)?;
+        if std::mem::replace(slot, true) {
+            return None;
+        }
+        Some(PoolWorker {
+            shared: self.shared.clone(),
+            part,
+        })
+    }
+
+    /// Whether every worker has joined ([`Pool::join`]).
+    #[cfg(target_arch = "wasm32")]
+    pub(super) fn all_joined(&self) -> bool {
+        let joined = self.joined.lock().unwrap_or_else(|e| e.into_inner());
+        joined.iter().all(|&j| j)
+    }
+
     /// Parts a job is cut into.
     pub(super) fn threads(&self) -> usize {
-        self.workers.len() + 1
+        self.helpers + 1
     }
 
     /// Runs `job(i)` for every part `i` at once, part 0 on the calling thread, and returns when
-    /// all are done. When another job holds the pool, every part runs here, in order.
+    /// all are done. When another job holds the pool, every part runs here, in order. The
+    /// caller only spins while it waits: a browser's main thread may not block.
     pub(super) fn run(&self, job: &(dyn Fn(usize) + Sync + '_)) {
         let Ok(_held) = self.submit.try_lock() else {
             (0..self.threads()).for_each(job);
@@ -103,13 +139,13 @@ impl Pool {
         // with the job (below), so the job outlives every use of the pointer.
         let erased: *const Job =
             unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync + '_), &'static Job>(job) };
-        // SAFETY: no worker reads `job` now: the last job's `remaining` reached 0 (Shared).
-        unsafe { *s.job.get() = Some(erased) };
-        s.remaining.store(self.workers.len(), Ordering::Relaxed);
+        // Workers read it after the epoch bump; it stays here until they are done.
+        let mut at = erased;
+        s.job.store(&mut at, Ordering::SeqCst);
+        s.remaining.store(self.helpers, Ordering::Relaxed);
         s.epoch.fetch_add(1, Ordering::SeqCst);
         if s.sleepers.load(Ordering::SeqCst) > 0 {
-            let _g = s.sleep.lock().unwrap_or_else(|e| e.into_inner());
-            s.wake.notify_all();
+            s.park.wake_all(s);
         }
         let mine = catch_unwind(AssertUnwindSafe(|| job(0)));
         let mut spins = 0u32;
@@ -135,10 +171,11 @@ impl Drop for Pool {
     fn drop(&mut self) {
         let s = &*self.shared;
         s.stop.store(true, Ordering::SeqCst);
-        {
-            let _g = s.sleep.lock().unwrap_or_else(|e| e.into_inner());
-            s.wake.notify_all();
-        }
+        // Workers see the bump below and then `stop`, never this empty job.
+        s.job.store(std::ptr::null_mut(), Ordering::SeqCst);
+        s.epoch.fetch_add(1, Ordering::SeqCst);
+        s.park.wake_all(s);
+        #[cfg(not(target_arch = "wasm32"))]
         for h in self.workers.drain(..) {
             let _ = h.join();
         }
@@ -147,44 +184,36 @@ impl Drop for Pool {
 
 /// A worker: waits for each new epoch (spinning, then sleeping), runs its part of the job.
 fn work(s: &Shared, part: usize) {
-    let mut seen = 0usize;
+    let mut seen = 0u32;
     loop {
         let mut spins = 0u32;
-        let mut since: Option<std::time::Instant> = None;
-        loop {
-            if s.stop.load(Ordering::Relaxed) {
-                return;
-            }
-            if s.epoch.load(Ordering::Acquire) != seen {
-                break;
-            }
+        let mut wait = park::Patience::new();
+        while s.epoch.load(Ordering::Acquire) == seen {
             if spins < SPINS {
                 spins += 1;
                 std::hint::spin_loop();
                 continue;
             }
-            let t0 = *since.get_or_insert_with(std::time::Instant::now);
-            if t0.elapsed() < WAIT_BEFORE_SLEEP {
+            if wait.keep_checking(s, seen) {
                 std::thread::yield_now();
                 continue;
             }
-            // Asleep until a job or the pool's end; the epoch is checked under the lock the
-            // submitter takes to wake, so no wake-up is missed.
+            // Asleep until a job or the pool's end; `sleepers` is raised before the epoch is
+            // checked again, and read by the submitter after its bump, so no wake-up is missed.
             s.sleepers.fetch_add(1, Ordering::SeqCst);
-            let mut g = s.sleep.lock().unwrap_or_else(|e| e.into_inner());
-            while s.epoch.load(Ordering::SeqCst) == seen && !s.stop.load(Ordering::SeqCst) {
-                g = s.wake.wait(g).unwrap_or_else(|e| e.into_inner());
-            }
-            drop(g);
+            s.park.sleep(s, seen);
             s.sleepers.fetch_sub(1, Ordering::SeqCst);
             spins = 0;
-            since = None;
+            wait = park::Patience::new();
+        }
+        if s.stop.load(Ordering::SeqCst) {
+            return;
         }
         seen = s.epoch.load(Ordering::Acquire);
-        // SAFETY: published before the epoch this worker observed (Acquire), and kept until
-        // this worker lowers `remaining`.
-        let job = unsafe { (*s.job.get()).map(|j| &*j) };
-        if let Some(job) = job {
+        let at = s.job.load(Ordering::SeqCst);
+        // SAFETY: stored before the epoch this worker observed, and the job it points to is
+        // kept alive by the submitter until this worker lowers `remaining`.
+        if let Some(job) = unsafe { at.as_ref().map(|j| &**j) } {
             if catch_unwind(AssertUnwindSafe(|| job(part))).is_err() {
                 s.panicked.store(true, Ordering::Relaxed);
             }
@@ -193,65 +222,127 @@ fn work(s: &Shared, part: usize) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::AtomicU64;
+/// How an idle worker sleeps and is woken: a condition variable natively; in wasm a futex wait
+/// on the epoch itself (the caller, maybe a browser's main thread, only ever notifies).
+#[cfg(not(target_arch = "wasm32"))]
+mod park {
+    use super::Shared;
+    use std::sync::atomic::Ordering;
+    use std::sync::{Condvar, Mutex};
+    use std::time::{Duration, Instant};
 
-    #[test]
-    fn every_part_runs_once_per_job() {
-        let pool = Pool::new(4).unwrap();
-        assert_eq!(pool.threads(), 4);
-        let hits: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
-        for _ in 0..1000 {
-            pool.run(&|i| {
-                hits[i].fetch_add(1, Ordering::Relaxed);
-            });
+    /// How long a worker keeps checking for a job before it sleeps: the gap between a token's
+    /// matmuls is far shorter, the gap between requests far longer. While checking it yields,
+    /// so a pool with more threads than cores does not starve the thread doing the work.
+    const WAIT_BEFORE_SLEEP: Duration = Duration::from_millis(1);
+
+    pub(super) struct Park {
+        lock: Mutex<()>,
+        wake: Condvar,
+    }
+
+    impl Park {
+        pub(super) fn new() -> Park {
+            Park {
+                lock: Mutex::new(()),
+                wake: Condvar::new(),
+            }
         }
-        for h in &hits {
-            assert_eq!(h.load(Ordering::Relaxed), 1000);
+
+        /// Sleeps while the epoch is still `seen` (checked under the lock the waker takes).
+        pub(super) fn sleep(&self, s: &Shared, seen: u32) {
+            let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            while s.epoch.load(Ordering::SeqCst) == seen {
+                g = self.wake.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+
+        pub(super) fn wake_all(&self, _s: &Shared) {
+            let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.wake.notify_all();
         }
     }
 
-    #[test]
-    fn sleeping_workers_wake_and_a_busy_pool_runs_work_in_place() {
-        let pool = Arc::new(Pool::new(2).unwrap());
-        // Long enough for the worker to stop spinning and sleep.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let sum = AtomicU64::new(0);
-        pool.run(&|i| {
-            sum.fetch_add(i as u64 + 1, Ordering::Relaxed);
-        });
-        assert_eq!(sum.load(Ordering::Relaxed), 3);
-        // Callers on several threads at once: each job still runs every part exactly once.
-        let total = Arc::new(AtomicU64::new(0));
-        let handles: Vec<_> = (0..4)
-            .map(|_| {
-                let (pool, total) = (pool.clone(), total.clone());
-                std::thread::spawn(move || {
-                    for _ in 0..200 {
-                        pool.run(&|_| {
-                            total.fetch_add(1, Ordering::Relaxed);
-                        });
-                    }
-                })
-            })
-            .collect();
-        handles.into_iter().for_each(|h| h.join().unwrap());
-        assert_eq!(total.load(Ordering::Relaxed), 4 * 200 * 2);
+    pub(super) struct Patience(Option<Instant>);
+
+    impl Patience {
+        pub(super) fn new() -> Patience {
+            Patience(None)
+        }
+
+        pub(super) fn keep_checking(&mut self, _s: &Shared, _seen: u32) -> bool {
+            self.0.get_or_insert_with(Instant::now).elapsed() < WAIT_BEFORE_SLEEP
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+mod park {
+    use super::Shared;
+    use std::sync::atomic::Ordering;
+
+    /// Checks of the epoch before a worker starts waiting (wasm32-unknown-unknown has no clock
+    /// in std): some tens of microseconds.
+    const BUSY_CHECKS: u32 = 1 << 16;
+    /// Short waits before a worker sleeps: about a millisecond in all, as natively.
+    const WAITS_BEFORE_SLEEP: u32 = 50;
+    /// One short wait, in nanoseconds.
+    const YIELD_NS: i64 = 20_000;
+
+    pub(super) struct Park;
+
+    impl Park {
+        pub(super) fn new() -> Park {
+            Park
+        }
+
+        /// Sleeps while the epoch is still `seen`: the futex compares it atomically with going
+        /// to sleep, so a bump in between returns at once.
+        pub(super) fn sleep(&self, s: &Shared, seen: u32) {
+            while s.epoch.load(Ordering::SeqCst) == seen {
+                // SAFETY: the pointer is the epoch's, aligned and alive for the pool's life.
+                unsafe {
+                    core::arch::wasm32::memory_atomic_wait32(
+                        s.epoch.as_ptr().cast::<i32>(),
+                        seen as i32,
+                        -1,
+                    );
+                }
+            }
+        }
+
+        pub(super) fn wake_all(&self, s: &Shared) {
+            // SAFETY: as in `sleep`; notifying never blocks (allowed on a browser's main thread).
+            unsafe {
+                core::arch::wasm32::memory_atomic_notify(s.epoch.as_ptr().cast::<i32>(), u32::MAX);
+            }
+        }
     }
 
-    #[test]
-    fn a_panicking_part_reaches_the_caller_and_the_pool_serves_on() {
-        let pool = Pool::new(2).unwrap();
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            pool.run(&|i| assert!(i != 1, "part 1 fails"));
-        }));
-        assert!(r.is_err());
-        let n = AtomicU64::new(0);
-        pool.run(&|_| {
-            n.fetch_add(1, Ordering::Relaxed);
-        });
-        assert_eq!(n.load(Ordering::Relaxed), 2);
+    pub(super) struct Patience(u32);
+
+    impl Patience {
+        pub(super) fn new() -> Patience {
+            Patience(0)
+        }
+
+        /// Busy checks first (the next job of a token is microseconds away); then, as wasm has
+        /// no `yield`, short timed futex waits give the core away, so a pool with more threads
+        /// than cores does not starve the thread doing the work.
+        pub(super) fn keep_checking(&mut self, s: &Shared, seen: u32) -> bool {
+            self.0 += 1;
+            if self.0 < BUSY_CHECKS {
+                return true;
+            }
+            // SAFETY: as in `Park::sleep`.
+            unsafe {
+                core::arch::wasm32::memory_atomic_wait32(
+                    s.epoch.as_ptr().cast::<i32>(),
+                    seen as i32,
+                    YIELD_NS,
+                );
+            }
+            self.0 < BUSY_CHECKS + WAITS_BEFORE_SLEEP
+        }
     }
 }

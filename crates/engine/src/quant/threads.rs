@@ -1,22 +1,24 @@
 //! Matmul rows split across threads. A matmul's output rows are independent: each is one row
 //! dot computed by one thread exactly as a single thread computes it, so the result is
 //! bit-identical at every thread count. The pool is process-wide ([`set_threads`]); without
-//! threads (wasm32 here, or a count of 1) every matmul runs on the calling thread.
+//! threads (a wasm build without atomics, or a count of 1) every matmul runs on the calling
+//! thread. In a wasm build with atomics JS starts the workers: [`begin_pool`], then each worker
+//! [`join_pool`] and [`PoolWorker::work`], then [`use_pool`].
 
 use super::QMatrix;
 
 /// The most threads a pool takes.
 pub const MAX_THREADS: usize = 256;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(threads)]
 /// Multiply-adds below which a matmul stays on the calling thread (handing work to the pool
 /// costs a few microseconds).
 const MIN_PARALLEL_WORK: usize = 1 << 16;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(threads)]
 /// The most outputs a multi-token matmul splits (its parts' outputs go through a buffer of this
 /// size, kept per thread): a larger one — the LM head over every position of a long prompt —
 /// runs on the calling thread.
 const MAX_SPLIT_OUTPUTS: usize = 1 << 22;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(threads)]
 /// Rows per chunk are a multiple of this (the kernels' row tile).
 const ROW_ALIGN: usize = super::tile::ROW_TILE;
 
@@ -28,9 +30,16 @@ pub enum ThreadsError {
     Unavailable(usize),
     #[error("the thread pool could not be started: {0}")]
     Pool(String),
+    #[error("{asked} threads asked for, {started} started: this build's workers are started from JS (the package does it)")]
+    NotStarted { asked: usize, started: usize },
+    #[error("thread pool {pool} has no part {part} waiting to be joined")]
+    Join { pool: u32, part: usize },
+    #[error("thread pool {0} is not begun, or not every worker has joined it")]
+    Unjoined(u32),
 }
 
-/// The cores this machine offers (1 where that is unknown or there are no threads).
+/// The cores this machine offers (1 where that is unknown or there are no threads; in wasm JS
+/// knows, not this).
 pub fn available_threads() -> usize {
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -42,7 +51,7 @@ pub fn available_threads() -> usize {
     }
 }
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(threads)]
 mod current {
     use super::super::pool::Pool;
     use std::sync::{Arc, RwLock};
@@ -60,6 +69,19 @@ mod current {
         if n == 1 {
             return Ok(None);
         }
+        // In wasm only the pool JS started (`use_pool`) has workers.
+        #[cfg(target_arch = "wasm32")]
+        {
+            let started = POOL.read().ok().and_then(|p| p.clone()).flatten();
+            match started {
+                Some(p) if p.threads() == n => Ok(Some(p)),
+                p => Err(super::ThreadsError::NotStarted {
+                    asked: n,
+                    started: p.map_or(1, |p| p.threads()),
+                }),
+            }
+        }
+        #[cfg(not(target_arch = "wasm32"))]
         Pool::new(n)
             .map(|p| Some(Arc::new(p)))
             .map_err(|e| super::ThreadsError::Pool(e.to_string()))
@@ -72,7 +94,9 @@ mod current {
         if let Some(pool) = POOL.read().ok().and_then(|p| p.clone()) {
             return pool;
         }
-        // Unset: every core (a pool that cannot start leaves one thread).
+        // Unset: every core (a pool that cannot start leaves one thread). In wasm: one thread
+        // until JS starts a pool.
+        #[cfg(not(target_arch = "wasm32"))]
         if super::set_threads(super::available_threads()).is_err() {
             if let Ok(mut slot) = POOL.write() {
                 slot.get_or_insert(None);
@@ -88,7 +112,7 @@ pub fn set_threads(n: usize) -> Result<(), ThreadsError> {
     if n == 0 || n > MAX_THREADS {
         return Err(ThreadsError::Count(n));
     }
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(threads)]
     {
         let same = current::POOL
             .read()
@@ -104,12 +128,79 @@ pub fn set_threads(n: usize) -> Result<(), ThreadsError> {
         }
         Ok(())
     }
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(not(threads))]
     {
         match n {
             1 => Ok(()),
             _ => Err(ThreadsError::Unavailable(n)),
         }
+    }
+}
+
+#[cfg(all(threads, target_arch = "wasm32"))]
+pub use wasm_pool::{begin_pool, join_pool, use_pool, PoolWorker};
+
+/// Starting a pool in wasm, where only JS can start threads: [`begin_pool`] makes a pool whose
+/// workers have not come yet; each worker JS starts calls [`join_pool`] and then
+/// [`PoolWorker::work`] (which returns when the pool ends); once all have joined, [`use_pool`]
+/// makes it the process's pool (the one before it ends, its workers return).
+#[cfg(all(threads, target_arch = "wasm32"))]
+mod wasm_pool {
+    use super::super::pool::{Pool, PoolWorker as Worker};
+    use super::{current, ThreadsError, MAX_THREADS};
+    use std::sync::{Arc, Mutex};
+
+    /// Pools begun and not yet in use, by id.
+    static BEGUN: Mutex<Vec<(u32, Arc<Pool>)>> = Mutex::new(Vec::new());
+    static NEXT_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+    /// A worker's part of a pool, to run on the worker's own thread.
+    pub struct PoolWorker(Worker);
+
+    impl PoolWorker {
+        /// Runs this part of every job until the pool ends (blocks: a worker thread's loop).
+        pub fn work(self) {
+            self.0.work()
+        }
+    }
+
+    /// A pool of `n` parts (2..=MAX_THREADS) waiting for its `n - 1` workers; returns its id.
+    pub fn begin_pool(n: usize) -> Result<u32, ThreadsError> {
+        if !(2..=MAX_THREADS).contains(&n) {
+            return Err(ThreadsError::Count(n));
+        }
+        let pool = Pool::new(n).map_err(|e| ThreadsError::Pool(e.to_string()))?;
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut begun = BEGUN.lock().unwrap_or_else(|e| e.into_inner());
+        begun.push((id, Arc::new(pool)));
+        Ok(id)
+    }
+
+    /// Part `part` (1..n) of pool `id`, each once.
+    pub fn join_pool(id: u32, part: usize) -> Result<PoolWorker, ThreadsError> {
+        let begun = BEGUN.lock().unwrap_or_else(|e| e.into_inner());
+        begun
+            .iter()
+            .find(|(i, _)| *i == id)
+            .and_then(|(_, p)| p.join(part))
+            .map(PoolWorker)
+            .ok_or(ThreadsError::Join { pool: id, part })
+    }
+
+    /// Makes pool `id` (every worker joined) the process's pool.
+    pub fn use_pool(id: u32) -> Result<(), ThreadsError> {
+        let pool = {
+            let mut begun = BEGUN.lock().unwrap_or_else(|e| e.into_inner());
+            let at = begun
+                .iter()
+                .position(|(i, p)| *i == id && p.all_joined())
+                .ok_or(ThreadsError::Unjoined(id))?;
+            begun.remove(at).1
+        };
+        if let Ok(mut slot) = current::POOL.write() {
+            *slot = Some(Some(pool));
+        }
+        Ok(())
     }
 }
 
@@ -119,7 +210,7 @@ pub fn with_threads<R>(n: usize, f: impl FnOnce() -> R) -> Result<R, ThreadsErro
     if n == 0 || n > MAX_THREADS {
         return Err(ThreadsError::Count(n));
     }
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(threads)]
     {
         let pool = current::build(n)?;
         let before = current::LOCAL.with(|l| l.replace(Some(pool)));
@@ -134,7 +225,7 @@ pub fn with_threads<R>(n: usize, f: impl FnOnce() -> R) -> Result<R, ThreadsErro
         let _restore = Restore(before);
         Ok(f())
     }
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(not(threads))]
     {
         match n {
             1 => Ok(f()),
@@ -145,11 +236,11 @@ pub fn with_threads<R>(n: usize, f: impl FnOnce() -> R) -> Result<R, ThreadsErro
 
 /// The threads matmuls split across now (on this thread).
 pub fn threads() -> usize {
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(threads)]
     {
         current::pool().map_or(1, |p| p.threads())
     }
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(not(threads))]
     {
         1
     }
@@ -165,7 +256,7 @@ pub(super) fn split_rows(
     out: &mut [f32],
     kernel: &(dyn Fn(&QMatrix, &mut [f32]) + Sync),
 ) {
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(threads)]
     {
         let rows = w.rows();
         let pool = current::pool().filter(|_| {
@@ -259,7 +350,7 @@ unsafe impl<T> Send for Shared<T> {}
 /// estimate in multiply-adds) pays for it, with `items` ≥ 2 to share; returns false (nothing
 /// ran) otherwise, for the caller to do the work itself.
 pub(crate) fn parts(items: usize, work: usize, f: &(dyn Fn(usize, usize) + Sync)) -> bool {
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(threads)]
     if items >= 2 && work >= MIN_PARALLEL_WORK {
         if let Some(pool) = current::pool() {
             let parts = pool.threads().min(items);
@@ -275,7 +366,7 @@ pub(crate) fn parts(items: usize, work: usize, f: &(dyn Fn(usize, usize) + Sync)
     false
 }
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(threads)]
 thread_local! {
     /// The parts' outputs of a multi-token matmul before they go into place (kept per thread).
     static SPLIT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };

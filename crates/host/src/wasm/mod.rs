@@ -9,7 +9,8 @@
 //! - `station.rs` — the stations of a split model and their coordinator;
 //! - `carrier.rs` — the carrier pipelines;
 //! - `gguf.rs` — `WasmGgufConverter`, GGUF → knot for `convertGguf`;
-//! - `helpers.rs` — MOA and COLTRANE helpers, and `errorCodes()`.
+//! - `helpers.rs` — MOA and COLTRANE helpers, and `errorCodes()`;
+//! - `threads.rs` — the threaded build's workers joining the matmul pool.
 
 mod carrier;
 mod convert;
@@ -19,3 +20,4 @@ mod helpers;
 mod host;
 mod source;
 mod station;
+mod threads;
