@@ -4,9 +4,12 @@
 // Automation contract (tests and benchmarks drive the page through it):
 //   elements #prompt #generate #stop #output progress#load;
 //   document.body.dataset.state: loading | ready | generating | done | error;
-//   query: ?model=URL &prompt=TEXT &n=N &greedy=1 &autorun=1 (&nocache=1 reads uncached);
+//   query: ?model=URL &prompt=TEXT &n=N &greedy=1 &autorun=1 (&nocache=1 reads uncached)
+//   &threads=N (#threads: 1 runs the one-thread build; more, the threaded one where the page is
+//   cross-origin isolated; empty, every core up to 8);
 //   after a run, window.knotResult = { ids, text, prefillTokS, decodeTokS, promptTokens,
-//   finishReason } (ids include a final end-of-text id when the model stopped by itself).
+//   finishReason, threads, wasmBuild } (ids include a final end-of-text id when the model
+//   stopped by itself); document.body.dataset.wasmBuild: threads | single once open.
 import { CachedKnotSource, HostShim, HttpKnotSource, loadWasm } from 'knot-wasm';
 import { setUpCarrier } from './carrier.js';
 
@@ -92,7 +95,8 @@ async function openModel(url) {
       const fromCache = cached === undefined ? '' : ` · ${cached.stats().hits} from the cache`;
       status.textContent = `${phase}: ${mb(p.bytesLoaded)} of ${mb(total)} MB · ${p.rangeReads} range reads${fromCache}`;
     };
-    const opened = await HostShim.open(source, { onProgress });
+    const threads = $('threads').value === '' ? undefined : Number($('threads').value);
+    const opened = await HostShim.open(source, { onProgress, ...(threads === undefined ? {} : { threads }) });
     if (mine !== opening) return opened.dispose();
     shim = opened;
     // Every layer now, so the first reply does not wait for the network.
@@ -106,7 +110,9 @@ async function openModel(url) {
     bar.max = 1;
     bar.value = 1;
     const fromCache = cached === undefined ? 'uncached' : `${mb(cached.stats().bytesFromCache)} MB from the cache`;
-    status.textContent = `Ready: ${shim.layerCount} layers, ${mb(s.bytesFetched)} MB in ${s.rangeReads} range reads (${fromCache}), context ${shim.contextLength} tokens.`;
+    const build = shim.wasmBuild === 'threads' ? `${shim.threads} threads (threaded build)` : 'one thread (single-thread build)';
+    document.body.dataset.wasmBuild = shim.wasmBuild;
+    status.textContent = `Ready: ${shim.layerCount} layers, ${mb(s.bytesFetched)} MB in ${s.rangeReads} range reads (${fromCache}), context ${shim.contextLength} tokens, ${build}.`;
     setState('ready');
     return undefined;
   } catch (err) {
@@ -179,7 +185,10 @@ async function generate(text) {
   const prefillTokS = promptTokens / ((tFirst - t0) / 1000);
   const decodeTokS = ids.length > 1 ? (ids.length - 1) / ((tLast - tFirst) / 1000) : 0;
   messages = [...messages, { role: 'assistant', content: reply }];
-  window.knotResult = { ids, text: reply, prefillTokS, decodeTokS, promptTokens, finishReason };
+  window.knotResult = {
+    ids, text: reply, prefillTokS, decodeTokS, promptTokens, finishReason,
+    threads: shim?.threads, wasmBuild: shim?.wasmBuild,
+  };
   $('speed').textContent = `${promptTokens} prompt tokens at ${prefillTokS.toFixed(0)} tok/s · ` +
     `${ids.length} generated at ${decodeTokS.toFixed(1)} tok/s` +
     (finishReason === 'abort' ? ' · stopped' : finishReason === 'length' ? ' · reached max tokens' : '');
@@ -214,6 +223,7 @@ $('model-url').value = new URL(model, location.href).href;
 if (params.has('prompt')) $('prompt').value = params.get('prompt');
 if (params.has('n')) $('max-tokens').value = params.get('n');
 if (params.get('greedy') === '1') $('temperature').value = '0';
+if (params.has('threads')) $('threads').value = params.get('threads');
 await openModel(model);
 if (params.get('autorun') === '1' && document.body.dataset.state === 'ready') {
   await generate($('prompt').value.trim());

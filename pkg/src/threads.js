@@ -98,6 +98,8 @@ export class WasmThreads {
 
   /** @param {number} n */
   async #use(n) {
+    // The instance's own count: a host opened at 1 thread ends the pool too.
+    this.#count = this.#ns.threadsCount();
     if (n === this.#count) return;
     const old = this.#workers;
     if (n === 1) {

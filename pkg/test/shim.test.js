@@ -100,7 +100,7 @@ function recordingWasm() {
   return { opened, WasmHost };
 }
 
-setWasmResolver(async (wasm) => wasm);
+setWasmResolver(async (wasm, threads) => ({ ns: wasm, threads }));
 
 describe('HostShim.open', () => {
   test('the options go to Rust as JSON, which checks them; onProgress stays a JS function', async () => {

@@ -1,6 +1,6 @@
 // The demo page in headless Chromium (Debian's, driven by playwright-core) against its own
-// server: greedy output equal to the native CLI's, the progress bar, a reload served from the
-// Cache API, stop mid-generation, the quota fallback, errors, and the carrier panel.
+// server: greedy output equal to the native CLI's (also at 1, 2 and 4 threads), the progress
+// bar, a reload served from the Cache API, stop mid-generation, the quota fallback, errors, and the carrier panel.
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -70,6 +70,25 @@ describe('the demo page in headless Chromium', { skip: !present }, () => {
     mkdirSync(RESULTS, { recursive: true });
     await page.screenshot({ path: join(RESULTS, 'page.png'), fullPage: true });
     await page.close();
+  });
+
+  test('threads: the same greedy tokens at 1, 2 and 4 threads, each on the build it names', async () => {
+    const prompt = 'What is the capital of France?';
+    const n = 16;
+    const native = await nativeChat([{ role: 'user', content: prompt }], n);
+    for (const threads of [1, 2, 4]) {
+      const page = await context.newPage();
+      const errors = watchConsole(page);
+      await page.goto(pageUrl({ prompt, n, greedy: 1, autorun: 1, threads }));
+      await waitForState(page, ['done']);
+      const result = await page.evaluate(() => window.knotResult);
+      assert.deepEqual(result.ids, native.ids, `${threads} threads`);
+      assert.equal(result.threads, threads);
+      assert.equal(result.wasmBuild, threads === 1 ? 'single' : 'threads');
+      assert.match(await page.textContent('#load-status'), threads === 1 ? /one thread \(single-thread build\)/ : new RegExp(`${threads} threads \\(threaded build\\)`));
+      assert.deepEqual(errors, []);
+      await page.close();
+    }
   });
 
   test('a reload is served from the Cache API: no layer reads reach the server; clear cache reads them again', async () => {

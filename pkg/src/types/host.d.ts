@@ -23,6 +23,10 @@ export declare class HostShim implements Disposable, Backend {
   readonly layerCount: number;
   /** Positions the context holds (under `memoryBudget`, as many as fit). */
   readonly contextLength: number;
+  /** Threads this model's matmuls split across now (1 on the one-thread build). */
+  readonly threads: number;
+  /** Which wasm build runs this model: the threaded one, or the one-thread one. */
+  readonly wasmBuild: 'threads' | 'single';
   /** The `maxSequences` option: how many generations run at once; undefined: one at a time. */
   readonly maxSequences: number | undefined;
   /** Generations running now and waiting for a slot (with `maxSequences`). */

@@ -84,9 +84,13 @@ export interface HostShimOptions {
    */
   maxSequences?: number;
   /**
-   * Threads the matmuls split their rows across (output identical at every count). The wasm
-   * artifact of this package runs on one thread: only 1 is accepted (more is `invalid_option`).
-   * Natively (`HostOptions.threads`) the default is every core.
+   * Threads the matmuls split their rows across, 1..=256 (output identical at every count).
+   * More than 1 runs the model on the threaded wasm build (shared memory; workers started by the
+   * package: `node:worker_threads` in Node, Bun and Deno, module Web Workers in cross-origin
+   * isolated pages); where threads do not exist (Workers, pages without COOP/COEP) the
+   * one-thread build runs instead (`HostShim.threads` says which). The pool is the wasm
+   * instance's: the last open's count holds for every model on it. Default: the available
+   * cores (`navigator.hardwareConcurrency` / `os.availableParallelism()`), at most 8.
    */
   threads?: number;
   /**
