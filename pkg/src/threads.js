@@ -148,10 +148,15 @@ export class WasmThreads {
 export async function pickBuild({ asked, cores, single, threaded }) {
   const n = asked ?? Math.max(1, Math.min(cores, MAX_DEFAULT_THREADS));
   if (n > 1 && threadsPossible()) {
-    const t = await threaded();
-    if (t !== undefined) {
-      await t.use(n);
-      return { ns: t.ns, threads: n };
+    try {
+      const t = await threaded();
+      if (t !== undefined) {
+        await t.use(n);
+        return { ns: t.ns, threads: n };
+      }
+    } catch (e) {
+      // Threads asked for and impossible here: say so. Unasked: one thread.
+      if (asked !== undefined) throw e;
     }
   }
   return { ns: await single(), threads: 1 };
