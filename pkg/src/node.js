@@ -107,5 +107,9 @@ setWasmResolver(async (wasm, threads) => {
     // A namespace other than ours must have been initialized by whoever built it.
     return { ns: wasm, threads };
   }
-  return pickBuild({ asked: threads, cores: availableParallelism(), single: loadWasm, threaded: loadThreadedWasm });
+  // Deno: the threaded build's async calls are woken through Atomics.waitAsync, which Deno's
+  // event loop does not count as pending work (a program with nothing else pending ends early),
+  // so there it runs threaded only when `threads` asks for it.
+  const cores = 'Deno' in globalThis ? 1 : availableParallelism();
+  return pickBuild({ asked: threads, cores, single: loadWasm, threaded: loadThreadedWasm });
 });

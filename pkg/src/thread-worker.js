@@ -18,7 +18,8 @@ async function parent() {
       return {
         post: (m) => parentPort.postMessage(m),
         first: () => new Promise((resolve) => parentPort.once('message', resolve)),
-        close: () => parentPort.close(),
+        // Deno's parentPort has no close(): the parent ends the thread when it says done.
+        close: () => parentPort.close?.(),
       };
     }
   }

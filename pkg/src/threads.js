@@ -9,6 +9,8 @@ import { coded } from './errors.js';
 
 /** The most threads taken when `threads` is not given (past this, matmuls gain little). */
 export const MAX_DEFAULT_THREADS = 8;
+/** How long starting threads may take before the open gives up on them. */
+const JOIN_TIMEOUT_MS = 60_000;
 /** The most threads that may be asked for (the engine's MAX_THREADS). */
 export const MAX_THREADS = 256;
 
@@ -108,8 +110,14 @@ export class WasmThreads {
       const pool = this.#ns.threadsBegin(n);
       /** @type {Thread[]} */
       const started = [];
+      // The wait for the workers holds a timer: some runtimes (Deno) do not count a starting
+      // worker as pending work, and a thread that never joins must not hang the open.
+      let timer;
+      const late = new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`not every thread joined within ${JOIN_TIMEOUT_MS / 1000} s`)), JOIN_TIMEOUT_MS);
+      });
       try {
-        await Promise.all(Array.from({ length: n - 1 }, async (_, i) => {
+        await Promise.race([late, Promise.all(Array.from({ length: n - 1 }, async (_, i) => {
           const t = await this.#spawn();
           started.push(t);
           await new Promise((resolve, reject) => {
@@ -121,13 +129,15 @@ export class WasmThreads {
             t.onError(reject);
             t.post({ bindings: this.#glue, module: this.#module, memory: this.#memory, pool, part: i + 1 });
           });
-        }));
+        }))]);
         this.#ns.threadsUse(pool);
         for (const t of started) t.detach?.();
       } catch (e) {
         for (const t of started) t.terminate();
         throw coded('invalid_option',
           `HostShim.open: ${n} threads could not start: ${e instanceof Error ? e.message : String(e)}`);
+      } finally {
+        clearTimeout(timer);
       }
       this.#workers = started;
     }
