@@ -25,7 +25,7 @@ try {
   const decodeMs = s.tokenMs.slice(1).reduce((a, b) => a + b, 0);
   const decodeTokS = s.tokenMs.length > 1 ? (s.tokenMs.length - 1) / (decodeMs / 1000) : 0;
   console.error(
-    `[wasm: ${s.prefillTokens} prompt tokens, ${(s.prefillTokens / (s.prefillMs / 1000)).toFixed(1)} tok/s prefill; ` +
+    `[wasm (${shim.wasmBuild === 'threads' ? `${shim.threads} threads` : 'one thread'}): ${s.prefillTokens} prompt tokens, ${(s.prefillTokens / (s.prefillMs / 1000)).toFixed(1)} tok/s prefill; ` +
     `${s.tokenMs.length} generated, ${decodeTokS.toFixed(1)} tok/s decode; opened in ${openMs.toFixed(0)} ms; ` +
     `${(s.bytesFetched / 1048576).toFixed(1)} MiB in ${s.rangeReads} range reads]`,
   );
