@@ -3,7 +3,7 @@
 // build (dist/wasm-threads) with module Web Workers, at `navigator.hardwareConcurrency` threads
 // (up to 8) unless `threads` says otherwise; other pages run the one-thread build.
 import * as bindings from '../dist/wasm/host.js';
-import { setWasmResolver, wasmMemory } from './resolver.js';
+import { setWasmResolver } from './resolver.js';
 import { setHelperBindings } from './helpers.js';
 import { WasmThreads, pickBuild } from './threads.js';
 
@@ -46,11 +46,8 @@ export function loadThreadedWasm() {
     const ns = await import(THREADED_GLUE.href);
     const module = await WebAssembly.compileStreaming(fetch(THREADED_WASM));
     await ns.default({ module_or_path: module });
-    const memory = wasmMemory(ns);
-    if (memory === undefined) throw new Error('knot-wasm: the threaded build has no shared memory');
     return new WasmThreads(ns, {
       module,
-      memory,
       glue: THREADED_GLUE.href,
       spawn: () => {
         const w = new Worker(THREAD_WORKER, { type: 'module' });

@@ -4,7 +4,7 @@
 // `threads: 1` is asked for or the machine has one core.
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
-import { setWasmResolver, wasmMemory } from './resolver.js';
+import { setWasmResolver } from './resolver.js';
 import { setHelperBindings } from './helpers.js';
 import { WasmThreads, pickBuild } from './threads.js';
 
@@ -72,12 +72,9 @@ export function loadThreadedWasm() {
     const bindings = await import(THREADED_GLUE.href);
     const module = await WebAssembly.compile(bytes);
     bindings.initSync({ module });
-    const memory = wasmMemory(bindings);
-    if (memory === undefined) throw new Error('knot-wasm: the threaded build has no shared memory');
     const { Worker } = await import('node:worker_threads');
     return new WasmThreads(bindings, {
       module,
-      memory,
       glue: THREADED_GLUE.href,
       spawn: () => {
         const w = new Worker(THREAD_WORKER);

@@ -6,6 +6,7 @@
 // The pool is the wasm instance's, as natively it is the process's: `threads` of the last
 // HostShim.open sets it for every model on that instance. Output is identical at every count.
 import { coded } from './errors.js';
+import { wasmMemory } from './resolver.js';
 
 /** The most threads taken when `threads` is not given (past this, matmuls gain little). */
 export const MAX_DEFAULT_THREADS = 8;
@@ -58,21 +59,21 @@ export class WasmThreads {
   #spawn;
   /** @type {Thread[]} the running pool's workers */
   #workers = [];
-  #count = 1;
   /** @type {Promise<unknown>} changes of count, one at a time */
   #changing = Promise.resolve();
 
   /**
    * @param {any} ns the threaded build's wasm-bindgen namespace, initialized on this thread
-   * @param {{ module: WebAssembly.Module, memory: WebAssembly.Memory, glue: string,
-   *   spawn: () => Thread | Promise<Thread> }} how
-   *   the compiled module and shared memory each worker instantiates, the glue's URL, and how to
-   *   start a thread running thread-worker.js
+   * @param {{ module: WebAssembly.Module, glue: string, spawn: () => Thread | Promise<Thread> }} how
+   *   the compiled module each worker instantiates (on `ns`'s shared memory), the glue's URL,
+   *   and how to start a thread running thread-worker.js
    */
   constructor(ns, how) {
+    const memory = wasmMemory(ns);
+    if (memory === undefined) throw new Error('knot-wasm: the threaded build has no shared memory');
     this.#ns = ns;
     this.#module = how.module;
-    this.#memory = how.memory;
+    this.#memory = memory;
     this.#glue = how.glue;
     this.#spawn = how.spawn;
   }
@@ -83,7 +84,7 @@ export class WasmThreads {
 
   /** Threads the matmuls split across now. */
   get count() {
-    return this.#count;
+    return this.#ns.threadsCount();
   }
 
   /**
@@ -98,14 +99,30 @@ export class WasmThreads {
     return next;
   }
 
+  /**
+   * Sends thread `t` what it needs to join part `part` of pool `pool`; resolves once it has.
+   * @param {Thread} t @param {number} pool @param {number} part
+   */
+  #join(t, pool, part) {
+    return new Promise((resolve, reject) => {
+      t.onMessage((m) => {
+        if (m?.joined) resolve(undefined);
+        else if (m?.done) t.terminate();
+        else if (m?.error) reject(new Error(m.error));
+      });
+      t.onError(reject);
+      t.post({ bindings: this.#glue, module: this.#module, memory: this.#memory, pool, part });
+    });
+  }
+
   /** @param {number} n */
   async #use(n) {
     // The instance's own count: a host opened at 1 thread ends the pool too.
-    this.#count = this.#ns.threadsCount();
-    if (n === this.#count) return;
+    if (n === this.count) return;
     const old = this.#workers;
     if (n === 1) {
       this.#ns.threadsSet(1);
+      this.#workers = [];
     } else {
       const pool = this.#ns.threadsBegin(n);
       /** @type {Thread[]} */
@@ -120,15 +137,7 @@ export class WasmThreads {
         await Promise.race([late, Promise.all(Array.from({ length: n - 1 }, async (_, i) => {
           const t = await this.#spawn();
           started.push(t);
-          await new Promise((resolve, reject) => {
-            t.onMessage((m) => {
-              if (m?.joined) resolve(undefined);
-              else if (m?.done) t.terminate();
-              else if (m?.error) reject(new Error(m.error));
-            });
-            t.onError(reject);
-            t.post({ bindings: this.#glue, module: this.#module, memory: this.#memory, pool, part: i + 1 });
-          });
+          await this.#join(t, pool, i + 1);
         }))]);
         this.#ns.threadsUse(pool);
         for (const t of started) t.detach?.();
@@ -141,8 +150,6 @@ export class WasmThreads {
       }
       this.#workers = started;
     }
-    if (n === 1) this.#workers = [];
-    this.#count = n;
     // The old pool has ended: its workers return from their loop and say done (then end);
     // terminate any that cannot.
     for (const t of old) setTimeout(() => t.terminate(), 1000).unref?.();
