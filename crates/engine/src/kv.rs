@@ -486,9 +486,12 @@ fn kv_row<'a, T: Cell>(
 fn attend<T: Cell>(layer: &LayerKv<T>, pos: usize, a: Attention<'_>, buf: &mut AttentionBuffers) {
     let hd = a.head_dim;
     let row = a.n_heads * hd;
-    // A prompt's positions split across the matmul threads, each position one thread's (so the
-    // same bits at every count), interleaved: later positions attend over more.
+    // Each (position, kv head) pair is one thread's (so the same bits at every count): a
+    // prompt's positions or, decoding one, its kv heads split across the matmul threads,
+    // interleaved — later positions attend over more.
     let work = a.n * (pos + a.n) * row;
+    let group = a.n_heads / a.n_kv_heads;
+    let items = a.n * a.n_kv_heads;
     let out = crate::quant::threads::Shared::new(a.out.as_mut_ptr());
     let (q, k, v) = (a.q, a.k, a.v);
     let query = |t: usize| Query {
@@ -502,19 +505,25 @@ fn attend<T: Cell>(layer: &LayerKv<T>, pos: usize, a: Attention<'_>, buf: &mut A
         hd,
         scale: a.scale,
     };
-    let ran = crate::quant::threads::parts(a.n, work, &|part, parts| {
+    // Position t's heads that share kv head g: `[group][hd]` at t·row + g·group·hd.
+    let at = |item: usize| (item / a.n_kv_heads, item % a.n_kv_heads);
+    let span = |t: usize, g: usize| t * row + g * group * hd..t * row + (g + 1) * group * hd;
+    let ran = crate::quant::threads::parts(items, work, &|part, parts| {
         let (mut scores, mut key) = (Vec::new(), vec![0.0f32; hd]);
-        for t in (part..a.n).step_by(parts) {
-            // SAFETY: position t's output row is written by this part alone, inside `a.out`.
-            let out_t = unsafe { std::slice::from_raw_parts_mut(out.get().add(t * row), row) };
-            attend_one(layer, &query(t), out_t, &mut scores, &mut key);
+        for item in (part..items).step_by(parts) {
+            let (t, g) = at(item);
+            let r = span(t, g);
+            // SAFETY: each (t, g) output span is written by this part alone, inside `a.out`.
+            let out = unsafe { std::slice::from_raw_parts_mut(out.get().add(r.start), r.len()) };
+            attend_one(layer, &query(t), g, out, &mut scores, &mut key);
         }
     });
     if !ran {
         buf.key.resize(hd, 0.0);
-        for t in 0..a.n {
-            let out_t = &mut a.out[t * row..][..row];
-            attend_one(layer, &query(t), out_t, &mut buf.scores, &mut buf.key);
+        for item in 0..items {
+            let (t, g) = at(item);
+            let out = &mut a.out[span(t, g)];
+            attend_one(layer, &query(t), g, out, &mut buf.scores, &mut buf.key);
         }
     }
 }
@@ -532,10 +541,12 @@ struct Query<'a> {
     scale: f32,
 }
 
-/// Causal attention of one position (`out`: `[n_heads][hd]`) over the cache and the batch.
+/// Causal attention of one position's query heads that share kv head `g` (`out`:
+/// `[group][hd]`) over the cache and the batch.
 fn attend_one<T: Cell>(
     layer: &LayerKv<T>,
     a: &Query<'_>,
+    g: usize,
     out: &mut [f32],
     scores: &mut Vec<f32>,
     key: &mut [f32],
@@ -546,25 +557,23 @@ fn attend_one<T: Cell>(
     let first = layer.window.map_or(0, |w| len.saturating_sub(w));
     let span = len - first;
     scores.resize(group * span, 0.0);
+    let off = g * hd;
     // The query heads that share kv head g are heads g*group .. (g+1)*group.
-    for g in 0..a.n_kv_heads {
-        let off = g * hd;
-        let head = |j: usize| (g * group + j) * hd;
-        for (i, s) in (first..len).enumerate() {
-            let k = kv_row(&layer.k, a.k, (pos, s, off, hd), key);
-            for j in 0..group {
-                scores[j * span + i] = dot(&a.q[head(j)..][..hd], k) * a.scale;
-            }
-        }
+    let q = &a.q[g * group * hd..][..group * hd];
+    for (i, s) in (first..len).enumerate() {
+        let k = kv_row(&layer.k, a.k, (pos, s, off, hd), key);
         for j in 0..group {
-            softmax(&mut scores[j * span..(j + 1) * span]);
-            out[head(j)..][..hd].fill(0.0);
+            scores[j * span + i] = dot(&q[j * hd..][..hd], k) * a.scale;
         }
-        for (i, s) in (first..len).enumerate() {
-            let v = kv_row(&layer.v, a.v, (pos, s, off, hd), key);
-            for j in 0..group {
-                axpy(&mut out[head(j)..][..hd], scores[j * span + i], v);
-            }
+    }
+    for j in 0..group {
+        softmax(&mut scores[j * span..(j + 1) * span]);
+        out[j * hd..][..hd].fill(0.0);
+    }
+    for (i, s) in (first..len).enumerate() {
+        let v = kv_row(&layer.v, a.v, (pos, s, off, hd), key);
+        for j in 0..group {
+            axpy(&mut out[j * hd..][..hd], scores[j * span + i], v);
         }
     }
 }

@@ -111,6 +111,32 @@ fn a_batch_gives_bit_for_bit_what_single_positions_give() {
     }
 }
 
+/// Attention split across the matmul threads — a prompt's positions, a decoded position's kv
+/// heads — gives the bits one thread gives. Wide enough heads and long enough for both splits.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn every_thread_count_attends_to_the_same_bits() {
+    let wide = Setup {
+        n_heads: 8,
+        n_kv_heads: 4,
+        hd: 32,
+    };
+    for kv_type in [KvType::F32, KvType::F16] {
+        let attend = |t: usize| {
+            let mut c = cache(&wide, kv_type, None, 400, true);
+            crate::quant::with_threads(t, || run(&mut c, &wide, 400, &[130, 1, 1, 9], 3)).unwrap()
+        };
+        let one = attend(1);
+        for t in [2, 3] {
+            let got = attend(t);
+            assert!(
+                one.iter().zip(&got).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{kv_type:?} at {t} threads"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_ring_attends_exactly_as_keeping_every_position() {
     // 700 positions wrap a window-5 ring (128 slots) several times and a window-70 ring (192).

@@ -11,7 +11,7 @@ use super::layout::{LayerWeights, ResidentWeights};
 use crate::buffer::{addressable, fit};
 use crate::kv::{Attention, AttentionBuffers, KvCache, KvShape, KvType};
 use crate::ops::{gated, gelu_tanh_gated, rmsnorm, rmsnorm_in_place, swiglu, Rope};
-use crate::quant::{matmul, MatmulScratch};
+use crate::quant::{matmul, matmuls, MatmulScratch};
 use knot::{FfnActivation, ModelConfig};
 use std::ops::Range;
 
@@ -77,9 +77,8 @@ fn run_block(
     // Attention: x += [post_norm] Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
     load_vector(&w.attn_norm, &mut r.norm_w);
     norm_parts(parts, &mut r.xb, &r.norm_w, eps);
-    matmul(&w.attn_q, &r.xb, n, &mut r.q, &mut r.scratch);
-    matmul(&w.attn_k, &r.xb, n, &mut r.k, &mut r.scratch);
-    matmul(&w.attn_v, &r.xb, n, &mut r.v, &mut r.scratch);
+    let qkv = [(&w.attn_q, &mut r.q), (&w.attn_k, &mut r.k), (&w.attn_v, &mut r.v)];
+    matmuls(&mut qkv.map(|(w, o)| (w, &mut o[..])), &r.xb, n, &mut r.scratch);
     if let Some([bq, bk, bv]) = &w.attn_qkv_bias {
         // qwen2
         for (b, out) in [(bq, &mut r.q), (bk, &mut r.k), (bv, &mut r.v)] {
@@ -142,8 +141,8 @@ fn run_block(
     // Feed-forward: x += [post_norm] Wdown · (act(Wgate·norm(x)) * Wup·norm(x))
     load_vector(&w.ffn_norm, &mut r.norm_w);
     norm_parts(parts, &mut r.xb, &r.norm_w, eps);
-    matmul(&w.ffn_gate, &r.xb, n, &mut r.hb, &mut r.scratch);
-    matmul(&w.ffn_up, &r.xb, n, &mut r.hb2, &mut r.scratch);
+    let gate_up = [(&w.ffn_gate, &mut r.hb), (&w.ffn_up, &mut r.hb2)];
+    matmuls(&mut gate_up.map(|(w, o)| (w, &mut o[..])), &r.xb, n, &mut r.scratch);
     match c.ffn_activation {
         FfnActivation::Silu => gated(swiglu, &mut r.hb, &r.hb2),
         FfnActivation::GeluTanh => gated(gelu_tanh_gated, &mut r.hb, &r.hb2),

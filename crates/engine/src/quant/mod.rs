@@ -184,45 +184,95 @@ pub fn matmul_with(
     out: &mut [f32],
     scratch: &mut MatmulScratch,
 ) {
-    assert_eq!(x.len(), n * w.cols(), "matmul: x must hold n * cols values");
-    assert_eq!(
-        out.len(),
-        n * w.rows(),
-        "matmul: out must hold n * rows values"
-    );
+    matmuls_with(kernel, &mut [(w, out)], x, n, scratch);
+}
+
+/// Several matmuls of the same `x` — a layer's q, k and v, or its gate and up — each exactly as
+/// [`matmul`] computes it, in one hand-off to the matmul threads and with `x` quantized once.
+///
+/// # Panics
+/// As [`matmul`], for each pair; or more than [`MAX_FUSED`] matrices.
+pub fn matmuls(
+    ws: &mut [(&QMatrix, &mut [f32])],
+    x: &[f32],
+    n: usize,
+    scratch: &mut MatmulScratch,
+) {
+    matmuls_with(best_kernel(), ws, x, n, scratch);
+}
+
+pub use threads::MAX_FUSED;
+
+#[doc(hidden)]
+pub fn matmuls_with(
+    kernel: Kernel,
+    ws: &mut [(&QMatrix, &mut [f32])],
+    x: &[f32],
+    n: usize,
+    scratch: &mut MatmulScratch,
+) {
+    assert!(ws.len() <= MAX_FUSED, "matmuls: at most {MAX_FUSED} matrices");
+    for (w, out) in ws.iter() {
+        assert_eq!(x.len(), n * w.cols(), "matmul: x must hold n * cols values");
+        assert_eq!(
+            out.len(),
+            n * w.rows(),
+            "matmul: out must hold n * rows values"
+        );
+    }
     assert!(
         kernel_available(kernel),
         "matmul: kernel {kernel:?} is not available here"
     );
-    if n == 0 || w.rows() == 0 {
+    let Some((first, _)) = ws.first() else {
+        return;
+    };
+    if n == 0 {
         return;
     }
-    let cols = w.cols();
-    match format(w.dtype()).matmul {
-        Matmul::Float(format) => {
-            let run = |w: &QMatrix, out: &mut [f32]| match kernel {
-                Kernel::Scalar => scalar_float(format, w, x, n, out),
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: Avx2 is listed by available_kernels only when its features were detected.
-                Kernel::Avx2 => unsafe { avx2::matmul_float(format, w, x, n, out) },
-                #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-                Kernel::Simd128 => simd128::matmul_float(format, w, x, n, out),
-                #[allow(unreachable_patterns)]
-                _ => unreachable!("kernel availability was asserted"),
-            };
-            threads::split_rows(w, cols, n, out, &run);
-        }
-        Matmul::Blocks(generic) => {
-            let acts = &mut scratch.acts;
-            acts.quantize(x);
-            let acts = &*acts;
-            let matmul = arch_kernel(kernel, w.dtype()).unwrap_or(generic);
-            // SAFETY: an architecture's kernels are listed only for it, and `kernel` was
-            // asserted to be available on this machine.
-            let run = |w: &QMatrix, out: &mut [f32]| unsafe { matmul(w, acts, n, out) };
-            threads::split_rows(w, cols, n, out, &run);
-        }
+    let cols = first.cols();
+    // Block formats share one quantization of `x` (it does not depend on the format).
+    let acts = &mut scratch.acts;
+    let blocks = ws
+        .iter()
+        .any(|(w, _)| matches!(format(w.dtype()).matmul, Matmul::Blocks(_)));
+    if blocks {
+        acts.quantize(x);
     }
+    let acts = &*acts;
+    let mut kernels = [RowKernel::Float(Kernel::Scalar, float::FloatFormat::F32); MAX_FUSED];
+    for (k, (w, _)) in kernels.iter_mut().zip(ws.iter()) {
+        *k = match format(w.dtype()).matmul {
+            Matmul::Float(format) => RowKernel::Float(kernel, format),
+            Matmul::Blocks(generic) => {
+                RowKernel::Blocks(arch_kernel(kernel, w.dtype()).unwrap_or(generic))
+            }
+        };
+    }
+    let run = |m: usize, w: &QMatrix, out: &mut [f32]| match kernels[m] {
+        RowKernel::Float(kernel, format) => match kernel {
+            Kernel::Scalar => scalar_float(format, w, x, n, out),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: Avx2 is listed by available_kernels only when its features were detected.
+            Kernel::Avx2 => unsafe { avx2::matmul_float(format, w, x, n, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Kernel::Simd128 => simd128::matmul_float(format, w, x, n, out),
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("kernel availability was asserted"),
+        },
+        // SAFETY: an architecture's kernels are listed only for it, and `kernel` was asserted
+        // to be available on this machine.
+        RowKernel::Blocks(matmul) => unsafe { matmul(w, acts, n, out) },
+    };
+    threads::split_rows(ws, cols, n, &run);
+}
+
+/// What computes one matrix's rows: a float format under a kernel, or a block kernel over the
+/// quantized activations.
+#[derive(Clone, Copy)]
+enum RowKernel {
+    Float(Kernel, float::FloatFormat),
+    Blocks(BlockMatmul),
 }
 
 /// The formats an architecture accelerates, each with its kernel (`avx2::KERNELS`,

@@ -672,6 +672,64 @@ fn every_thread_count_gives_the_same_bits() {
     }
 }
 
+/// `matmuls` (one hand-off, one quantization of `x`) gives each matrix the bits `matmul` gives
+/// it alone: formats mixed (float beside block, k-quants beside legacy), a matrix of fewer rows
+/// than a row tile, one token and several, at every thread count.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn fused_matmuls_give_each_matrix_its_own_bits() {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let cols = 256;
+    let groups: [&[(DType, usize)]; 3] = [
+        &[(DType::Q4_1, 300), (DType::Q6K, 96), (DType::F16, 96)],
+        &[(DType::Q4K, 261), (DType::Q8_0, 3)],
+        &[(DType::F32, 130)],
+    ];
+    for kernel in available_kernels() {
+        for group in groups {
+            let bytes: Vec<Vec<u8>> = group
+                .iter()
+                .map(|&(d, rows)| quantized(d, &values(rows * cols, rows as u64 + 5, 1.0)))
+                .collect();
+            let ws: Vec<QMatrix> = group
+                .iter()
+                .zip(&bytes)
+                .map(|(&(d, rows), b)| QMatrix::new(d, rows, cols, b).unwrap())
+                .collect();
+            for n in [1, 3, 9] {
+                let x = values(n * cols, 11 + n as u64, 2.0);
+                let alone: Vec<Vec<f32>> = ws
+                    .iter()
+                    .map(|w| {
+                        let mut out = vec![f32::NAN; n * w.rows()];
+                        let scratch = &mut MatmulScratch::default();
+                        with_threads(1, || matmul_with(kernel, w, &x, n, &mut out, scratch))
+                            .unwrap();
+                        out
+                    })
+                    .collect();
+                for t in [1, 2, 3, 4] {
+                    let mut outs: Vec<Vec<f32>> =
+                        ws.iter().map(|w| vec![f32::NAN; n * w.rows()]).collect();
+                    let mut pairs: Vec<(&QMatrix, &mut [f32])> =
+                        ws.iter().zip(outs.iter_mut()).map(|(w, o)| (w, &mut o[..])).collect();
+                    let scratch = &mut MatmulScratch::default();
+                    with_threads(t, || matmuls_with(kernel, &mut pairs, &x, n, scratch)).unwrap();
+                    for ((got, want), w) in outs.iter().zip(&alone).zip(&ws) {
+                        assert_eq!(
+                            bits(got),
+                            bits(want),
+                            "{kernel:?} {} [{}, {cols}] n={n} at {t} threads",
+                            w.dtype(),
+                            w.rows()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_thread_counts_are_refused() {
     assert_eq!(set_threads(0), Err(ThreadsError::Count(0)));

@@ -246,78 +246,108 @@ pub fn threads() -> usize {
     }
 }
 
-/// Runs `kernel` (a matmul of `n` tokens over some rows of `w` into a token-major output of
-/// those rows) over all of `w` into `out` (`[n, w.rows()]`): on the calling thread, or in
-/// row chunks across the pool, each chunk's rows written where the whole matmul writes them.
+/// The most matrices one [`split_rows`] (one hand-off) takes: a layer's q, k and v.
+pub const MAX_FUSED: usize = 3;
+
+/// Runs `kernel(m, ..)` (matrix `m`'s matmul of `n` tokens over some of its rows into a
+/// token-major output of those rows) over all of each `ws[m].0` into `ws[m].1`
+/// (`[n, rows]`): on the calling thread, or in row chunks across the pool — every matrix in
+/// the same hand-off — each chunk's rows written where the whole matmul writes them.
 pub(super) fn split_rows(
-    w: &QMatrix,
+    ws: &mut [(&QMatrix, &mut [f32])],
     cols: usize,
     n: usize,
-    out: &mut [f32],
-    kernel: &(dyn Fn(&QMatrix, &mut [f32]) + Sync),
+    kernel: &(dyn Fn(usize, &QMatrix, &mut [f32]) + Sync),
 ) {
     #[cfg(threads)]
     {
-        let rows = w.rows();
-        let pool = current::pool().filter(|_| {
-            rows * cols * n >= MIN_PARALLEL_WORK && (n == 1 || n * rows <= MAX_SPLIT_OUTPUTS)
+        let rows: usize = ws.iter().map(|(w, _)| w.rows()).sum();
+        let pool = current::pool().filter(|p| {
+            p.threads() > 1
+                && rows * cols * n >= MIN_PARALLEL_WORK
+                && (n == 1 || n * rows <= MAX_SPLIT_OUTPUTS)
         });
         if let Some(pool) = pool {
-            let parts = pool.threads();
-            if parts > 1 && rows > ROW_ALIGN {
-                let per = rows.div_ceil(parts).div_ceil(ROW_ALIGN) * ROW_ALIGN;
-                let chunk = |i: usize| (i * per).min(rows)..((i + 1) * per).min(rows);
-                if n == 1 {
-                    // One token: each part's outputs are a contiguous run of `out`.
-                    let at = Shared(out.as_mut_ptr());
-                    pool.run(&|i| {
-                        let r = chunk(i);
-                        if let Some(part) = w.rows_slice(r.clone()) {
-                            // SAFETY: parts' row ranges are disjoint and inside `out`, which
-                            // outlives the run; each part writes only its own.
-                            let mine = unsafe {
-                                std::slice::from_raw_parts_mut(at.get().add(r.start), r.len())
-                            };
-                            kernel(&part, mine);
-                        }
-                    });
-                } else {
-                    // Several tokens: part i writes `[n, its rows]` at `n · start` of a buffer,
-                    // then each row goes where the whole matmul writes it.
-                    SPLIT.with(|buf| {
-                        let mut buf = buf.borrow_mut();
-                        buf.clear();
-                        buf.resize(n * rows, 0.0);
-                        let at = Shared(buf.as_mut_ptr());
-                        pool.run(&|i| {
-                            let r = chunk(i);
-                            if let Some(part) = w.rows_slice(r.clone()) {
-                                // SAFETY: as above, each part's region n·start..n·end is its own.
-                                let mine = unsafe {
-                                    std::slice::from_raw_parts_mut(
-                                        at.get().add(n * r.start),
-                                        n * r.len(),
-                                    )
-                                };
-                                kernel(&part, mine);
-                            }
-                        });
-                        for i in 0..parts {
-                            let r = chunk(i);
-                            let part = &buf[n * r.start..n * r.end];
-                            for t in 0..n {
-                                out[t * rows + r.start..t * rows + r.end]
-                                    .copy_from_slice(&part[t * r.len()..(t + 1) * r.len()]);
-                            }
-                        }
-                    });
-                }
-                return;
-            }
+            split_across(&pool, ws, n, kernel);
+            return;
         }
     }
     let _ = (cols, n);
-    kernel(w, out)
+    for (m, (w, out)) in ws.iter_mut().enumerate() {
+        if w.rows() > 0 {
+            kernel(m, w, out);
+        }
+    }
+}
+
+/// [`split_rows`] across `pool`: part i computes chunk i of every matrix, writing
+/// `[n, its rows]` at `n · start` of that matrix's destination — its `out` for one token (a
+/// contiguous run of it), else its region of a buffer whose rows then go where the whole
+/// matmul writes them.
+#[cfg(threads)]
+fn split_across(
+    pool: &super::pool::Pool,
+    ws: &mut [(&QMatrix, &mut [f32])],
+    n: usize,
+    kernel: &(dyn Fn(usize, &QMatrix, &mut [f32]) + Sync),
+) {
+    let parts = pool.threads();
+    // Rows per part, a multiple of the kernels' row tile.
+    let chunk = |rows: usize, i: usize| {
+        let per = rows.div_ceil(parts).div_ceil(ROW_ALIGN) * ROW_ALIGN;
+        (i * per).min(rows)..((i + 1) * per).min(rows)
+    };
+    let run = |mats: &[Option<&QMatrix>; MAX_FUSED], dst: &[Shared<f32>; MAX_FUSED]| {
+        pool.run(&|i| {
+            for (m, w) in mats.iter().enumerate() {
+                let Some(w) = w else { continue };
+                let r = chunk(w.rows(), i);
+                if let Some(part) = w.rows_slice(r.clone()) {
+                    // SAFETY: parts' row ranges are disjoint, and each region n·start..n·end
+                    // lies inside its matrix's destination, which outlives the run; each part
+                    // writes only its own.
+                    let mine = unsafe {
+                        std::slice::from_raw_parts_mut(dst[m].get().add(n * r.start), n * r.len())
+                    };
+                    kernel(m, &part, mine);
+                }
+            }
+        })
+    };
+    let mut mats = [None; MAX_FUSED];
+    let mut dst = [Shared(std::ptr::null_mut()); MAX_FUSED];
+    if n == 1 {
+        for ((slot, d), (w, out)) in mats.iter_mut().zip(&mut dst).zip(ws.iter_mut()) {
+            (*slot, *d) = (Some(&**w), Shared(out.as_mut_ptr()));
+        }
+        return run(&mats, &dst);
+    }
+    SPLIT.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let total: usize = ws.iter().map(|(w, _)| w.rows()).sum();
+        buf.clear();
+        buf.resize(n * total, 0.0);
+        let (at, mut base) = (buf.as_mut_ptr(), 0);
+        for ((slot, d), (w, _)) in mats.iter_mut().zip(&mut dst).zip(ws.iter()) {
+            *slot = Some(&**w);
+            *d = Shared(at.wrapping_add(n * base));
+            base += w.rows();
+        }
+        run(&mats, &dst);
+        let mut base = 0;
+        for (w, out) in ws.iter_mut() {
+            let rows = w.rows();
+            for i in 0..parts {
+                let r = chunk(rows, i);
+                let part = &buf[n * (base + r.start)..n * (base + r.end)];
+                for t in 0..n {
+                    out[t * rows + r.start..t * rows + r.end]
+                        .copy_from_slice(&part[t * r.len()..(t + 1) * r.len()]);
+                }
+            }
+            base += rows;
+        }
+    });
 }
 
 /// A pointer the parts of one run share, each writing its own region of what it points into.
