@@ -112,8 +112,8 @@ build() {
   env -u CARGO_ENCODED_RUSTFLAGS RUSTFLAGS="$threads_rustflags" cargo "+$NIGHTLY" build --release \
     --target wasm32-unknown-unknown -p "$crate" -Z build-std=panic_abort,std \
     --target-dir "$target_dir/wasm-threads"
-  # -O2: at -O3 this wasm-opt (version 132) makes the threaded module's output differ from the
-  # one-thread build's (the same at -O2, -O1 and unoptimized; the identity tests catch it).
+  # -O2: -O3 measured no faster here (SmolLM2 in Node, Dec 2026) and once made this module's
+  # greedy output differ (wasm-opt 132; not reproduced since). The identity tests guard it.
   bind_and_optimize "$target_dir/wasm-threads/wasm32-unknown-unknown/release/${crate//-/_}.wasm" \
     "$threads_dir" -O2 --enable-threads
 

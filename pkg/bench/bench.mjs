@@ -15,6 +15,8 @@
 //   node bench/bench.mjs --baseline ../other/pkg
 //                                     greedy decode of this package against another checkout's
 //                                     (e.g. the previous commit's), fresh processes alternating
+//   --threads N                       open every model with `threads: N` (default: the package's;
+//                                     1 compares the one-thread build across checkouts)
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -24,7 +26,7 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 function parseArgs(argv) {
   const o = {
     model: `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.knot`, runs: 3, rounds: 3, promptLen: 128, n: 64, json: false,
-    child: undefined, moa: false, baseline: undefined, pkg: undefined, constraint: undefined, draft: false,
+    threads: undefined, child: undefined, moa: false, baseline: undefined, pkg: undefined, constraint: undefined, draft: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -44,6 +46,7 @@ function parseArgs(argv) {
     else if (a === '--constraint') o.constraint = argv[++i];
     else if (a === '--baseline') o.baseline = argv[++i];
     else if (a === '--pkg') o.pkg = argv[++i];
+    else if (a === '--threads') o.threads = next();
     else if (a.startsWith('-')) throw new Error(`unknown flag ${a}`);
     else o.model = a;
   }
@@ -54,6 +57,9 @@ const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
+
+/** Open options with `--threads` when given. */
+const withThreads = (o, options) => (o.threads === undefined ? options : { ...options, threads: o.threads });
 
 /** The package entry to measure: this one, or another checkout's (`--pkg DIR`). */
 const entry = (o) => (o.pkg === undefined ? '../src/node.js' : new URL(`file://${o.pkg.replace(/\/$/, '')}/src/node.js`).href);
@@ -83,7 +89,7 @@ async function measure(shim, prompt, o, options) {
 async function compareChild(o, a, b) {
   const { FileKnotSource, HostShim } = await import(entry(o));
   const source = await FileKnotSource.open(o.model);
-  const shim = await HostShim.open(source, {});
+  const shim = await HostShim.open(source, withThreads(o, {}));
   const base = Array.from(shim.encode('Once upon a time, in a small village by the sea, there lived an old fisherman and his three daughters. '));
   const prompt = Array.from({ length: o.promptLen }, (_, i) => base[i % base.length]);
   const ra = [];
@@ -133,7 +139,7 @@ async function draftChild(o) {
   const source = await FileKnotSource.open(o.model);
   const rows = [];
   for (const [mode, lruCapacity] of [['resident', undefined], ['streaming', 2]]) {
-    const shim = await HostShim.open(source, lruCapacity === undefined ? {} : { lruCapacity });
+    const shim = await HostShim.open(source, withThreads(o, lruCapacity === undefined ? {} : { lruCapacity }));
     for (const [name, kind, text] of DRAFT_PROMPTS) {
       const runs = { plain: [], draft: [] };
       let ids;
@@ -172,7 +178,7 @@ async function child(o, capacityArg) {
   const source = await FileKnotSource.open(o.model);
   const t0 = performance.now();
   const capacity = capacityArg === 'all' ? undefined : Number(capacityArg);
-  const shim = await HostShim.open(source, capacity === undefined ? {} : { lruCapacity: capacity });
+  const shim = await HostShim.open(source, withThreads(o, capacity === undefined ? {} : { lruCapacity: capacity }));
   const openMs = performance.now() - t0;
   const opened = shim.stats();
   // A prompt of exactly promptLen ids: a text encoded and repeated.
@@ -212,6 +218,7 @@ async function main() {
     const args = [self, o.model, '--runs', String(o.runs), '--prompt-len', String(o.promptLen), '-n', String(o.n), '--child', cap];
     if (o.constraint !== undefined) args.push('--constraint', o.constraint);
     if (pkg !== undefined) args.push('--pkg', pkg);
+    if (o.threads !== undefined) args.push('--threads', String(o.threads));
     return JSON.parse(execFileSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 1 << 20 }));
   };
   if (o.moa) {
