@@ -130,7 +130,9 @@ fn every_thread_count_attends_to_the_same_bits() {
         for t in [2, 3] {
             let got = attend(t);
             assert!(
-                one.iter().zip(&got).all(|(x, y)| x.to_bits() == y.to_bits()),
+                one.iter()
+                    .zip(&got)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
                 "{kv_type:?} at {t} threads"
             );
         }

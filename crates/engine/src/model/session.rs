@@ -77,8 +77,17 @@ fn run_block(
     // Attention: x += [post_norm] Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
     load_vector(&w.attn_norm, &mut r.norm_w);
     norm_parts(parts, &mut r.xb, &r.norm_w, eps);
-    let qkv = [(&w.attn_q, &mut r.q), (&w.attn_k, &mut r.k), (&w.attn_v, &mut r.v)];
-    matmuls(&mut qkv.map(|(w, o)| (w, &mut o[..])), &r.xb, n, &mut r.scratch);
+    let qkv = [
+        (&w.attn_q, &mut r.q),
+        (&w.attn_k, &mut r.k),
+        (&w.attn_v, &mut r.v),
+    ];
+    matmuls(
+        &mut qkv.map(|(w, o)| (w, &mut o[..])),
+        &r.xb,
+        n,
+        &mut r.scratch,
+    );
     if let Some([bq, bk, bv]) = &w.attn_qkv_bias {
         // qwen2
         for (b, out) in [(bq, &mut r.q), (bk, &mut r.k), (bv, &mut r.v)] {
@@ -142,7 +151,12 @@ fn run_block(
     load_vector(&w.ffn_norm, &mut r.norm_w);
     norm_parts(parts, &mut r.xb, &r.norm_w, eps);
     let gate_up = [(&w.ffn_gate, &mut r.hb), (&w.ffn_up, &mut r.hb2)];
-    matmuls(&mut gate_up.map(|(w, o)| (w, &mut o[..])), &r.xb, n, &mut r.scratch);
+    matmuls(
+        &mut gate_up.map(|(w, o)| (w, &mut o[..])),
+        &r.xb,
+        n,
+        &mut r.scratch,
+    );
     match c.ffn_activation {
         FfnActivation::Silu => gated(swiglu, &mut r.hb, &r.hb2),
         FfnActivation::GeluTanh => gated(gelu_tanh_gated, &mut r.hb, &r.hb2),

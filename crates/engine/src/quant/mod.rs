@@ -211,7 +211,10 @@ pub fn matmuls_with(
     n: usize,
     scratch: &mut MatmulScratch,
 ) {
-    assert!(ws.len() <= MAX_FUSED, "matmuls: at most {MAX_FUSED} matrices");
+    assert!(
+        ws.len() <= MAX_FUSED,
+        "matmuls: at most {MAX_FUSED} matrices"
+    );
     for (w, out) in ws.iter() {
         assert_eq!(x.len(), n * w.cols(), "matmul: x must hold n * cols values");
         assert_eq!(

@@ -711,8 +711,11 @@ fn fused_matmuls_give_each_matrix_its_own_bits() {
                 for t in [1, 2, 3, 4] {
                     let mut outs: Vec<Vec<f32>> =
                         ws.iter().map(|w| vec![f32::NAN; n * w.rows()]).collect();
-                    let mut pairs: Vec<(&QMatrix, &mut [f32])> =
-                        ws.iter().zip(outs.iter_mut()).map(|(w, o)| (w, &mut o[..])).collect();
+                    let mut pairs: Vec<(&QMatrix, &mut [f32])> = ws
+                        .iter()
+                        .zip(outs.iter_mut())
+                        .map(|(w, o)| (w, &mut o[..]))
+                        .collect();
                     let scratch = &mut MatmulScratch::default();
                     with_threads(t, || matmuls_with(kernel, &mut pairs, &x, n, scratch)).unwrap();
                     for ((got, want), w) in outs.iter().zip(&alone).zip(&ws) {
