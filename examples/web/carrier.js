@@ -1,6 +1,9 @@
 // The carrier panel: an image's patches through ImageCarrierPipeline (columnar API), one heatmap
-// per observer bandwidth. After a run, window.carrierResult holds what the maps show (for tests).
+// per observer bandwidth, and the image as a relief (mesh-view.js) lifted where the lowest
+// observer does not resolve the carrier. After a run, window.carrierResult holds what the maps
+// and the relief show (for tests).
 import { ImageCarrierPipeline, loadWasm } from 'knot-wasm';
+import { ALPHA_THRESHOLD, drawRelief } from './mesh-view.js';
 
 /** Larger images are scaled down first: the maps show patches, not pixels. */
 const MAX_SIDE = 512;
@@ -11,7 +14,8 @@ const HIGH = [245, 158, 11];
 const $ = (/** @type {string} */ id) => /** @type {any} */ (document.getElementById(id));
 
 /**
- * The image's RGB bytes (alpha dropped), scaled to fit MAX_SIDE.
+ * The image scaled to fit MAX_SIDE: its RGB bytes for the pipeline and its RGBA bytes for the
+ * relief.
  * @param {File} file
  */
 async function readRgb(file) {
@@ -30,7 +34,40 @@ async function readRgb(file) {
     rgb[3 * p + 1] = rgba[4 * p + 1];
     rgb[3 * p + 2] = rgba[4 * p + 2];
   }
-  return { width, height, channels: 3, sampleRange: /** @type {'byte'} */ ('byte'), data: rgb };
+  return { width, height, channels: 3, sampleRange: /** @type {'byte'} */ ('byte'), data: rgb, rgba: new Uint8Array(rgba.buffer.slice(0)) };
+}
+
+/**
+ * Per patch: the relief's depth byte (0 where observer 0 resolves the carrier, else rising with
+ * the copy index) and the mean alpha of the patch's pixels.
+ * @param {any} columns analyzeColumnar's result
+ * @param {number} channel
+ * @param {{ width: number, height: number, rgba: Uint8Array }} image
+ * @param {number} patchSize
+ */
+function reliefGrid(columns, channel, image, patchSize) {
+  const { patchesX, patchesY, channels } = columns.grid;
+  const depth = new Uint8Array(patchesX * patchesY);
+  const alpha = new Uint8Array(patchesX * patchesY);
+  let maxCopy = 0;
+  for (let patch = 0; patch < depth.length; patch++) maxCopy = Math.max(maxCopy, columns.copyIndices[patch * channels + channel]);
+  for (let py = 0; py < patchesY; py++) {
+    for (let px = 0; px < patchesX; px++) {
+      const patch = py * patchesX + px;
+      const at = patch * channels + channel;
+      depth[patch] = columns.readings[at] === 1 ? 0 : Math.round((255 * (1 + columns.copyIndices[at])) / (1 + maxCopy));
+      let sum = 0;
+      let count = 0;
+      for (let y = py * patchSize; y < Math.min(image.height, (py + 1) * patchSize); y++) {
+        for (let x = px * patchSize; x < Math.min(image.width, (px + 1) * patchSize); x++) {
+          sum += image.rgba[4 * (y * image.width + x) + 3];
+          count++;
+        }
+      }
+      alpha[patch] = Math.round(sum / count);
+    }
+  }
+  return { patchesX, patchesY, depth, alpha };
 }
 
 /** @param {string} text */
@@ -106,11 +143,25 @@ export function setUpCarrier() {
         patchSize: Number($('patch-size').value),
       });
       const t0 = performance.now();
-      const columns = pipeline.analyzeColumnar(image);
+      const { rgba: _, ...pixels } = image;
+      const columns = pipeline.analyzeColumnar(pixels);
       const ms = performance.now() - t0;
       const drawn = Array.from(columns.observerBandwidths, (_, o) => drawMap(columns, o, channel));
       maps.replaceChildren(...drawn.map((d) => d.figure));
+      const grid = reliefGrid(columns, channel, image, Number($('patch-size').value));
+      let relief = null;
+      if (grid.patchesX >= 2 && grid.patchesY >= 2) {
+        const canvas = document.createElement('canvas');
+        [canvas.width, canvas.height] = [480, 320];
+        relief = drawRelief(canvas, image, grid);
+        canvas.setAttribute('role', 'img');
+        canvas.setAttribute('aria-label', `the image as a relief: ${relief.triangleCount} triangles`);
+        $('carrier-relief').replaceChildren(canvas);
+      } else {
+        $('carrier-relief').replaceChildren('The relief needs at least 2 × 2 patches.');
+      }
       window.carrierResult = {
+        relief: relief && { ...relief, depth: Array.from(grid.depth), alpha: Array.from(grid.alpha), alphaThreshold: ALPHA_THRESHOLD },
         width: image.width,
         height: image.height,
         grid: columns.grid,
@@ -122,6 +173,7 @@ export function setUpCarrier() {
       status.textContent = `${image.width}×${image.height} image, ${columns.cellCount} cells in ${ms.toFixed(1)} ms.`;
     } catch (err) {
       maps.replaceChildren();
+      $('carrier-relief').replaceChildren();
       status.textContent = err instanceof Error ? err.message : String(err);
     } finally {
       pipeline?.free();

@@ -7,3 +7,4 @@ export { SequenceBatch } from './batch.js';
 export { coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge, planStations } from './helpers.js';
 export { ERROR_STATUS, errorStatus } from './errors.js';
 export { convertGguf } from './convert-gguf.js';
+export { MAX_MESH_GRID_VERTICES, buildAlphaBoundaryWallIndices, buildStatelessMeshGrid } from './mesh.js';

@@ -1,6 +1,7 @@
 // Compiled by `npm run typecheck` only: the seed's call shape and the documented API type-check.
 import {
   BufferKnotSource, CachedKnotSource, HostShim, HttpKnotSource, coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge,
+  MAX_MESH_GRID_VERTICES, buildAlphaBoundaryWallIndices, buildStatelessMeshGrid,
   type CoordinatorStats, type KnotByteSource, type StepInfo, type WasmCoordinator,
 } from '../src/index.js';
 
@@ -102,4 +103,10 @@ export function coordinatorApi(c: WasmCoordinator, headAnswer: Uint8Array): numb
   const s: CoordinatorStats = c.stats();
   const mode: 'resident' | 'sharded' = s.embedding.mode;
   return n + (messages?.length ?? 0) + s.readsSinceOpen + (s.generation?.rows.misses ?? 0) + mode.length + c.logitRows;
+}
+
+export function meshApi(alpha: Uint8Array): number {
+  const grid = buildStatelessMeshGrid({ width: 64, height: 48, solid: true });
+  const walls: Uint32Array = buildAlphaBoundaryWallIndices(alpha, grid.width, grid.height, 128);
+  return grid.indices.length + walls.length + grid.front.count + grid.back.first + MAX_MESH_GRID_VERTICES;
 }

@@ -92,12 +92,14 @@ export async function nativeChat(messages, n, flags = ['--temperature', '0']) {
 }
 
 /**
- * A PNG of RGB pixels (8-bit, no filter, no interlace): the test image for the carrier panel.
+ * A PNG of RGB or RGBA pixels (8-bit, no filter, no interlace): the test images for the carrier
+ * panel.
  * @param {number} width
  * @param {number} height
- * @param {Uint8Array} rgb
+ * @param {Uint8Array} pixels
+ * @param {3 | 4} [channels]
  */
-export function encodePng(width, height, rgb) {
+export function encodePng(width, height, pixels, channels = 3) {
   const crcTable = Array.from({ length: 256 }, (_, n) => {
     let c = n;
     for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
@@ -119,11 +121,13 @@ export function encodePng(width, height, rgb) {
   const header = Buffer.alloc(13);
   header.writeUInt32BE(width, 0);
   header.writeUInt32BE(height, 4);
-  header.set([8, 2, 0, 0, 0], 8); // 8-bit, truecolor, deflate, no filter, no interlace
-  const raw = Buffer.alloc(height * (1 + 3 * width));
+  // 8-bit, truecolor (with alpha: 6), deflate, no filter, no interlace
+  header.set([8, channels === 4 ? 6 : 2, 0, 0, 0], 8);
+  const row = channels * width;
+  const raw = Buffer.alloc(height * (1 + row));
   for (let y = 0; y < height; y++) {
-    raw[y * (1 + 3 * width)] = 0; // filter: none
-    Buffer.from(rgb.subarray(y * 3 * width, (y + 1) * 3 * width)).copy(raw, y * (1 + 3 * width) + 1);
+    raw[y * (1 + row)] = 0; // filter: none
+    Buffer.from(pixels.subarray(y * row, (y + 1) * row)).copy(raw, y * (1 + row) + 1);
   }
   return Buffer.concat([
     Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { ImageCarrierPipeline } from '../../../pkg/src/node.js';
+import { ImageCarrierPipeline, buildAlphaBoundaryWallIndices, buildStatelessMeshGrid } from '../../../pkg/src/node.js';
 import { startServer } from '../server.mjs';
 import { encodePng, generateIn, haveChromium, launch, nativeChat, waitForState, watchConsole } from './browser.mjs';
 
@@ -226,6 +226,73 @@ describe('the demo page in headless Chromium', { skip: !present }, () => {
     await page.click('#carrier-run');
     await page.waitForFunction(() => document.querySelectorAll('#carrier-maps canvas').length === 3);
     await page.locator('#carrier-maps').screenshot({ path: join(RESULTS, 'carrier.png') });
+    await page.close();
+  });
+  test('the carrier panel extrudes the image as a WebGL2 relief: a screenshot shows its colours, sides and hole', async () => {
+    const { page, errors } = await openReady();
+    // 48×32, red on the left and blue on the right, a transparent 16×16 square in the middle:
+    // with patches of 4, a 12×8 grid whose 4×4 centre patches are transparent.
+    const [width, height] = [48, 32];
+    const rgba = new Uint8Array(width * height * 4);
+    for (let y = 0; y < height; y++) {
+      for (let x = 0; x < width; x++) {
+        const hole = x >= 16 && x < 32 && y >= 8 && y < 24;
+        rgba.set(x < 24 ? [220, 40, 40, hole ? 0 : 255] : [40, 70, 220, hole ? 0 : 255], 4 * (y * width + x));
+      }
+    }
+    await page.setInputFiles('#carrier-image', { name: 'hole.png', mimeType: 'image/png', buffer: encodePng(width, height, rgba, 4) });
+    await page.fill('#observer-bandwidths', '3, 54');
+    await page.fill('#patch-size', '4');
+    await page.click('#carrier-run');
+    await page.waitForFunction(() => window.carrierResult?.relief != null && document.querySelector('#carrier-relief canvas') !== null);
+    const { relief } = await page.evaluate(() => window.carrierResult);
+    // The patches' alpha, and the mesh the package builds for it.
+    const alpha = Array.from({ length: 12 * 8 }, (_, p) => ((p % 12) >= 4 && (p % 12) < 8 && Math.floor(p / 12) >= 2 && Math.floor(p / 12) < 6 ? 0 : 255));
+    assert.deepEqual(relief.alpha, alpha);
+    const grid = buildStatelessMeshGrid({ width: 12, height: 8, solid: true });
+    const walls = buildAlphaBoundaryWallIndices(alpha, 12, 8, relief.alphaThreshold);
+    assert.equal(relief.vertexCount, grid.vertexCount);
+    assert.equal(relief.wallTriangleCount, walls.length / 3);
+    assert.equal(relief.triangleCount, grid.triangleCount + walls.length / 3);
+    // Observer 3 leaves some patches unresolved: the relief has height.
+    assert.ok(relief.depth.some((d) => d > 0) && relief.depth.some((d) => d === 0));
+
+    mkdirSync(RESULTS, { recursive: true });
+    const shot = await page.locator('#carrier-relief canvas').screenshot({ path: join(RESULTS, 'relief.png') });
+    // The screenshot's pixels, decoded by the browser.
+    const seen = await page.evaluate(async (b64) => {
+      const bitmap = await createImageBitmap(await (await fetch(`data:image/png;base64,${b64}`)).blob());
+      const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
+      const context = /** @type {OffscreenCanvasRenderingContext2D} */ (canvas.getContext('2d'));
+      context.drawImage(bitmap, 0, 0);
+      const { data, width: w, height: h } = context.getImageData(0, 0, bitmap.width, bitmap.height);
+      const at = (x, y) => Array.from(data.subarray(4 * (y * w + x), 4 * (y * w + x) + 3));
+      const background = at(4, 4); // inside the border
+      const count = { red: [0, 0], blue: [0, 0], dimRed: 0, dimBlue: 0, background: 0 };
+      for (let y = 0; y < h; y++) {
+        for (let x = 0; x < w; x++) {
+          const [r, g, b] = at(x, y);
+          const half = x < w / 2 ? 0 : 1;
+          if (r > 150 && b < 90) count.red[half]++;
+          else if (b > 150 && r < 90) count.blue[half]++;
+          else if (r > 60 && r <= 150 && b < 45 && g < 45) count.dimRed++;
+          else if (b > 60 && b <= 150 && r < 45) count.dimBlue++;
+          if (Math.abs(r - background[0]) + Math.abs(g - background[1]) + Math.abs(b - background[2]) < 6) count.background++;
+        }
+      }
+      return { w, h, background, centre: at(Math.floor(w / 2), Math.floor(h / 2)), count };
+    }, shot.toString('base64'));
+    const pixels = seen.w * seen.h;
+    // The clear colour around the shape, and through the hole at the centre.
+    assert.deepEqual(seen.centre, seen.background, `centre ${seen.centre}`);
+    assert.ok(seen.count.background > pixels * 0.2 && seen.count.background < pixels * 0.9, JSON.stringify(seen.count));
+    // Red to the left of the hole, blue to its right, each a real share of the frame.
+    assert.ok(seen.count.red[0] > pixels * 0.05 && seen.count.red[0] > 10 * seen.count.red[1], JSON.stringify(seen.count));
+    assert.ok(seen.count.blue[1] > pixels * 0.05 && seen.count.blue[1] > 10 * seen.count.blue[0], JSON.stringify(seen.count));
+    // The walls: the colours shaded darker toward the back (4% of the frame here; 0.4% is
+    // left without them, from the edges' blending).
+    assert.ok(seen.count.dimRed + seen.count.dimBlue > pixels * 0.015, JSON.stringify(seen.count));
+    assert.deepEqual(errors, []);
     await page.close();
   });
 });
