@@ -6,6 +6,7 @@ use coltrane::{ColtraneConfig, EddyConfig, Preset, ProsodyMode};
 use engine::chat::ChatMessage;
 use engine::decode::{DraftChoice, GenerateOptions};
 use engine::draft::DraftConfig;
+use engine::health::{HealthConfig, HealthPolicy};
 use engine::{DecodeConfig, SamplerConfig};
 use futures::executor::block_on;
 use host::{FileSource, Host, HostOptions};
@@ -84,6 +85,44 @@ pub struct DecodeArgs {
     moa: Option<String>,
     #[command(flatten)]
     constraint: ConstraintArgs,
+    /// The decode-health monitor (docs/health.md): `on` (its policy acting), `observe` (no
+    /// actions), or a spec such as window=64,cap-drafts=0,moa-valve=1,eddy=1. Each step's
+    /// report and the generation's metrics go into --json.
+    #[arg(long, value_name = "SPEC", num_args = 0..=1, default_missing_value = "on")]
+    health: Option<String>,
+}
+
+/// `--health`'s spec.
+fn health_spec(spec: &str) -> Result<HealthConfig> {
+    let mut cfg = HealthConfig::default();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = part.split_once('=').unwrap_or((part, ""));
+        let flag = || match value {
+            "1" | "true" | "on" => Ok(true),
+            "0" | "false" | "off" => Ok(false),
+            v => Err(format!("--health {key} must be 0 or 1, got {v:?}")),
+        };
+        match key {
+            "on" if value.is_empty() => {}
+            "observe" if value.is_empty() => cfg.policy = HealthPolicy::OFF,
+            "window" => {
+                cfg.window = value
+                    .parse()
+                    .map_err(|_| format!("--health window must be an integer, got {value:?}"))?
+            }
+            "cap-drafts" => cfg.policy.cap_drafts = flag()?,
+            "moa-valve" => cfg.policy.moa_valve = flag()?,
+            "eddy" => cfg.policy.eddy = flag()?,
+            _ => {
+                return Err(format!(
+                    "--health takes on, observe, window=N, cap-drafts=0|1, moa-valve=0|1, eddy=0|1; got {part:?}"
+                )
+                .into())
+            }
+        }
+    }
+    cfg.validate()?;
+    Ok(cfg)
 }
 
 /// COLTRANE's token mask (docs/coltrane.md).
@@ -172,6 +211,7 @@ impl DecodeArgs {
             },
             moa: self.moa.as_deref().map(MoaConfig::parse_spec).transpose()?,
             coltrane: self.constraint.config()?,
+            health: self.health.as_deref().map(health_spec).transpose()?,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -268,6 +308,7 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
             "decode_tok_s": decode_tok_s,
             "steps": steps,
             "constraint": host.constraint_metrics(),
+            "health": host.health_metrics(),
             "decode": stats.decode,
         });
         writeln!(out, "{v}")?;

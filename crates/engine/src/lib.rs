@@ -13,6 +13,7 @@ mod buffer;
 pub mod chat;
 pub mod decode;
 pub mod draft;
+pub mod health;
 pub mod kv;
 pub mod model;
 pub mod ops;

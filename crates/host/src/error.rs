@@ -276,6 +276,7 @@ fn pipeline_code(e: &PipelineError) -> ErrorCode {
         PipelineError::Coltrane(C::Forbidden(_) | C::Rollback { .. }) => ErrorCode::Internal,
         PipelineError::Coltrane(_) => ErrorCode::InvalidOption,
         PipelineError::Vocab(_) => ErrorCode::InvalidModel,
+        PipelineError::Health(_) => ErrorCode::InvalidOption,
         PipelineError::Rollback { .. } => ErrorCode::Internal,
     }
 }

@@ -66,6 +66,15 @@ impl Interfere {
         }
     }
 
+    /// The state with the valve opened at once: the spread widened by VALVE_FACTOR within the
+    /// bounds, the shortfall count cleared (as when the valve fires).
+    pub fn opened(self, c: &Control) -> Interfere {
+        Interfere {
+            spread: (self.spread * VALVE_FACTOR).clamp(MIN_SPREAD, c.max_spread.max(MIN_SPREAD)),
+            shortfall_steps: 0,
+        }
+    }
+
     /// The state after a step that measured `ratio` (None: nothing measured), and whether the
     /// valve fired. Pure: same inputs, same result.
     pub fn next(self, ratio: Option<f64>, c: &Control) -> (Interfere, bool) {
@@ -122,6 +131,18 @@ mod tests {
             ..C
         };
         assert_eq!(s.next(Some(1.0), &off), (s, false));
+    }
+
+    #[test]
+    fn an_opened_valve_widens_within_bounds() {
+        let s = Interfere {
+            spread: 0.4,
+            shortfall_steps: 5,
+        };
+        let o = s.opened(&C);
+        assert!((o.spread - 0.4 * VALVE_FACTOR).abs() < 1e-12);
+        assert_eq!(o.shortfall_steps, 0);
+        assert_eq!(Interfere::new(1.3).opened(&C).spread, C.max_spread);
     }
 
     #[test]

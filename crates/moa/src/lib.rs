@@ -286,6 +286,13 @@ impl Moa {
         }
     }
 
+    /// Opens INTERFERE's valve now: the spread the next step runs with widens by
+    /// [`interfere::VALVE_FACTOR`] (within the controller's bounds), as when the valve fires on
+    /// its own. For a monitor that sees a collapse coming before the agents agree on it.
+    pub fn open_valve(&mut self) {
+        self.state = self.state.opened(&self.control);
+    }
+
     /// Back to the configured spread, with no history.
     pub fn reset(&mut self) {
         self.state = Interfere::new(self.cfg.temperature_spread);

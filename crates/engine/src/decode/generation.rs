@@ -40,6 +40,9 @@ pub struct Emitted {
     /// On the last token, when a constraint ran: what it did over the generation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constraint: Option<coltrane::Metrics>,
+    /// On the last token, when the health monitor watched: what it saw over the generation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::health::HealthMetrics>,
 }
 
 /// A generation in progress: the pipeline that picks each token, the streaming text decoder,
@@ -101,6 +104,11 @@ impl Generation {
         self.pipeline.constraint_metrics()
     }
 
+    /// The health monitor's metrics so far, when one watches.
+    pub fn health_metrics(&self) -> Option<crate::health::HealthMetrics> {
+        self.pipeline.health_metrics()
+    }
+
     pub fn pipeline(&mut self) -> &mut Pipeline {
         &mut self.pipeline
     }
@@ -141,6 +149,7 @@ impl Generation {
         }
         let allowed = self.pipeline.allowed_prefix(draft, Some(self.remaining()));
         draft.truncate(allowed);
+        self.pipeline.cap_draft(draft);
     }
 
     /// Picks tokens from a verify pass. `rows` holds one row of logits per position of
@@ -192,6 +201,7 @@ impl Generation {
         }
         let ctx = StepContext {
             remaining: Some(self.budget - self.produced),
+            budget: Some(self.budget),
             clock: self.clock,
         };
         let step = self.pipeline.sample_in(logits, &ctx)?;
@@ -218,6 +228,7 @@ impl Generation {
             constraint: self
                 .finished
                 .and_then(|_| self.pipeline.constraint_metrics()),
+            health: self.finished.and_then(|_| self.pipeline.health_metrics()),
         })
     }
 }

@@ -3,6 +3,7 @@
 //! its flags).
 
 use crate::draft::DraftConfig;
+use crate::health::{HealthConfig, HealthPolicy, Thresholds};
 use crate::options::{shown, to_usize, Fields, OptionsError};
 use crate::pipeline::{DecodeConfig, PipelineError};
 use crate::sampler::SamplerConfig;
@@ -139,11 +140,18 @@ impl GenerateOptions {
             Some(c @ Value::Object(_)) => Some(coltrane_from_value(c)?),
             Some(other) => return Err(f.invalid("coltrane", "false or an object", other)),
         };
+        let health = match f.get("health") {
+            None | Some(Value::Bool(false)) => None,
+            Some(Value::Bool(true)) => Some(HealthConfig::default()),
+            Some(h @ Value::Object(_)) => Some(health_from_value(h)?),
+            Some(other) => return Err(f.invalid("health", "true, false or an object", other)),
+        };
         let opts = GenerateOptions {
             decode: DecodeConfig {
                 sampling,
                 moa,
                 coltrane,
+                health,
             },
             max_tokens: f
                 .integer("maxTokens", "an integer >= 0", 0, false)?
@@ -188,6 +196,57 @@ impl GenerateOptions {
         opts.decode.validate()?;
         Ok(opts)
     }
+}
+
+/// `health`: `{ window, thresholds: { preAlpha, preEntropySlope, preRepetition,
+/// collapseRepeats, collapseEntropy }, policy: { capDrafts, moaValve, eddy } }`, each key
+/// optional (docs/health.md).
+pub fn health_from_value(v: &Value) -> Result<HealthConfig, OptionsError> {
+    let f = Fields::new(v, "health.")?;
+    let d = HealthConfig::default();
+    let window = f.integer_in("window", 16, 1024)?.map_or(d.window, to_usize);
+    let thresholds = match f.get("thresholds") {
+        None => d.thresholds,
+        Some(t) => {
+            let g = Fields::new(t, "health.thresholds.")?;
+            let dt = Thresholds::default();
+            let finite = |name, default: f64| -> Result<f64, OptionsError> {
+                Ok(g.number(name, "a finite number", f64::is_finite)?
+                    .unwrap_or(default))
+            };
+            let t = Thresholds {
+                pre_alpha: finite("preAlpha", dt.pre_alpha)?,
+                pre_entropy_slope: finite("preEntropySlope", dt.pre_entropy_slope)?,
+                pre_repetition: finite("preRepetition", dt.pre_repetition)?,
+                collapse_repeats: g
+                    .integer_in("collapseRepeats", 2, 16)?
+                    .map_or(dt.collapse_repeats, to_usize),
+                collapse_entropy: finite("collapseEntropy", dt.collapse_entropy)?,
+            };
+            g.finish()?;
+            t
+        }
+    };
+    let policy = match f.get("policy") {
+        None => d.policy,
+        Some(p) => {
+            let g = Fields::new(p, "health.policy.")?;
+            let dp = HealthPolicy::default();
+            let p = HealthPolicy {
+                cap_drafts: g.boolean("capDrafts")?.unwrap_or(dp.cap_drafts),
+                moa_valve: g.boolean("moaValve")?.unwrap_or(dp.moa_valve),
+                eddy: g.boolean("eddy")?.unwrap_or(dp.eddy),
+            };
+            g.finish()?;
+            p
+        }
+    };
+    f.finish()?;
+    Ok(HealthConfig {
+        window,
+        thresholds,
+        policy,
+    })
 }
 
 /// `draftMode`: `true` (the defaults), `false` (None), or `{ ngram, maxDraft, adaptive,

@@ -8,6 +8,7 @@ use super::pickers::{Greedy, MoaPicker, Sample};
 use super::report::{PickReport, StageReport, StepInfo};
 use super::stage::{LogitsStage, Picker, StepContext, MAX_ROLLBACK};
 use super::stages::{CountPenalty, RepeatPenalty};
+use crate::health::{HealthConfig, HealthMetrics, HealthMonitor, HealthState};
 use crate::sampler::Pcg32;
 
 /// Stages, a picker, and the seeded generator every draw uses.
@@ -18,6 +19,8 @@ pub struct Pipeline {
     dist: Distribution,
     /// Tokens accepted since the last reset, up to MAX_ROLLBACK (what rollback may undo).
     undoable: usize,
+    /// Watches every step when the config asks.
+    health: Option<HealthMonitor>,
 }
 
 impl Pipeline {
@@ -45,7 +48,11 @@ impl Pipeline {
             (None, 0.0) => Box::new(Greedy),
             (None, _) => Box::new(Sample::new(s)),
         };
-        Ok(Pipeline::from_parts(stages, picker, s.seed))
+        let mut pipeline = Pipeline::from_parts(stages, picker, s.seed);
+        if let Some(h) = cfg.health {
+            pipeline.watch(h);
+        }
+        Ok(pipeline)
     }
 
     pub fn from_parts(
@@ -59,7 +66,14 @@ impl Pipeline {
             rng: Pcg32::new(seed),
             dist: Distribution::default(),
             undoable: 0,
+            health: None,
         }
+    }
+
+    /// Watches every step with the health monitor, its policy acting (a config that
+    /// `validate`s).
+    pub fn watch(&mut self, cfg: HealthConfig) {
+        self.health = Some(HealthMonitor::new(cfg));
     }
 
     /// Adds a stage after the existing ones (before the picker).
@@ -85,6 +99,27 @@ impl Pipeline {
         self.stages
             .iter_mut()
             .fold(draft.len(), |n, s| s.allowed_prefix(&draft[..n], remaining))
+    }
+
+    /// The health monitor's metrics over the generation, when one watches.
+    pub fn health_metrics(&self) -> Option<HealthMetrics> {
+        self.health.as_ref().map(|h| h.metrics())
+    }
+
+    /// How many draft tokens the health policy lets a verify pass check now, if it caps them;
+    /// a draft cut to it is counted.
+    pub fn cap_draft(&mut self, draft: &mut Vec<u32>) {
+        if let Some(h) = &mut self.health {
+            if let Some(cap) = h.draft_cap().filter(|&c| draft.len() > c) {
+                draft.truncate(cap);
+                h.note_capped_draft();
+            }
+        }
+    }
+
+    /// The health monitor's state after the last step, when one watches.
+    pub fn health_state(&self) -> Option<HealthState> {
+        self.health.as_ref().map(|h| h.state())
     }
 
     /// The constraint's metrics over the generation, if a stage keeps them.
@@ -118,15 +153,33 @@ impl Pipeline {
         logits: &mut [f32],
         ctx: &StepContext,
     ) -> Result<StepInfo, PipelineError> {
+        let eddy_bans = match &mut self.health {
+            Some(h) => {
+                h.before_stages(logits);
+                h.break_loop(logits)
+            }
+            None => 0,
+        };
         let stages = self.apply(logits, ctx)?;
         let pick = self.distribution(logits)?;
         let token = self.dist.draw(&mut self.rng)?;
         self.accept(token);
+        let health = match &mut self.health {
+            Some(h) => {
+                let mut r = h.after_pick(logits, token, ctx.remaining, ctx.budget);
+                r.actions.eddy_bans = eddy_bans;
+                r.actions.valve = h.valve_due() && self.picker.open_valve();
+                h.record_actions(r.actions);
+                Some(r)
+            }
+            None => None,
+        };
         Ok(StepInfo {
             token,
             stages,
             candidates: self.dist.candidates(),
             pick,
+            health,
         })
     }
 
@@ -144,6 +197,9 @@ impl Pipeline {
         for s in &mut self.stages {
             s.accept_context(token);
         }
+        if let Some(h) = &mut self.health {
+            h.accept_context();
+        }
         self.picker.accept(token);
         self.undoable = (self.undoable + 1).min(MAX_ROLLBACK);
     }
@@ -159,6 +215,9 @@ impl Pipeline {
         for s in &mut self.stages {
             s.rollback(n);
         }
+        if let Some(h) = &mut self.health {
+            h.rollback(n);
+        }
         self.picker.rollback(n);
         self.undoable -= n;
         Ok(())
@@ -168,6 +227,9 @@ impl Pipeline {
     pub fn reset(&mut self) {
         for s in &mut self.stages {
             s.reset();
+        }
+        if let Some(h) = &mut self.health {
+            h.reset();
         }
         self.picker.reset();
         self.undoable = 0;

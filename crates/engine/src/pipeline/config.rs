@@ -1,6 +1,7 @@
 //! [`DecodeConfig`]: what a request asks of the pipeline, checked before one is built.
 
 use super::error::PipelineError;
+use crate::health::HealthConfig;
 use crate::sampler::SamplerConfig;
 use coltrane::ColtraneConfig;
 use moa::MoaConfig;
@@ -15,6 +16,8 @@ pub struct DecodeConfig {
     pub moa: Option<MoaConfig>,
     /// When set, the token mask (it needs the tokenizer, so `Generation` adds the stage).
     pub coltrane: Option<ColtraneConfig>,
+    /// When set, the health monitor watches every step (docs/health.md).
+    pub health: Option<HealthConfig>,
 }
 
 impl DecodeConfig {
@@ -25,6 +28,9 @@ impl DecodeConfig {
         }
         if let Some(c) = &self.coltrane {
             c.compile()?;
+        }
+        if let Some(h) = &self.health {
+            h.validate()?;
         }
         Ok(())
     }

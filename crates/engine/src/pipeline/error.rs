@@ -1,5 +1,6 @@
 //! What building or running a decode pipeline can refuse.
 
+use crate::health::HealthError;
 use crate::sampler::SamplerError;
 use coltrane::{ColtraneError, VocabError};
 use moa::MoaError;
@@ -16,6 +17,8 @@ pub enum PipelineError {
     Coltrane(#[from] ColtraneError),
     #[error("the constraint cannot index this vocabulary: {0}")]
     Vocab(#[from] VocabError),
+    #[error(transparent)]
+    Health(#[from] HealthError),
     #[error("cannot roll back {requested} tokens: {available} can be undone")]
     Rollback { requested: usize, available: usize },
 }

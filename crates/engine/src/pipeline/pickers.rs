@@ -162,4 +162,9 @@ impl Picker for MoaPicker {
     fn reset(&mut self) {
         self.moa.reset();
     }
+
+    fn open_valve(&mut self) -> bool {
+        self.moa.open_valve();
+        true
+    }
 }

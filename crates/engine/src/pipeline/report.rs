@@ -1,5 +1,6 @@
 //! What a step reports: each stage's numbers, the picker's, and the token drawn.
 
+use crate::health::HealthReport;
 use moa::MoaReport;
 
 /// What one logits stage did at a step.
@@ -43,6 +44,9 @@ pub struct StepInfo {
     pub candidates: usize,
     #[serde(flatten)]
     pub pick: PickReport,
+    /// The health monitor's report, when one watches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthReport>,
 }
 
 impl StepInfo {

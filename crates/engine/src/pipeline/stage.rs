@@ -14,6 +14,8 @@ const _: () = assert!(MAX_ROLLBACK <= moa::HISTORY);
 pub struct StepContext {
     /// Tokens the generation may still produce, this one included (`None`: no limit known).
     pub remaining: Option<usize>,
+    /// Tokens the generation may produce in all (`None`: no limit known).
+    pub budget: Option<usize>,
     /// A clock in milliseconds, for stages that time themselves (none in plain engine use:
     /// `Instant` is unavailable on wasm32-unknown-unknown, the host passes the JS clock).
     pub clock: Option<fn() -> f64>,
@@ -61,4 +63,9 @@ pub trait Picker {
     fn accept(&mut self, _token: u32) {}
     fn rollback(&mut self, _n: usize) {}
     fn reset(&mut self) {}
+    /// Widens the picker's spread at once (MOA's INTERFERE valve; the health policy asks under
+    /// pre-collapse). Returns whether the picker has such a valve.
+    fn open_valve(&mut self) -> bool {
+        false
+    }
 }

@@ -220,6 +220,11 @@ impl Host {
         self.conversation.generation.as_ref()?.constraint_metrics()
     }
 
+    /// What the health monitor saw over the current generation, when one watches.
+    pub fn health_metrics(&self) -> Option<engine::health::HealthMetrics> {
+        self.conversation.generation.as_ref()?.health_metrics()
+    }
+
     /// Every token of the conversation so far (prompts and generated tokens).
     pub fn tokens(&self) -> &[u32] {
         &self.conversation.tokens
