@@ -216,7 +216,7 @@ export class HostShim {
    * @param {Record<string, unknown>} [options] sampling, moa, maxTokens (default 256), signal,
    *   onToken, onStep
    * @returns {Promise<{ text: string, tokens: Uint32Array, finishReason: 'stop' | 'length',
-   *   steps: object[], constraint?: object }>}
+   *   steps: object[], constraint?: object, health?: object }>}
    */
   async generateText(prompt, options = {}) {
     let text = '';
@@ -225,16 +225,21 @@ export class HostShim {
     let finishReason = /** @type {'stop' | 'length'} */ ('length');
     /** @type {object | undefined} */
     let constraint;
+    /** @type {object | undefined} */
+    let health;
     for await (const e of this.#pieces(prompt, options)) {
       text += e.text;
       steps.push(e.step);
       if (e.finishReason === 'stop') finishReason = 'stop';
       else tokens.push(e.id);
       if (e.constraint !== undefined) constraint = e.constraint;
+      if (e.health !== undefined) health = e.health;
     }
-    return constraint === undefined
-      ? { text, tokens: Uint32Array.from(tokens), finishReason, steps }
-      : { text, tokens: Uint32Array.from(tokens), finishReason, steps, constraint };
+    return {
+      text, tokens: Uint32Array.from(tokens), finishReason, steps,
+      ...(constraint === undefined ? {} : { constraint }),
+      ...(health === undefined ? {} : { health }),
+    };
   }
 
   /**
@@ -562,6 +567,11 @@ function windowId(id) {
  */
 function token(e) {
   const t = { id: e.id, text: e.text, finishReason: e.finishReason };
-  // What COLTRANE did over the generation, on its last token (when a constraint ran).
-  return e.constraint === undefined ? t : { ...t, constraint: e.constraint };
+  // On the last token: what COLTRANE did over the generation (when a constraint ran) and what
+  // the health monitor saw (when one watched).
+  return {
+    ...t,
+    ...(e.constraint === undefined ? {} : { constraint: e.constraint }),
+    ...(e.health === undefined ? {} : { health: e.health }),
+  };
 }

@@ -384,6 +384,15 @@ describe('terminal prosody and explicit prefill windows', () => {
     const r = await post(server.url(), '/v1/chat/completions', { model: server.model, messages: STORY, temperature: 0, max_tokens: 20 });
     assert.equal(r.json.knot.terminal_prosody, 'bias');
     assert.ok(r.json.knot.constraint.prosodySteps > 0, JSON.stringify(r.json.knot));
+    assert.equal(r.json.knot.health, undefined);
+    // The health monitor on request: its metrics in the extension object; a bad setting is a 400
+    // naming it.
+    const h = await post(server.url(), '/v1/chat/completions', { model: server.model, messages: STORY, temperature: 0, max_tokens: 20, health: true });
+    assert.ok(h.json.knot.health.steps >= 1 && h.json.knot.health.steps <= 21, JSON.stringify(h.json.knot));
+    assert.ok(typeof h.json.knot.health.faces.score === 'number');
+    const badHealth = await post(server.url(), '/v1/chat/completions', { model: server.model, messages: STORY, max_tokens: 4, health: { window: 3 } });
+    assert.equal(badHealth.status, 400, badHealth.text);
+    assert.match(badHealth.json.error.message, /health\.window/);
   });
 
   testIf(server.windows !== false, 'a window serves the prompts that start with it (x-knot-prefill: hit), output unchanged', async () => {

@@ -35,10 +35,22 @@ export const haveNative = () => existsSync(KNOT_BIN);
  * @returns {number[]}
  */
 export function nativeGenerate(file, ids, n, sampling = ['--temperature', '0']) {
-  const out = execFileSync(KNOT_BIN, ['generate', file, '--tokens', ids.join(','), '-n', String(n), ...sampling, '--json'], {
-    encoding: 'utf8',
+  return nativeGenerateJson(file, ids, n, sampling).ids;
+}
+
+/**
+ * `knot generate --json` on `ids`: the whole object (ids, steps, constraint, health, …).
+ * @param {string} file
+ * @param {number[]} ids
+ * @param {number} n
+ * @param {string[]} [flags] greedy by default
+ * @returns {any}
+ */
+export function nativeGenerateJson(file, ids, n, flags = ['--temperature', '0']) {
+  const out = execFileSync(KNOT_BIN, ['generate', file, '--tokens', ids.join(','), '-n', String(n), ...flags, '--json'], {
+    encoding: 'utf8', maxBuffer: 1 << 26,
   });
-  return JSON.parse(out).ids;
+  return JSON.parse(out);
 }
 
 /**

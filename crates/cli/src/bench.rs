@@ -182,7 +182,7 @@ pub fn scaling(
 }
 
 /// The bench's prompt: `BENCH_TEXT` repeated to `prompt_len` ids, checked against the context.
-fn bench_prompt(
+pub(crate) fn bench_prompt(
     host: &Host,
     prompt_len: usize,
     n: usize,

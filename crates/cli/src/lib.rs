@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_draft;
+pub mod bench_health;
 pub mod bench_parallel;
 pub mod carrier_cmd;
 pub mod convert;

@@ -84,6 +84,10 @@ enum Command {
         /// base temperature and top-k.
         #[arg(long, value_name = "SPEC", num_args = 0..=1, default_missing_value = "")]
         moa: Option<String>,
+        /// What the decode-health monitor costs: greedy decode with it (observing) and without,
+        /// interleaved, and its own time as a share of a step.
+        #[arg(long)]
+        health: bool,
         /// Compare greedy decode with and without a constraint (flags as for `generate`).
         #[command(flatten)]
         constraint: knot_cli::generate::ConstraintArgs,
@@ -202,6 +206,15 @@ fn run(command: Command) -> Result<()> {
             scaling: Some(counts),
             ..
         } => knot_cli::bench::scaling(&file, &counts, n, prompt_len, runs, json),
+        Command::Bench {
+            file,
+            n,
+            prompt_len,
+            runs,
+            json,
+            health: true,
+            ..
+        } => knot_cli::bench_health::run(&file, n, prompt_len, runs, json),
         Command::Bench {
             file,
             n,

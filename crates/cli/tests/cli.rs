@@ -237,6 +237,66 @@ fn bench_reports_speed_and_memory() {
 }
 
 #[test]
+fn health_reports_each_step_and_the_generation_and_bench_measures_its_cost() {
+    let f = fixture("tiny/llama-f32.knot");
+    let v = json(&[
+        "generate",
+        &f,
+        "--tokens",
+        "1,2,3",
+        "-n",
+        "20",
+        "--temperature",
+        "0",
+        "--health",
+        "observe",
+        "--json",
+    ]);
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), ids(&v["ids"]).len());
+    for s in steps {
+        let h = &s["health"];
+        assert!(h["entropy"].as_f64().unwrap() >= 0.0);
+        assert!(
+            ["normal", "pre-collapse", "boundary-collapse"].contains(&h["state"].as_str().unwrap())
+        );
+    }
+    // The window (64) is not full in 20 steps: no slope yet.
+    assert!(steps[19]["health"].get("alpha").is_none());
+    assert_eq!(v["health"]["steps"].as_u64().unwrap(), steps.len() as u64);
+    // Without --health, nothing about it.
+    let plain = json(&[
+        "generate",
+        &f,
+        "--tokens",
+        "1,2,3",
+        "-n",
+        "20",
+        "--temperature",
+        "0",
+        "--json",
+    ]);
+    assert!(plain["steps"][0].get("health").is_none() && plain["health"].is_null());
+    assert_eq!(ids(&plain["ids"]), ids(&v["ids"]));
+
+    let b = json(&[
+        "bench",
+        &f,
+        "--health",
+        "-n",
+        "8",
+        "--prompt-len",
+        "8",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert!(b["decode_tok_s_with_monitor"].as_f64().unwrap() > 0.0);
+    let share = b["monitor_share_of_step"].as_f64().unwrap();
+    assert!(share > 0.0 && share.is_finite(), "{share}");
+}
+
+#[test]
 fn bench_scaling_reports_each_thread_count_and_generate_is_the_same_at_every_count() {
     let f = fixture("tiny/llama-f32.knot");
     let v = json(&[
@@ -413,6 +473,16 @@ fn bad_input_exits_with_a_readable_error() {
         never.display()
     );
     fails_with(&["bench", &tiny, "-n", "0"], "at least 1");
+    for (spec, says) in [
+        ("window=8", "health.window must be in"),
+        ("eddy=maybe", "--health eddy must be 0 or 1"),
+        ("loud", "--health takes on, observe"),
+    ] {
+        fails_with(
+            &["generate", &tiny, "--tokens", "1", "--health", spec],
+            says,
+        );
+    }
     fails_with(
         &["--threads", "0", "inspect", &tiny],
         "threads must be in 1..=256",

@@ -155,6 +155,8 @@ export function respond(job, drive) {
   };
   let content = '';
   let constraint;
+  /** What the health monitor saw over the last generation (request `health`). */
+  let health;
   /** The tool path of the last turn that offered tools. */
   let toolPath = null;
   const stops = new StopMatcher(req.stop);
@@ -194,6 +196,7 @@ export function respond(job, drive) {
       begin();
       completion++;
       if (e.constraint !== undefined) constraint = e.constraint;
+      if (e.health !== undefined) health = e.health;
       raw += e.text;
       if (onText(e.text)) {
         ended = 'stop_sequence';
@@ -270,6 +273,7 @@ export function respond(job, drive) {
         prefill: prefix === null ? null : { status: prefix.status, reused: prefix.reused ?? 0 },
         terminal_prosody: job.prosody,
         constraint: constraint ?? null,
+        ...(health === undefined ? {} : { health }),
         ...(toolPath === null ? {} : { tools: { path: toolPath, calls: calls.done.length, invalid_calls: calls.invalid } }),
         ...ending.knot,
       };

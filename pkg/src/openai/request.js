@@ -100,7 +100,7 @@ function stopSequences(body) {
 
 /**
  * The generation options both endpoints share: sampling, penalties, seed, stop, stream, the token
- * budget, and the project's extensions (`moa`, `coltrane`, `draft_mode`).
+ * budget, and the project's extensions (`moa`, `coltrane`, `draft_mode`, `health`).
  * @param {Record<string, unknown>} body
  * @param {Set<string>} known the endpoint's own fields
  * @param {{ maxTokens: number, defaultMaxTokens: number, modelId: string }} limits
@@ -161,6 +161,7 @@ function common(body, known, limits) {
     : String(BigInt.asUintN(64, BigInt(seed)));
   if (body.coltrane !== undefined && body.coltrane !== null && body.coltrane !== false) options.coltrane = body.coltrane;
   if (body.draft_mode !== undefined && body.draft_mode !== null) options.draftMode = body.draft_mode;
+  if (body.health !== undefined && body.health !== null && body.health !== false) options.health = body.health;
   return { options, stream, includeUsage, stop: stopSequences(body) };
 }
 
@@ -181,7 +182,7 @@ function maxTokens(body, limits, names) {
 
 const CHAT_FIELDS = new Set(['model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p',
   'seed', 'stop', 'presence_penalty', 'frequency_penalty', 'n', 'stream', 'stream_options', 'user',
-  'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'moa', 'coltrane', 'draft_mode', 'knot']);
+  'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'moa', 'coltrane', 'draft_mode', 'health', 'knot']);
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
 
@@ -408,7 +409,7 @@ function chatMessages(list) {
 }
 
 const COMPLETION_FIELDS = new Set(['model', 'prompt', 'max_tokens', 'temperature', 'top_p', 'seed', 'stop',
-  'presence_penalty', 'frequency_penalty', 'n', 'stream', 'stream_options', 'user', 'moa', 'coltrane', 'draft_mode']);
+  'presence_penalty', 'frequency_penalty', 'n', 'stream', 'stream_options', 'user', 'moa', 'coltrane', 'draft_mode', 'health']);
 
 /**
  * A (legacy) completion request, checked: `prompt` is a string, a list of one string, token ids,

@@ -118,6 +118,7 @@ export interface BatchToken {
   finishReason: 'stop' | 'length' | null;
   step: object;
   constraint?: object;
+  health?: object;
 }
 
 /**

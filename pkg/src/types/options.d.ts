@@ -154,6 +154,24 @@ export interface SamplingOptions {
   coltrane?: false | ColtraneOptions;
   /** Speculative decoding for this call (overrides `HostShim.open`'s `draftMode`). */
   draftMode?: boolean | DraftModeOptions;
+  /** The decode-health monitor (docs/health.md): `true` for its defaults, its policy acting. */
+  health?: boolean | HealthOptions;
+}
+
+/** The decode-health monitor's settings; every key optional. */
+export interface HealthOptions {
+  /** Steps in the sliding window (16..1024, default 64). */
+  window?: number;
+  thresholds?: {
+    preAlpha?: number;
+    preEntropySlope?: number;
+    preRepetition?: number;
+    /** 2..16 */
+    collapseRepeats?: number;
+    collapseEntropy?: number;
+  };
+  /** Which actions the policy takes (each default true). */
+  policy?: { capDrafts?: boolean; moaValve?: boolean; eddy?: boolean };
 }
 
 /** JSON Schema (the subset in docs/coltrane.md). */

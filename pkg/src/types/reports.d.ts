@@ -13,6 +13,57 @@ export interface GeneratedToken {
   finishReason: 'stop' | 'length' | null;
   /** What COLTRANE did over the generation, on the last token (when a constraint ran). */
   constraint?: ColtraneMetrics;
+  /** What the health monitor saw over the generation, on the last token (option `health`). */
+  health?: HealthMetrics;
+}
+
+/** The decode-health monitor's faces (each 0..1) and their sum (docs/health.md). */
+export interface HealthFaces {
+  waste: number;
+  opportunity: number;
+  diversity: number;
+  score: number;
+}
+
+/** The noise colour nearest a periodogram slope α: violet −2, blue −1, white 0, pink 1, brown 2. */
+export type NoiseColour = 'violet' | 'blue' | 'white' | 'pink' | 'brown';
+
+export type HealthState = 'normal' | 'pre-collapse' | 'boundary-collapse';
+
+/** The health monitor at a step (`StepInfo.health`, option `health`). */
+export interface HealthStepReport {
+  /** −ln p of the chosen token under the model's own distribution, nats. */
+  surprisal: number;
+  entropy: number;
+  /** p(top) − p(second). */
+  margin: number;
+  /** Once the window is full: each series' log–log periodogram slope. */
+  alpha?: { surprisal: number; entropy: number; margin: number };
+  /** The entropy series' colour, once the window is full. */
+  colour?: NoiseColour;
+  entropySlope: number;
+  repetition: number;
+  repetitionTrend: number;
+  /** The period of the loop the tokens are in, if any. */
+  loopPeriod?: number;
+  state: HealthState;
+  faces: HealthFaces;
+  /** What the policy did: loop continuations banned before the pick, MOA's valve opened after it. */
+  actions: { eddyBans: number; valve: boolean };
+}
+
+/** What the health monitor saw over a generation. */
+export interface HealthMetrics {
+  steps: number;
+  preCollapseSteps: number;
+  boundaryCollapseSteps: number;
+  firstPreCollapse?: number;
+  firstBoundaryCollapse?: number;
+  /** Means over the steps. */
+  faces: HealthFaces;
+  eddySteps: number;
+  valves: number;
+  cappedDrafts: number;
 }
 
 /** What COLTRANE did at a step (on the `coltrane` entry of `StepInfo.stages`). */
@@ -79,6 +130,8 @@ export type StepInfo = {
   stages: ({ stage: string; changed: number } & Partial<ColtraneStepReport>)[];
   /** Tokens the pick could have drawn. */
   candidates: number;
+  /** The health monitor's report (option `health`). */
+  health?: HealthStepReport;
 } & ({ picker: 'greedy' } | { picker: 'sample' } | ({ picker: 'moa' } & MoaStepReport));
 
 export interface GenerateTextResult {
@@ -91,6 +144,8 @@ export interface GenerateTextResult {
   steps: StepInfo[];
   /** What the constraint did, when `coltrane` was set. */
   constraint?: ColtraneMetrics;
+  /** What the health monitor saw, when `health` was set. */
+  health?: HealthMetrics;
 }
 
 export interface HostStats {

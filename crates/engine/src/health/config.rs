@@ -3,8 +3,9 @@
 
 use super::spectrum::{MAX_WINDOW, MIN_WINDOW};
 
-/// The thresholds that name a state. The defaults are calibrated on real generations
-/// (docs/health.md: the calibration set and its confusion table).
+/// The thresholds that name a state. The defaults are calibrated on real generations by
+/// `scripts/health/calibrate.mjs` (docs/health.md: the calibration set, its confusion tables,
+/// and what the spectral condition adds — little, on these models).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Thresholds {
@@ -23,11 +24,11 @@ pub struct Thresholds {
 impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
-            pre_alpha: 1.0,
-            pre_entropy_slope: -0.002,
-            pre_repetition: 0.1,
+            pre_alpha: 0.0,
+            pre_entropy_slope: 0.0,
+            pre_repetition: 0.3,
             collapse_repeats: 3,
-            collapse_entropy: 0.5,
+            collapse_entropy: 2.0,
         }
     }
 }

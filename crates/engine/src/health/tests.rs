@@ -42,7 +42,7 @@ fn scalars_of_known_distributions() {
     assert_eq!(r.faces.waste, 0.0);
     // A token the sums left out: surprisal capped, not infinite.
     let r = step(&mut m, &l, 0);
-    assert!(r.surprisal > 20.0 && r.surprisal.is_finite());
+    assert!(r.surprisal > CANDIDATE_NATS as f64 && r.surprisal.is_finite());
 }
 
 #[test]
@@ -335,4 +335,44 @@ mod policy {
         p.cap_draft(&mut draft);
         assert_eq!(draft.len(), 5);
     }
+}
+
+#[test]
+fn the_fast_exponential_matches_the_library() {
+    for i in 0..=20_000 {
+        let x = -(i as f64) * 0.001;
+        let (got, want) = (super::monitor::exp_neg_for_tests(x), x.exp());
+        assert!(((got - want) / want).abs() < 1e-11, "{x}: {got} vs {want}");
+    }
+}
+
+#[test]
+fn order_keys_sort_as_the_floats_and_come_back() {
+    let mut rng = Pcg32::new(9);
+    let mut v: Vec<f32> = (0..2000).map(|_| (rng.next_f32() - 0.5) * 1e4).collect();
+    v.extend([0.0, -0.0, f32::MIN, f32::MAX, -1e-40, 1e-40, -3.5, 3.5]);
+    for &a in &v {
+        let (ka, back) = super::monitor::order_key_for_tests(a);
+        assert_eq!(back.to_bits(), a.to_bits());
+        for &b in v.iter().take(200) {
+            let kb = super::monitor::order_key_for_tests(b).0;
+            if a < b {
+                assert!(ka < kb, "{a} {b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_max_skips_infinities_and_nan_in_any_chunk() {
+    let mut m = monitor(16);
+    let mut l: Vec<f32> = (0..300).map(|i| (i % 17) as f32 * 0.1).collect();
+    l[5] = f32::NAN;
+    l[130] = f32::INFINITY;
+    l[131] = f32::NEG_INFINITY;
+    l[250] = 30.0;
+    let r = step(&mut m, &l, 250);
+    // 30 is the top (the rest out of reach); NaN and +inf counted as waste, -inf neither.
+    assert!(r.surprisal < 0.01, "{}", r.surprisal);
+    assert!((r.faces.waste - 2.0 / 300.0).abs() < 1e-12);
 }

@@ -153,6 +153,8 @@ impl Pipeline {
         logits: &mut [f32],
         ctx: &StepContext,
     ) -> Result<StepInfo, PipelineError> {
+        let now = || ctx.clock.map_or(0.0, |c| c());
+        let started = now();
         let eddy_bans = match &mut self.health {
             Some(h) => {
                 h.before_stages(logits);
@@ -160,16 +162,20 @@ impl Pipeline {
             }
             None => 0,
         };
+        let before_ms = now() - started;
         let stages = self.apply(logits, ctx)?;
         let pick = self.distribution(logits)?;
         let token = self.dist.draw(&mut self.rng)?;
         self.accept(token);
         let health = match &mut self.health {
             Some(h) => {
+                let started = now();
                 let mut r = h.after_pick(logits, token, ctx.remaining, ctx.budget);
                 r.actions.eddy_bans = eddy_bans;
                 r.actions.valve = h.valve_due() && self.picker.open_valve();
                 h.record_actions(r.actions);
+                r.us = (before_ms + now() - started) * 1000.0;
+                h.record_time(r.us);
                 Some(r)
             }
             None => None,
