@@ -74,6 +74,7 @@ fuzz_target!(|input: Input| {
         sampling,
         moa,
         coltrane: None,
+        health: None,
     };
     if cfg.validate().is_err() {
         return;

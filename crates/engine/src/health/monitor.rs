@@ -218,17 +218,17 @@ impl HealthMonitor {
     }
 
     /// Whether MOA's valve should open after the step just recorded (policy `moaValve`, under
-    /// pre-collapse, at most once in the valve's own span of steps); records that it did.
-    pub fn valve_due(&mut self) -> bool {
+    /// pre-collapse, at most once in the valve's own span of steps; [`record_actions`] records
+    /// that it did).
+    ///
+    /// [`record_actions`]: HealthMonitor::record_actions
+    pub fn valve_due(&self) -> bool {
         if !self.cfg.policy.moa_valve || self.state() != HealthState::PreCollapse {
             return false;
         }
         let span = moa::interfere::VALVE_STEPS as usize;
         let recent = &self.steps[self.steps.len().saturating_sub(span)..];
-        if recent.iter().any(|s| s.actions.valve) {
-            return false;
-        }
-        true
+        !recent.iter().any(|s| s.actions.valve)
     }
 
     /// Adds the monitor's own time on the step just recorded (microseconds).
