@@ -387,7 +387,7 @@ impl HealthMonitor {
         let report = self.assess(remaining, budget);
         let last = self.steps.last_mut().expect("pushed above");
         (last.state, last.faces) = (report.state, report.faces);
-        self.count(&report);
+        self.count(report.state, report.faces);
         report
     }
 
@@ -433,11 +433,11 @@ impl HealthMonitor {
         m
     }
 
-    fn count(&mut self, r: &HealthReport) {
+    fn count(&mut self, state: HealthState, faces: Faces) {
         let m = &mut self.metrics;
         let step = m.steps;
         m.steps += 1;
-        match r.state {
+        match state {
             HealthState::Normal => {}
             HealthState::PreCollapse => {
                 m.pre_collapse_steps += 1;
@@ -448,10 +448,10 @@ impl HealthMonitor {
                 m.first_boundary_collapse.get_or_insert(step);
             }
         }
-        m.faces.waste += r.faces.waste;
-        m.faces.opportunity += r.faces.opportunity;
-        m.faces.diversity += r.faces.diversity;
-        m.faces.score += r.faces.score;
+        m.faces.waste += faces.waste;
+        m.faces.opportunity += faces.opportunity;
+        m.faces.diversity += faces.diversity;
+        m.faces.score += faces.score;
     }
 
     /// The metrics from the steps kept (after a rollback; capped drafts are not undone).
@@ -466,22 +466,7 @@ impl HealthMonitor {
             .map(|s| (s.state, s.faces, s.actions))
             .collect();
         for (state, faces, actions) in kept {
-            let r = HealthReport {
-                surprisal: 0.0,
-                entropy: 0.0,
-                margin: 0.0,
-                alpha: None,
-                colour: None,
-                entropy_slope: 0.0,
-                repetition: 0.0,
-                repetition_trend: 0.0,
-                loop_period: None,
-                state,
-                faces,
-                actions,
-                us: 0.0,
-            };
-            self.count(&r);
+            self.count(state, faces);
             self.metrics.eddy_steps += u64::from(actions.eddy_bans > 0);
             self.metrics.valves += u64::from(actions.valve);
         }
