@@ -5,6 +5,7 @@
 //   GET    /v1/models
 //   POST   /v1/chat/completions      streaming or not; tools; response_format
 //   POST   /v1/completions
+//   POST   /v1/audio/speech          text to speech, WAV or PCM (eSpeak NG, an optional peer; speech.js)
 //   POST   /prefill/windows          explicit prefill windows (see windows.js)
 //   GET | PATCH | DELETE /prefill/windows/:id
 //
@@ -16,6 +17,7 @@ import { ApiError, errorResponse, toApiError } from './errors.js';
 import { admit, agenticDrive, agenticOptIn, agenticSettings, refuseAgentic } from './agentic.js';
 import { respond, runCompletion } from './generate.js';
 import { parseChatRequest, parseCompletionRequest, readJson } from './request.js';
+import { speechResponse } from './speech.js';
 import { toolPlan } from './tools.js';
 import { windowRoute } from './windows.js';
 
@@ -38,6 +40,7 @@ export const OPENAI_ROUTES = Object.freeze({
   '/v1/models': ['GET'],
   '/v1/chat/completions': ['POST'],
   '/v1/completions': ['POST'],
+  '/v1/audio/speech': ['POST'],
   '/prefill/windows': ['POST'],
   '/prefill/windows/:id': ['GET', 'PATCH', 'DELETE'],
 });
@@ -77,6 +80,7 @@ export async function openaiResponse(backend, request, options) {
       return Response.json({ object: 'list', data: [{ id: settings.modelId, object: 'model', created: 0, owned_by: 'knot' }] });
     }
     if (route.startsWith('/prefill/windows')) return await windowRoute(backend, request, pathname, settings);
+    if (route === '/v1/audio/speech') return await speechResponse(request, settings);
     return await complete(backend, route === '/v1/chat/completions' ? 'chat' : 'completion', request, settings);
   } catch (e) {
     return errorResponse(toApiError(e));
@@ -97,6 +101,7 @@ function settingsOf(options) {
     signal: options.signal,
     prefillWindows: options.prefillWindows ?? true,
     agentic: agenticOf(options.agentic),
+    speech: options.speech,
   };
   if (typeof s.modelId !== 'string' || s.modelId === '') throw new TypeError('openaiResponse: options.modelId must be a string');
   if (!PROSODY.includes(s.terminalProsody)) {

@@ -62,6 +62,44 @@ export interface OpenAIOptions {
    * the tools cache lives with it. Default: mode 'request', no servers.
    */
   agentic?: AgenticOptions;
+  /**
+   * POST /v1/audio/speech (docs/speech.md). Default: eSpeak NG from the optional peer `espeak-ng`,
+   * imported when the route is first asked; `false` answers it 501 `speech_unavailable`.
+   */
+  speech?: SpeechOptions | false;
+}
+
+/** The body of POST /v1/audio/speech, OpenAI's shape. */
+export interface SpeechRequest {
+  /** Any name (`tts-1`, …): there is one synthesizer, and it is not the model. */
+  model: string;
+  /** The text, at most 4096 characters. */
+  input: string;
+  /** An OpenAI voice (alloy, ash, ballad, coral, echo, fable, onyx, nova, sage, shimmer, verse)
+   * or an eSpeak NG voice (`en-us`, `de+f3`). */
+  voice: string;
+  /** `wav` (default) or `pcm`: 16-bit signed little-endian mono at x-knot-sample-rate. */
+  response_format?: 'wav' | 'pcm';
+  /** 0.25 to 4, default 1: eSpeak's 175 words per minute times it, within 80–450. */
+  speed?: number;
+}
+
+/** The synthesizer a server speaks with. */
+export interface SpeechEngine {
+  /** eSpeak's language voices and variants, lower case. */
+  languages: Set<string>;
+  variants: Set<string>;
+  synthesize(options: { text: string; voice: string; wpm: number }): Promise<{ samples: Int16Array; sampleRate: number }>;
+}
+
+export interface SpeechOptions {
+  /** The synthesizer (default: eSpeak NG from the `espeak-ng` package, loaded once). */
+  engine?: () => Promise<SpeechEngine>;
+  /** Why speech is not offered here: the route answers 501 `speech_unavailable` with it. */
+  unavailable?: string;
+  /** Called with each WAV before the response; the headers it gives are added to it (knot-serve's
+   * playback modes write or play the audio here). */
+  onAudio?: (wav: Uint8Array, info: { voice: string; seconds: number }) => Record<string, string> | Promise<Record<string, string>>;
 }
 
 /** An MCP server: Streamable HTTP at `url`, with `headers` on every request (never echoed). */
