@@ -8,6 +8,7 @@ export * from './types/host.js';
 export * from './types/helpers.js';
 export * from './types/carrier.js';
 export * from './types/mesh.js';
+export * from './types/mesh-carrier.js';
 export * from './types/errors.js';
 export * from './types/convert.js';
 export type { Backend } from './types/openai.js';

@@ -8,3 +8,8 @@ export { coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge, plan
 export { ERROR_STATUS, errorStatus } from './errors.js';
 export { convertGguf } from './convert-gguf.js';
 export { MAX_MESH_GRID_VERTICES, buildAlphaBoundaryWallIndices, buildStatelessMeshGrid } from './mesh.js';
+export {
+  MAX_DEBLUR_MEMBERS, MAX_DEBLUR_PATCHES, MESH_CARRIER_ASSESSMENT_V1, MeshCarrierAssessmentError,
+  attachDeblurEnsembleToMeshCarrierAssessmentJson, carrierReadingOf, encodeMeshCarrierAssessmentV1Json,
+  foldDeblurEnsemble, mergeDeblurFoldIntoMeshCarrierJson, parseMeshCarrierAssessmentV1Json,
+} from './mesh-carrier.js';

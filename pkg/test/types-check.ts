@@ -2,6 +2,8 @@
 import {
   BufferKnotSource, CachedKnotSource, HostShim, HttpKnotSource, coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge,
   MAX_MESH_GRID_VERTICES, buildAlphaBoundaryWallIndices, buildStatelessMeshGrid,
+  attachDeblurEnsembleToMeshCarrierAssessmentJson, carrierReadingOf, encodeMeshCarrierAssessmentV1Json,
+  mergeDeblurFoldIntoMeshCarrierJson, parseMeshCarrierAssessmentV1Json, type ImageCarrierColumns,
   type CoordinatorStats, type KnotByteSource, type StepInfo, type WasmCoordinator,
 } from '../src/index.js';
 
@@ -109,4 +111,15 @@ export function meshApi(alpha: Uint8Array): number {
   const grid = buildStatelessMeshGrid({ width: 64, height: 48, solid: true });
   const walls: Uint32Array = buildAlphaBoundaryWallIndices(alpha, grid.width, grid.height, 128);
   return grid.indices.length + walls.length + grid.front.count + grid.back.first + MAX_MESH_GRID_VERTICES;
+}
+
+export function meshCarrierApi(columns: ImageCarrierColumns, members: Uint32Array[]): number {
+  const carrier = carrierReadingOf(columns, { sampleRange: [0, 1] });
+  const json = encodeMeshCarrierAssessmentV1Json({
+    hop: { index: 0, station: 'layers-0-14', to: ['layers-15-29'], position: 3, rows: 1, bytes: 2340 },
+    carrier,
+  });
+  const folded = attachDeblurEnsembleToMeshCarrierAssessmentJson(json, columns, { observerBandwidth: 256, members });
+  const blob = parseMeshCarrierAssessmentV1Json(mergeDeblurFoldIntoMeshCarrierJson(json, parseMeshCarrierAssessmentV1Json(folded).deblur!));
+  return blob.carrier!.observers[0].resolutions + (blob.deblur?.verdicts.contradicted ?? 0) + (blob.spectral?.report.entropy ?? 0);
 }
