@@ -4,7 +4,8 @@
 //   npx knot-serve models/model.knot [--port 8080] [--host 127.0.0.1]
 //
 // Every layer is resident (read once at start). Routes: /health, /stats, /v1/models,
-// /v1/chat/completions, /v1/completions, /prefill/windows. `--help` lists the options.
+// /v1/chat/completions, /v1/completions, /v1/audio/speech (needs the optional package
+// espeak-ng), /prefill/windows. `--help` lists the options.
 import { readFile } from 'node:fs/promises';
 import process from 'node:process';
 import { parseArgs } from 'node:util';
@@ -12,6 +13,7 @@ import { FileKnotSource, HostShim } from '../src/node.js';
 import { createHandler, listen } from '../src/serve.js';
 import { knotFor } from '../src/gguf-cache.js';
 import { agenticFromEnv, agenticSettings } from '../src/openai/index.js';
+import { autoAudioMode, parseAudioMode, probeAudio, speechPlayback } from '../src/speech-playback.js';
 
 const HELP = `usage: knot-serve MODEL.knot|MODEL.gguf [options]
 
@@ -35,6 +37,11 @@ const HELP = `usage: knot-serve MODEL.knot|MODEL.gguf [options]
                            KNOT_MCP_SERVERS)
   --agentic-allow LIST     URL prefixes (comma-separated, or *) the loop may call, and requests
                            may name (default: KNOT_AGENTIC_ALLOW; unset: the configured only)
+  --tts-audio-mode MODE    what /v1/audio/speech does besides answering the audio: none | file
+                           (also writes each WAV, its path in x-knot-audio-file) | alsa (also
+                           plays it with aplay) | auto (alsa where a sound card and aplay are,
+                           else file) (default: KNOT_TTS_AUDIO_MODE or none)
+  --tts-audio-dir DIR      file mode's directory (default: KNOT_TTS_AUDIO_DIR or a new temp dir)
 
 A .gguf is converted once into a .knot-cache directory next to it and reused after.`;
 
@@ -69,6 +76,8 @@ try {
       agentic: { type: 'string' },
       mcp: { type: 'string' },
       'agentic-allow': { type: 'string' },
+      'tts-audio-mode': { type: 'string', default: process.env.KNOT_TTS_AUDIO_MODE || 'none' },
+      'tts-audio-dir': { type: 'string', default: process.env.KNOT_TTS_AUDIO_DIR || undefined },
       'no-prefill-windows': { type: 'boolean', default: process.env.KNOT_PREFILL_WINDOWS === '0' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -83,6 +92,12 @@ if (o.help) {
 }
 if (positionals.length !== 1) fail(`give one model file\n\n${HELP}`);
 if (!['bias', 'observe', 'off'].includes(o['terminal-prosody'])) fail(`--terminal-prosody must be bias, observe or off, got '${o['terminal-prosody']}'`);
+let audioMode;
+try {
+  audioMode = parseAudioMode(o['tts-audio-mode']);
+} catch (e) {
+  fail(`--tts-audio-mode (or KNOT_TTS_AUDIO_MODE) ${e.message}`);
+}
 
 // The agentic loop's settings: the environment, then the flags. Checked before the model opens.
 let agentic;
@@ -97,6 +112,10 @@ try {
 } catch (e) {
   fail(`${o.mcp !== undefined && e.field === 'KNOT_MCP_SERVERS' ? e.message.replace('KNOT_MCP_SERVERS', o.mcp) : e.message}`);
 }
+
+// Speech playback, settled before the model opens: a bad directory fails at once.
+const playback = await speechPlayback(audioMode === 'auto' ? autoAudioMode(probeAudio()) : audioMode, { dir: o['tts-audio-dir'] })
+  .catch((e) => fail(`--tts-audio-dir: ${e.message}`));
 
 const modelPath = await knotFor(positionals[0], (line) => process.stderr.write(line));
 const modelId = o['model-id'] ?? positionals[0].replace(/^.*[\\/]/, '').replace(/\.(knot|gguf)$/, '');
@@ -127,6 +146,7 @@ const { handler } = createHandler(shim, {
   terminalProsody: /** @type {any} */ (o['terminal-prosody']),
   queue: { max: int('queue', o.queue), slots: parallel },
   agentic,
+  speech: playback.speech,
 });
 // Graceful shutdown: stop taking connections, let the answers in flight end, free the model.
 // (Set up before the startup line: whoever reads it may signal at once.)
@@ -158,5 +178,8 @@ process.stdout.write(`knot-serve: ${modelId} on ${server.url} (OpenAI API at ${s
   + (agentic.mode !== 'off' && agentic.servers.length > 0
     ? `knot-serve: agentic loop ${agentic.mode === 'on' ? 'on for every chat request' : 'for requests that ask'}; `
       + `MCP servers: ${agentic.servers.map((s) => s.name).join(', ')}\n`
-    : ''));
+    : '')
+  + (playback.mode === 'none' ? ''
+    : `knot-serve: speech audio ${playback.mode === 'file' ? `written to ${playback.dir}` : 'played with aplay'}`
+      + `${audioMode === 'auto' ? ' (auto)' : ''}\n`));
 

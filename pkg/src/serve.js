@@ -7,7 +7,8 @@ import { ApiError, GenerationQueue, errorResponse, openaiResponse, openaiRoute, 
  * @typedef {{ modelId: string, maxTokens?: number, maxBodyBytes?: number, prefixReuse?: boolean,
  *   terminalProsody?: 'bias' | 'observe' | 'off', prefillWindows?: boolean,
  *   queue?: { max?: number, timeoutMs?: number, stallMs?: number, slots?: number },
- *   agentic?: import('./types/openai.js').AgenticOptions }} ServeOptions
+ *   agentic?: import('./types/openai.js').AgenticOptions,
+ *   speech?: import('./types/openai.js').SpeechOptions | false }} ServeOptions
  */
 
 /**
@@ -39,6 +40,7 @@ export function createHandler(shim, options) {
     terminalProsody: options.terminalProsody,
     prefillWindows: options.prefillWindows,
     agentic: options.agentic,
+    speech: options.speech,
     acquire: (signal) => queue.acquire(signal),
     onDone: (r) => {
       recent.push(r);

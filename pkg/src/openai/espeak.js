@@ -90,7 +90,10 @@ function runCli(factory, module, args, text) {
       locateFile: (path) => path,
       preRun: [(m) => m.FS.writeFile('/in.txt', text)],
       instantiateWasm: (imports, ok) => {
-        WebAssembly.instantiate(module, imports).then((instance) => ok(instance), reject);
+        // eSpeak seeds the randomness of its voices (breath, jitter) from the wall clock: a
+        // fixed clock makes the same request give the same audio, byte for byte.
+        const env = { ...imports.env, emscripten_date_now: () => 0 };
+        WebAssembly.instantiate(module, { ...imports, env }).then((instance) => ok(instance), reject);
         return {};
       },
       print: (line) => out.push(line),
