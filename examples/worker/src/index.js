@@ -9,7 +9,8 @@
 //   GET  /stations                each station's figures, when the model is split (KNOT_STATIONS); with
 //                                 KNOT_MAX_SEQUENCES, the steps run together and their rounds
 //   the OpenAI routes             /v1/models, /v1/chat/completions, /v1/completions,
-//                                 /prefill/windows[/:id]
+//                                 /prefill/windows[/:id]; /v1/audio/speech answers 501
+//                                 speech_unavailable (speech.js, docs/speech.md)
 //
 // Every generation runs inside `ctx.waitUntil`, so a client that goes away cannot cancel it
 // halfway (workerd cancels a request's pending work when its client disconnects, which would
@@ -18,6 +19,7 @@ import { ApiError, errorResponse, openaiResponse, openaiRoute, toApiError } from
 import { currentModel, getModel } from './model.js';
 import { resumeMeter, startMeter } from './meter.js';
 import { profileOf, simulate } from './simulate.js';
+import { refuseSpeech } from './speech.js';
 
 // The Durable Object classes of a split model; a script hosting stations exports them.
 export { HeadStation, LayerStation } from './stations.js';
@@ -39,6 +41,8 @@ export default {
     try {
       // Production's costs when a local run asked for them (KNOT_SIMULATE); deployed, env as is.
       env = simulate(env);
+      // Answered before the model opens: the refusal needs no model.
+      if (pathname === '/v1/audio/speech') refuseSpeech(request);
       if (openaiRoute(pathname) !== null) return await openai(request, env, ctx);
       const methods = ROUTES[pathname];
       if (methods === undefined) {
@@ -147,5 +151,7 @@ async function stations(env, ctx) {
   // The coordinator's own figures ride along: R2 reads since open (0), the embedding's mode, and
   // rounds of rows and misses (a picked token's row that did not ride with the logits).
   const together = s.steps === undefined ? {} : { steps: s.steps, stepRounds: s.stepRounds, sequences: s.sequences };
-  return Response.json({ stations: await shim.stationStats(), hops: s.hops, prefix: s.prefix, coordinator: s.coordinator, ...together });
+  // With KNOT_HOP_ASSESSMENT: the last hop's mesh_carrier_assessment/v1 blobs, one per layer station.
+  const assessed = s.hopAssessments === undefined ? {} : { hop_assessments: s.hopAssessments };
+  return Response.json({ stations: await shim.stationStats(), hops: s.hops, prefix: s.prefix, coordinator: s.coordinator, ...together, ...assessed });
 }

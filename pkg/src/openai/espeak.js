@@ -14,6 +14,8 @@ export const ESPEAK_VERSION = '1.0.2';
  *   synthesize(o: { text: string, voice: string, wpm: number }): Promise<Audio> }} SpeechEngine
  */
 
+const NODE_FS = 'node:fs/promises';
+
 /** One load per package name; a failed load is forgotten, so installing it later works. */
 const engines = new Map();
 
@@ -45,7 +47,8 @@ async function openEngine(specifier) {
   } catch (e) {
     throw missing(specifier, e);
   }
-  const { readFile } = await import('node:fs/promises');
+  // Also by a name in a variable: this module sits in bundles (the Worker's), which have no fs.
+  const { readFile } = await import(/* @vite-ignore */ NODE_FS);
   // Compiled once; each synthesis instantiates it afresh (below).
   const module = await WebAssembly.compile(await readFile(wasmUrl));
   const run = (args, text = '') => runCli(factory, module, args, text);
