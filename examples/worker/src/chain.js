@@ -86,8 +86,9 @@ export function chainTraffic(headers) {
 }
 
 /**
- * One request to a station, raced against `timeoutMs`: `{ bytes, traffic }` (the traffic this
- * call made, and what the stations behind it reported), or null when it did not answer in time.
+ * One request to a station, raced against `timeoutMs`: `{ bytes, traffic, assessments }` (the
+ * traffic this call made, and what the stations behind it reported; the hop assessments they
+ * attached, the header's text or null), or null when it did not answer in time.
  * With `pipe`, a chain answer is not read: `{ stream, traffic }`, its size from the chain's
  * report. A station's error answer throws it. Counts the call into `meter` (default: the
  * current one; a subrequest of this invocation) and waits the simulated profile's latency per
@@ -122,9 +123,11 @@ export async function callStation(env, station, path, body, { params = '', heade
           rounds: (behind?.rounds ?? 0) + 1,
           answer,
         });
-        if (pipe && behind !== null) return { stream: res.body, traffic: thisHop(behind.answer) };
+        // Hop assessments the stations behind attached (assess.js), as the header's text.
+        const assessments = res.headers.get('x-knot-assessments');
+        if (pipe && behind !== null) return { stream: res.body, traffic: thisHop(behind.answer), assessments };
         const bytes = new Uint8Array(await res.arrayBuffer());
-        return { bytes, traffic: thisHop(bytes.byteLength) };
+        return { bytes, traffic: thisHop(bytes.byteLength), assessments };
       });
     return await Promise.race([answer, timeout]);
   } finally {

@@ -26,6 +26,7 @@ import { ApiError } from 'knot-wasm/openai';
 import { R2KnotSource } from './r2.js';
 import { StationError, callStation, chainTimeout, unbundleAnswers } from './chain.js';
 import { currentMeter } from './meter.js';
+import { assessmentsOf, hopAssessmentSettings } from './assess.js';
 
 const MiB = 2 ** 20;
 
@@ -84,6 +85,7 @@ export class SplitModel {
       binding: table.heads[i], name: `rows-${a}-${b}`, query: `rows=${a}-${b}`,
     }));
     const model = new SplitModel(env, coordinator, source, layers, heads, Number(env.KNOT_STATION_TIMEOUT_MS || 60000));
+    model.assess = hopAssessmentSettings(env);
     // Every station loads its part now, all at once: the first token would otherwise wait for
     // each station's load in turn, as the chain reaches it. A station that cannot load fails
     // the open (the next request opens again).
@@ -113,6 +115,14 @@ export class SplitModel {
     /** Rounds of each of the latest steps run together (newest last). */
     this.stepRounds = [];
     this.steps = 0;
+    /** Hop assessments (KNOT_HOP_ASSESSMENT, assess.js): their settings, or null when off. */
+    this.assess = null;
+    /** The health monitor's report of the last pick, as a blob's spectral part (one generation at a time only). */
+    this.spectral = null;
+    /** Tokens picked in the generation running. */
+    this.picks = 0;
+    /** The blobs of the last hop through the chain, one per layer station. */
+    this.lastAssessments = [];
   }
 
   /** Generations run together at most (undefined: one at a time). */
@@ -148,6 +158,7 @@ export class SplitModel {
       stations: { layers: this.layers.map((s) => s.name), heads: this.heads.map((s) => s.name) },
       hops: this.hops,
       hopRounds: this.lastHopRounds,
+      ...(this.assess === null ? {} : { hopAssessments: this.lastAssessments }),
       // Run together: steps so far, the latest steps' rounds, generations running and waiting.
       ...(this.batch === null ? {} : {
         steps: this.steps,
@@ -210,9 +221,12 @@ export class SplitModel {
     const [first, ...next] = this.layers;
     const route = { next, heads: logits ? this.heads : null, top: this.coordinator.logitRows, timeoutMs: this.timeoutMs };
     const timeoutMs = chainTimeout(route);
-    const r = await this.call(first, 'step', message, { headers: { 'x-knot-route': JSON.stringify(route) }, timeoutMs });
+    const headers = { 'x-knot-route': JSON.stringify(route) };
+    if (this.assess !== null) headers['x-knot-assess'] = JSON.stringify({ hop: 0, spectral: this.spectral, settings: this.assess });
+    const r = await this.call(first, 'step', message, { headers, timeoutMs });
     if (r === null) throw new StationError(`${first.name} did not answer within ${timeoutMs} ms`);
     this.round(r.traffic.rounds);
+    if (this.assess !== null) this.lastAssessments = assessmentsOf(r.assessments);
     return logits ? unbundleAnswers(r.bytes, this.heads.length) : null;
   }
 
@@ -221,6 +235,9 @@ export class SplitModel {
     const e = this.coordinator.pick(await this.carry(message, true), positions);
     // The last layer station asked the silent shards again already; none is missing here.
     if (e.retry !== undefined) throw new StationError(`head shards ${e.retry.join(', ')} gave no answer`);
+    // What the next hops carry of this step's health (the generation's `health` option).
+    const step = this.picks++;
+    this.spectral = e.step?.health === undefined ? null : { step, report: e.step.health };
     return e;
   }
 
@@ -276,6 +293,8 @@ export class SplitModel {
       }
     }
     conversation ??= this.nextConversation++;
+    this.spectral = null;
+    this.picks = 0;
     const t0 = Date.now();
     this.coordinator.start(conversation, ids, JSON.stringify(rest), kept);
     let positions = ids.length - kept;

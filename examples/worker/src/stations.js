@@ -7,7 +7,8 @@
 //
 //   POST /step?layers=A-B           body: hidden states (KNHS wire message) → the next ones; with
 //                                   a route (header x-knot-route, chain.js) it forwards them along
-//                                   the route instead and answers what the chain answers
+//                                   the route instead and answers what the chain answers; with
+//                                   x-knot-assess too, each hop's assessment rides back (assess.js)
 //   POST /forget?layers=A-B&conversation=N
 //   POST /keep?layers=A-B&conversation=N      body: the ids its KV holds (u32 little-endian)
 //   POST /claim?layers=A-B&conversation=N&len=L&hash=H   → { hit }: holds the first L (hash H)
@@ -24,6 +25,7 @@
 import { WasmHeadStation, WasmLayerStation, errorStatus, wasmMemoryBytes } from 'knot-wasm';
 import { StationError, addTraffic, bundleAnswers, callStation, chainTimeout, gatherHeads, noTraffic, parseRoute } from './chain.js';
 import { R2KnotSource } from './r2.js';
+import { assessHop, assessmentsOf, nextAssessHeader, parseAssessHeader } from './assess.js';
 import { currentMeter, startMeter } from './meter.js';
 import { profileOf, simulate } from './simulate.js';
 
@@ -160,9 +162,10 @@ export class LayerStation extends Station {
       case '/step': {
         const message = new Uint8Array(await request.arrayBuffer());
         const route = parseRoute(request.headers.get('x-knot-route'), this.env);
+        const assess = route === null ? null : parseAssessHeader(request.headers.get('x-knot-assess'));
         this.count();
         const out = station.step(message);
-        return route === null ? binary(out) : this.forward(route, out);
+        return route === null ? binary(out) : this.forward(route, out, assess);
       }
       case '/forget': {
         station.forget(Number(url.searchParams.get('conversation')));
@@ -187,16 +190,20 @@ export class LayerStation extends Station {
    * This station's output along `route`: to the next layer station, answering what it answers;
    * from the last, to the head shards, answering their answers bundled — or nothing, when the
    * message is not the last of a prompt (no logits wanted). The traffic of the calls made here
-   * and behind rides back in `x-knot-chain`.
+   * and behind rides back in `x-knot-chain`; with `assess` (x-knot-assess), this hop's
+   * assessment and those of the stations behind in `x-knot-assessments` (assess.js).
    */
-  async forward(route, out) {
+  async forward(route, out, assess) {
     const traffic = noTraffic();
     let body = new Uint8Array(0);
+    const to = route.next.length > 0 ? [route.next[0].name] : (route.heads ?? []).map((h) => h.name);
+    const own = assess === null ? null : assessHop(assess, `layers-${this.part.join('-')}`, to, out);
+    let behind = null;
     if (route.next.length > 0) {
       const [first, ...rest] = route.next;
       const onward = { ...route, next: rest };
       const r = await callStation(this.env, first, 'step', out, {
-        headers: { 'x-knot-route': JSON.stringify(onward) },
+        headers: { 'x-knot-route': JSON.stringify(onward), ...(assess === null ? {} : { 'x-knot-assess': nextAssessHeader(assess) }) },
         timeoutMs: chainTimeout(onward),
         pipe: true,
       });
@@ -206,11 +213,15 @@ export class LayerStation extends Station {
       // The answer streams through (chain.js); a station that could not report its size was
       // read whole.
       body = r.stream ?? r.bytes;
+      behind = r.assessments;
     } else if (route.heads !== null) {
       body = bundleAnswers(await gatherHeads(this.env, route.heads, out, route.top, route.timeoutMs, traffic));
       traffic.answer = body.byteLength;
     }
-    return new Response(body, { headers: { 'content-type': 'application/octet-stream', 'x-knot-chain': JSON.stringify(traffic) } });
+    const headers = { 'content-type': 'application/octet-stream', 'x-knot-chain': JSON.stringify(traffic) };
+    // This hop's blob first, then the ones behind (each read back whole on the way).
+    if (own !== null) headers['x-knot-assessments'] = JSON.stringify([own, ...assessmentsOf(behind)]);
+    return new Response(body, { headers });
   }
 }
 

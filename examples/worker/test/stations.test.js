@@ -15,6 +15,7 @@ import { after, describe, test } from 'node:test';
 import { MODEL, REPO, client, native, post } from './support.js';
 import { FOUR_ASKS, answerTogether } from '../../../pkg/test/servers.js';
 import { startLocal, startStations } from '../scripts/local.mjs';
+import { encodeMeshCarrierAssessmentV1Json, parseMeshCarrierAssessmentV1Json } from '../../../pkg/src/mesh-carrier.js';
 
 const MiB = 2 ** 20;
 const CAPITAL = [{ role: 'user', content: 'What is the capital of France? Answer in one sentence.' }];
@@ -22,6 +23,8 @@ const POEM = [{ role: 'user', content: 'Write a short poem about the sea.' }];
 const HAIKU = [{ role: 'user', content: 'Write a haiku about rain.' }];
 const SAMPLED = { temperature: 0.8, top_p: 0.9, seed: 42, max_tokens: 24 };
 const running = [];
+/** The stations of the prefix replay test, started with hop assessments on. */
+let assessed = null;
 // Bounded: a workerd that died under load (a failed test) must not hang the file after it.
 after(async () => Promise.race([
   Promise.all(running.map((l) => l.dispose())),
@@ -145,7 +148,9 @@ describe('SmolLM2 split across stations', () => {
   });
 
   test('prefix replay: the second turn claims the first from every station and equals one process', async () => {
-    const local = await start({ layers: 2, heads: 2 });
+    // Hop assessments on (checked in the test after this one): they only read what crosses.
+    const local = await start({ layers: 2, heads: 2, vars: { KNOT_HOP_ASSESSMENT: 'on' } });
+    assessed = local;
     const turn1 = [{ role: 'user', content: 'Tell me one fact about octopuses.' }];
     const r1 = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: turn1, temperature: 0, max_tokens: 32 });
     assert.equal(r1.status, 200);
@@ -159,6 +164,55 @@ describe('SmolLM2 split across stations', () => {
     // Another conversation shares only the chat template's opening (its default system prompt).
     assert.ok(Number(other.headers.get('x-knot-prefill-reused')) < r1.json.usage.prompt_tokens);
     assert.equal(other.json.choices[0].message.content, (await native([{ role: 'user', content: 'Hello!' }], 4)).text);
+  });
+
+  test('each hop attaches its mesh_carrier_assessment/v1: the step\'s health and the carrier reading of what crossed', async () => {
+    assert.ok(assessed, 'the prefix replay test started the stations');
+    // The health monitor observing (its policy off: the tokens stay the CLI's), a 16-step window.
+    const health = { window: 16, policy: { capDrafts: false, moaValve: false, eddy: false } };
+    const r = await post(assessed.url, '/v1/chat/completions', { model: MODEL, messages: POEM, temperature: 0, max_tokens: 24, health });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.choices[0].message.content, (await native(POEM, 24)).text);
+    const s = await stations(assessed.url);
+    const layerNames = s.stations.filter((x) => x.kind === 'layer station').map((x) => x.station);
+    const headNames = s.stations.filter((x) => x.kind === 'head station').map((x) => x.station);
+    const blobs = s.hop_assessments;
+    assert.equal(blobs.length, 2);
+    for (const [i, b] of blobs.entries()) {
+      // Each is a whole, canonical blob: it reads back to the same text.
+      const text = JSON.stringify(b);
+      assert.equal(encodeMeshCarrierAssessmentV1Json(parseMeshCarrierAssessmentV1Json(text)), text);
+      assert.equal(b.hop.index, i);
+      assert.equal(b.hop.station, layerNames[i]);
+      assert.deepEqual(b.hop.to, i === 0 ? [layerNames[1]] : headNames);
+      // The last token carried: one row of SmolLM2's 576 values, f32 on the wire.
+      assert.equal(b.hop.rows, 1);
+      assert.equal(b.hop.bytes, 28 + 576 * 4 + 4);
+      assert.equal(b.hop.position, r.json.usage.prompt_tokens + r.json.usage.completion_tokens - 2);
+      // The step that picked it: the second-to-last, its window full.
+      assert.equal(b.spectral.step, r.json.usage.completion_tokens - 2);
+      assert.ok(b.spectral.report.alpha !== undefined && b.spectral.report.colour !== undefined);
+      assert.deepEqual(b.spectral, blobs[0].spectral);
+      // 576 values at 8 per cell on the 16-bit carrier, read by an 8-bit and a 12-bit wire.
+      assert.equal(b.carrier.cells, 72);
+      assert.deepEqual(b.carrier.observers.map((o) => o.observerBandwidth), [256, 4096]);
+      assert.deepEqual(b.carrier.observers.map((o) => o.fiberSizes), [[256], [16]]);
+      assert.ok(b.carrier.sampleRange[0] < 0 && b.carrier.sampleRange[1] > 0);
+      assert.equal(b.deblur, null);
+    }
+    // The stations' outputs differ (other layers ran), so their readings do.
+    assert.notDeepEqual(blobs[0].carrier.sampleRange, blobs[1].carrier.sampleRange);
+    // A bad assessment header is refused by the station, which keeps serving.
+    const ns = await assessed.mf.getDurableObjectNamespace('LAYERS_0', 'coordinator');
+    const stub = ns.get(ns.idFromName(layerNames[0]));
+    const route = JSON.stringify({ next: [], heads: null, top: 0, timeoutMs: 1000 });
+    const refused = await stub.fetch(`https://station/step?${layerNames[0].replace('layers-', 'layers=')}`, {
+      method: 'POST', body: new Uint8Array(0), headers: { 'x-knot-route': route, 'x-knot-assess': '{"hop":-1}' },
+    });
+    assert.equal(refused.status, 400);
+    assert.match((await refused.json()).error.message, /x-knot-assess: must be/);
+    const after = await post(assessed.url, '/v1/chat/completions', { model: MODEL, messages: CAPITAL, temperature: 0, max_tokens: 2 });
+    assert.equal(after.status, 200);
   });
 
   test('a station refuses a bad message or another part, and keeps serving', async () => {

@@ -5,6 +5,7 @@ import { describe, test } from 'node:test';
 import { StationError, bundleAnswers, chainTimeout, parseRoute, unbundleAnswers } from '../src/chain.js';
 import { BACKEND_METHODS } from 'knot-wasm/openai';
 import { SplitModel } from '../src/split.js';
+import { HOP_ASSESSMENT_DEFAULTS, assessHop, assessmentsOf, hiddenStatesOf, hopAssessmentSettings, parseAssessHeader } from '../src/assess.js';
 
 
 describe('the station chain', () => {
@@ -69,4 +70,66 @@ describe('the station chain', () => {
 
 test('the split model is a Backend of the OpenAI module, as HostShim is', () => {
   for (const m of BACKEND_METHODS) assert.equal(typeof SplitModel.prototype[m], 'function', m);
+});
+
+describe('hop assessments (assess.js)', () => {
+  /** A KNHS message (crates/host/src/station/wire.rs) of `rows` rows: f32 values, or f16 bit patterns. */
+  function knhs(position, dim, values, f16 = false) {
+    const e = f16 ? 2 : 4;
+    const out = new Uint8Array(28 + values.length * e + 4);
+    const view = new DataView(out.buffer);
+    out.set([0x4b, 0x4e, 0x48, 0x53, 1, f16 ? 1 : 0], 0);
+    view.setUint32(16, position, true);
+    view.setUint32(20, values.length / dim, true);
+    view.setUint32(24, dim, true);
+    values.forEach((v, i) => (f16 ? view.setUint16(28 + 2 * i, v, true) : view.setFloat32(28 + 4 * i, v, true)));
+    return out;
+  }
+
+  test('the hidden states of a message are read back: f32, f16 (normal, subnormal, largest) and a bundle', () => {
+    const f32 = hiddenStatesOf(knhs(7, 3, [1.5, -2.25, 0, 4, 5, 6]));
+    assert.deepEqual({ ...f32, values: [...f32.values] }, { position: 7, rows: 2, dim: 3, values: [1.5, -2.25, 0, 4, 5, 6] });
+    const f16 = hiddenStatesOf(knhs(0, 4, [0x3e00, 0xc000, 0x0001, 0x7bff], true));
+    assert.deepEqual([...f16.values], [1.5, -2, 2 ** -24, 65504]);
+    // A KNHM bundle of two conversations: their rows stacked, no single position.
+    const parts = [knhs(3, 2, [1, 2]), knhs(9, 2, [3, 4, 5, 6])];
+    const bundle = new Uint8Array(12 + parts.reduce((n, p) => n + 5 + p.byteLength, 0) + 4);
+    const view = new DataView(bundle.buffer);
+    bundle.set([0x4b, 0x4e, 0x48, 0x4d, 1], 0);
+    view.setUint32(8, 2, true);
+    let at = 12;
+    for (const p of parts) {
+      view.setUint32(at + 1, p.byteLength, true);
+      bundle.set(p, at + 5);
+      at += 5 + p.byteLength;
+    }
+    const both = hiddenStatesOf(bundle);
+    assert.deepEqual({ ...both, values: [...both.values] }, { position: null, rows: 3, dim: 2, values: [1, 2, 3, 4, 5, 6] });
+    assert.equal(hiddenStatesOf(new Uint8Array(40)), null);
+  });
+
+  test('a hop\'s blob: the carrier reading of the row, none for a row with no range', () => {
+    const values = Array.from({ length: 64 }, (_, i) => Math.sin(i) * 3);
+    const assess = { hop: 1, spectral: null, settings: HOP_ASSESSMENT_DEFAULTS };
+    const blob = assessHop(assess, 'layers-15-29', ['rows-0-10'], knhs(12, 64, values));
+    assert.deepEqual(blob.hop, { index: 1, station: 'layers-15-29', to: ['rows-0-10'], position: 12, rows: 1, bytes: 28 + 256 + 4 });
+    assert.equal(blob.carrier.cells, 8);
+    assert.deepEqual(blob.carrier.sampleRange, [Math.fround(Math.min(...values)), Math.fround(Math.max(...values))]);
+    // Read back through the header's path: one blob, whole.
+    assert.deepEqual(assessmentsOf(JSON.stringify([blob])), [blob]);
+    assert.equal(assessHop(assess, 'a', [], knhs(0, 4, [2, 2, 2, 2])).carrier, null);
+    assert.equal(assessHop(assess, 'a', [], knhs(0, 2, [1, NaN])).carrier, null);
+  });
+
+  test('KNOT_HOP_ASSESSMENT: off, on, or settings; bad values refused at open; a bad header is a 400', () => {
+    for (const off of [undefined, '', 'off', '0']) assert.equal(hopAssessmentSettings({ KNOT_HOP_ASSESSMENT: off }), null);
+    assert.equal(hopAssessmentSettings({ KNOT_HOP_ASSESSMENT: 'on' }), HOP_ASSESSMENT_DEFAULTS);
+    assert.deepEqual(hopAssessmentSettings({ KNOT_HOP_ASSESSMENT: '{"patchSize":4}' }), { ...HOP_ASSESSMENT_DEFAULTS, patchSize: 4 });
+    assert.throws(() => hopAssessmentSettings({ KNOT_HOP_ASSESSMENT: '{' }), /KNOT_HOP_ASSESSMENT must be on, off or JSON/);
+    assert.throws(() => hopAssessmentSettings({ KNOT_HOP_ASSESSMENT: '{"patchSize":0}' }), /KNOT_HOP_ASSESSMENT: .*patchSize/);
+    for (const header of ['{', '{"hop":-1,"settings":{}}', '{"hop":64,"settings":{}}', '{"hop":0}']) {
+      assert.throws(() => parseAssessHeader(header), (e) => e.status === 400 && /x-knot-assess/.test(e.message), header);
+    }
+    assert.equal(parseAssessHeader(null), null);
+  });
 });
