@@ -1,13 +1,20 @@
 // The carrier panel: an image's patches through ImageCarrierPipeline (columnar API), one heatmap
-// per observer bandwidth, and the image as a relief (mesh-view.js) lifted where the lowest
-// observer does not resolve the carrier. After a run, window.carrierResult holds what the maps
-// and the relief show (for tests).
-import { ImageCarrierPipeline, loadWasm } from 'knot-wasm';
+// per observer bandwidth, the image as a relief (mesh-view.js) lifted where the lowest observer
+// does not resolve the carrier, and the deblur fold of a few candidates over that observer's
+// reading (deblur.js) in a mesh_carrier_assessment/v1 blob. After a run, window.carrierResult
+// holds what the maps, the relief and the fold show (for tests).
+import {
+  ImageCarrierPipeline, MAX_DEBLUR_PATCHES, attachDeblurEnsembleToMeshCarrierAssessmentJson, carrierReadingOf,
+  encodeMeshCarrierAssessmentV1Json, loadWasm, parseMeshCarrierAssessmentV1Json,
+} from 'knot-wasm';
+import { candidatePositions } from './deblur.js';
 import { ALPHA_THRESHOLD, drawRelief } from './mesh-view.js';
 
 /** Larger images are scaled down first: the maps show patches, not pixels. */
 const MAX_SIDE = 512;
 const RESOLUTION = [15, 118, 110];
+/** The deblur map's colours: resolved, ambiguous, contradicted. */
+const VERDICT_COLOURS = { resolved: [15, 118, 110], ambiguous: [245, 158, 11], contradicted: [190, 18, 60] };
 const LOW = [30, 27, 75];
 const HIGH = [245, 158, 11];
 
@@ -120,6 +127,46 @@ function drawMap(columns, o, channel) {
   return { figure, readings, copyIndices };
 }
 
+/**
+ * The image's assessment blob with the deblur fold of the candidates over observer 0's reading
+ * (none past MAX_DEBLUR_PATCHES cells), and the fold's map of `channel`.
+ * @param {any} pipeline
+ * @param {any} pixels the image as analysed
+ * @param {any} columns
+ * @param {number} channel
+ */
+function drawDeblur(pipeline, pixels, columns, channel) {
+  const carrier = carrierReadingOf(columns, { sampleRange: [0, 255] });
+  const hop = { index: 0, station: 'page', to: [], position: null, rows: pixels.height, bytes: pixels.data.byteLength };
+  let json = encodeMeshCarrierAssessmentV1Json({ hop, carrier });
+  const figure = document.createElement('figure');
+  const caption = document.createElement('figcaption');
+  if (columns.cellCount > MAX_DEBLUR_PATCHES) {
+    caption.textContent = `deblur fold: ${columns.cellCount} cells, more than ${MAX_DEBLUR_PATCHES} (raise the patch size)`;
+    figure.append(caption);
+    return { figure, json };
+  }
+  const observerBandwidth = columns.observerBandwidths[0];
+  json = attachDeblurEnsembleToMeshCarrierAssessmentJson(json, columns, { observerBandwidth, members: candidatePositions(pipeline, pixels) });
+  const fold = /** @type {any} */ (parseMeshCarrierAssessmentV1Json(json).deblur);
+  const { patchesX, patchesY, channels } = columns.grid;
+  const canvas = document.createElement('canvas');
+  [canvas.width, canvas.height] = [patchesX, patchesY];
+  const context = /** @type {CanvasRenderingContext2D} */ (canvas.getContext('2d'));
+  const map = context.createImageData(patchesX, patchesY);
+  for (let patch = 0; patch < patchesX * patchesY; patch++) {
+    map.data.set([.../** @type {any} */ (VERDICT_COLOURS)[fold.patches[patch * channels + channel].verdict], 255], 4 * patch);
+  }
+  context.putImageData(map, 0, 0);
+  const v = fold.verdicts;
+  const text = `deblur fold at b = ${observerBandwidth}, ${fold.members} candidates, ${fold.patches.length} cells (the map: this channel): ${v.resolved} resolved, ${v.ambiguous} ambiguous, ${v.contradicted} contradicted`;
+  canvas.setAttribute('role', 'img');
+  canvas.setAttribute('aria-label', text);
+  caption.textContent = text;
+  figure.append(canvas, caption);
+  return { figure, json };
+}
+
 export function setUpCarrier() {
   $('carrier-form').addEventListener('submit', async (/** @type {Event} */ e) => {
     e.preventDefault();
@@ -148,6 +195,9 @@ export function setUpCarrier() {
       const ms = performance.now() - t0;
       const drawn = Array.from(columns.observerBandwidths, (_, o) => drawMap(columns, o, channel));
       maps.replaceChildren(...drawn.map((d) => d.figure));
+      const deblur = drawDeblur(pipeline, pixels, columns, channel);
+      $('carrier-deblur').replaceChildren(deblur.figure);
+      $('carrier-assessment').textContent = deblur.json;
       const grid = reliefGrid(columns, channel, image, Number($('patch-size').value));
       let relief = null;
       if (grid.patchesX >= 2 && grid.patchesY >= 2) {
@@ -169,11 +219,14 @@ export function setUpCarrier() {
         observerBandwidths: Array.from(columns.observerBandwidths),
         readings: drawn.map((d) => d.readings),
         copyIndices: drawn.map((d) => d.copyIndices),
+        assessment: deblur.json,
       };
       status.textContent = `${image.width}×${image.height} image, ${columns.cellCount} cells in ${ms.toFixed(1)} ms.`;
     } catch (err) {
       maps.replaceChildren();
       $('carrier-relief').replaceChildren();
+      $('carrier-deblur').replaceChildren();
+      $('carrier-assessment').textContent = '';
       status.textContent = err instanceof Error ? err.message : String(err);
     } finally {
       pipeline?.free();

@@ -5,7 +5,11 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { ImageCarrierPipeline, buildAlphaBoundaryWallIndices, buildStatelessMeshGrid } from '../../../pkg/src/node.js';
+import {
+  ImageCarrierPipeline, attachDeblurEnsembleToMeshCarrierAssessmentJson, buildAlphaBoundaryWallIndices, buildStatelessMeshGrid,
+  carrierReadingOf, encodeMeshCarrierAssessmentV1Json, parseMeshCarrierAssessmentV1Json,
+} from '../../../pkg/src/node.js';
+import { candidatePositions } from '../deblur.js';
 import { startServer } from '../server.mjs';
 import { encodePng, generateIn, haveChromium, launch, nativeChat, waitForState, watchConsole } from './browser.mjs';
 
@@ -203,8 +207,9 @@ describe('the demo page in headless Chromium', { skip: !present }, () => {
     await page.click('#carrier-run');
     await page.waitForFunction(() => document.querySelectorAll('#carrier-maps canvas').length === 3);
     const shown = await page.evaluate(() => window.carrierResult);
-    const columns = new ImageCarrierPipeline({ carrierBandwidth: 54, observerBandwidths: [3, 7, 54], patchSize: 4 })
-      .analyzeColumnar({ width, height, channels: 3, sampleRange: 'byte', data: rgb });
+    const pipeline = new ImageCarrierPipeline({ carrierBandwidth: 54, observerBandwidths: [3, 7, 54], patchSize: 4 });
+    const image = { width, height, channels: 3, sampleRange: /** @type {const} */ ('byte'), data: rgb };
+    const columns = pipeline.analyzeColumnar(image);
     const n = columns.cellCount;
     const patches = columns.grid.patchesX * columns.grid.patchesY;
     assert.equal(patches, 10 * 6);
@@ -217,6 +222,21 @@ describe('the demo page in headless Chromium', { skip: !present }, () => {
     assert.ok(shown.readings[2].every((r) => r === 1));
     assert.ok(shown.readings[0].some((r) => r === 0));
     assert.match(await page.textContent('#carrier-maps'), /b = 54: 60 of 60 resolved/);
+    // The deblur fold of the blurred candidates over observer 3's reading: the page's blob is
+    // the package's in Node, byte for byte, and its map's caption counts its verdicts.
+    const hop = { index: 0, station: 'page', to: [], position: null, rows: height, bytes: rgb.byteLength };
+    const want = attachDeblurEnsembleToMeshCarrierAssessmentJson(
+      encodeMeshCarrierAssessmentV1Json({ hop, carrier: carrierReadingOf(columns, { sampleRange: [0, 255] }) }),
+      columns, { observerBandwidth: 3, members: candidatePositions(pipeline, image) });
+    assert.equal(shown.assessment, want);
+    const { verdicts } = parseMeshCarrierAssessmentV1Json(want).deblur;
+    assert.equal(verdicts.resolved + verdicts.ambiguous + verdicts.contradicted, 180);
+    // Patch means of this noise sit mid-range, where the blurs stay inside observer 3's fibers of
+    // 18: some patches on one value, some on several, none ruled out.
+    assert.ok(verdicts.resolved > 0 && verdicts.ambiguous > 0, JSON.stringify(verdicts));
+    assert.match(await page.textContent('#carrier-deblur'),
+      new RegExp(`${verdicts.resolved} resolved, ${verdicts.ambiguous} ambiguous, ${verdicts.contradicted} contradicted`));
+    pipeline.free();
     await page.fill('#observer-bandwidths', '3, x');
     await page.click('#carrier-run');
     await page.waitForFunction(() => /whole numbers/.test(document.querySelector('#carrier-status').textContent));
