@@ -202,6 +202,10 @@ describe('SmolLM2 split across stations', () => {
     }
     // The stations' outputs differ (other layers ran), so their readings do.
     assert.notDeepEqual(blobs[0].carrier.sampleRange, blobs[1].carrier.sampleRange);
+    console.log('hop assessments:', JSON.stringify(blobs.map((b) => ({
+      station: b.hop.station, state: b.spectral.report.state, colour: b.spectral.report.colour, range: b.carrier.sampleRange,
+      observers: b.carrier.observers.map((o) => [o.observerBandwidth, o.resolutions, +o.meanCopyIndex.toFixed(1), o.representable]),
+    }))));
     // A bad assessment header is refused by the station, which keeps serving.
     const ns = await assessed.mf.getDurableObjectNamespace('LAYERS_0', 'coordinator');
     const stub = ns.get(ns.idFromName(layerNames[0]));
