@@ -10,7 +10,7 @@ import { after, before, describe, test } from './harness.js';
 
 const describeIf = (condition, name, fn) => (condition ? describe(name, fn) : describe.skip(name, fn));
 import { openaiApiSuite } from './openai-api.js';
-import { FOUR_ASKS, answerTogether, nativeGenerator, post, startServer } from './servers.js';
+import { FOUR_ASKS, answerTogether, nativeGenerator, post, runtimeCommand, startServer } from './servers.js';
 import { KNOT_BIN, ROOT, SMOL, haveNative, haveSmol } from './support.js';
 
 const BIN = `${ROOT}pkg/bin/knot-serve.js`;
@@ -18,10 +18,7 @@ const MODEL = 'SmolLM2-135M-Instruct';
 const run = promisify(execFile);
 const g = /** @type {any} */ (globalThis);
 
-/** The command that runs a script in this runtime. */
-const runtime = (script, args) => (g.Deno !== undefined
-  ? [g.Deno.execPath(), ['run', '--allow-all', script, ...args]]
-  : [process.execPath, [script, ...args]]);
+const runtime = runtimeCommand;
 
 /**
  * Starts knot-serve on a free port; resolves with its URL (from the startup line) and the process.

@@ -9,6 +9,17 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 
 /**
+ * The command that runs a script in this runtime: Deno needs `run` and its permissions.
+ * @param {string} script
+ * @param {string[]} args
+ * @returns {[string, string[]]}
+ */
+export function runtimeCommand(script, args) {
+  const g = /** @type {any} */ (globalThis);
+  return g.Deno !== undefined ? [g.Deno.execPath(), ['run', '--allow-all', script, ...args]] : [process.execPath, [script, ...args]];
+}
+
+/**
  * A request with fetch, JSON in (a string or stream as it is) and read back: the error routes,
  * and what the client library hides. `init`: method (default POST), headers, duplex.
  */

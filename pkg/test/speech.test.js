@@ -14,7 +14,7 @@ import { loadEspeak } from '../src/openai/espeak.js';
 import { encodePcm, encodeWav, readWav } from '../src/openai/wav.js';
 import { aplayCommand, autoAudioMode, parseAudioMode, probeAudio } from '../src/speech-playback.js';
 import { after, before, describe, test } from './harness.js';
-import { post, startServer } from './servers.js';
+import { post, runtimeCommand, startServer } from './servers.js';
 import { ROOT, TINY } from './support.js';
 
 const BIN = `${ROOT}pkg/bin/knot-serve.js`;
@@ -64,7 +64,15 @@ describe('knot-serve speech playback', () => {
   });
 
   // This machine, probed: where neither ALSA's /proc entry nor /dev/snd exists, auto is files.
-  const noSound = !existsSync('/proc/asound') && !existsSync('/dev/snd');
+  // (Deno will not look at /proc or /dev without --allow-all: there, both count as absent.)
+  const seen = (path) => {
+    try {
+      return existsSync(path);
+    } catch {
+      return false;
+    }
+  };
+  const noSound = !seen('/proc/asound') && !seen('/dev/snd');
   (noSound ? test : test.skip)('auto on a machine without a sound device is file', () => {
     const machine = probeAudio();
     assert.equal(machine.soundDevice, false);
@@ -78,7 +86,7 @@ describe('knot-serve speech playback', () => {
   });
 
   test('a bad mode stops knot-serve at start, exit 2', async () => {
-    const r = await run(process.execPath, [BIN, TINY, '--port', '0'], { env: { ...process.env, KNOT_TTS_AUDIO_MODE: 'loud' } })
+    const r = await run(...runtimeCommand(BIN, [TINY, '--port', '0']), { env: { ...process.env, KNOT_TTS_AUDIO_MODE: 'loud' } })
       .then(() => null, (e) => e);
     assert.equal(r?.code, 2);
     assert.match(r.stderr, /--tts-audio-mode \(or KNOT_TTS_AUDIO_MODE\) must be none, file, alsa, auto, got 'loud'/);
@@ -92,7 +100,7 @@ describe('POST /v1/audio/speech in knot-serve (file mode)', () => {
   /** @type {OpenAI} */
   let client;
   before(async () => {
-    server = await startServer(process.execPath, [BIN, TINY, '--port', '0'], { KNOT_TTS_AUDIO_MODE: 'file', KNOT_TTS_AUDIO_DIR: dir });
+    server = await startServer(...runtimeCommand(BIN, [TINY, '--port', '0']), { KNOT_TTS_AUDIO_MODE: 'file', KNOT_TTS_AUDIO_DIR: dir });
     client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'not-needed', maxRetries: 0 });
   });
   after(() => server?.child.kill('SIGKILL'));
