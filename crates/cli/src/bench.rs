@@ -29,7 +29,7 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 
 /// One run: the prompt, then exactly `n` decode steps (end-of-text ignored). Returns prefill and
 /// decode tokens/s.
-fn run_once(
+pub(crate) fn run_once(
     host: &mut Host,
     prompt: &[u32],
     n: usize,

@@ -3,9 +3,8 @@
 //! so its share of a token is measured within the same steps (robust on a noisy machine, where
 //! a 1% difference in tok/s is below the noise).
 
-use crate::bench::median;
-use crate::generate::{open_host, rate};
-use engine::decode::GenerateOptions;
+use crate::bench::{median, run_once};
+use crate::generate::open_host;
 use engine::health::{HealthConfig, HealthPolicy};
 use engine::DecodeConfig;
 use futures::executor::block_on;
@@ -42,24 +41,13 @@ pub fn run(
             [false, true]
         };
         for watch in order {
-            let opts = GenerateOptions {
-                decode: if watch {
-                    watched.clone()
-                } else {
-                    plain.clone()
-                },
-                max_tokens: n + 1,
-                ignore_eos: true,
-                ..GenerateOptions::default()
-            };
-            block_on(host.generate(&prompt, &opts, &mut |_| true))?;
-            let s = host.stats();
-            let decode_ms: f64 = s.token_ms.iter().skip(1).sum();
-            let tok_s = rate(n, decode_ms);
+            let decode = if watch { &watched } else { &plain };
+            let (_, tok_s) = run_once(&mut host, &prompt, n, decode)?;
             if watch {
                 let us = host.health_metrics().map_or(0.0, |m| m.us_per_step);
                 // The monitor's time per step over the time per decode step, in the same run.
-                share.push(us / 1000.0 / (decode_ms / n as f64));
+                let step_ms = 1000.0 / tok_s;
+                share.push(us / 1000.0 / step_ms);
                 with.push(tok_s);
             } else {
                 without.push(tok_s);
