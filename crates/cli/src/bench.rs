@@ -22,6 +22,13 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Whether the measured configuration (B) runs second or first in run `r` of an A/B bench: the
+/// two alternate, so a shared machine's drift hits both alike.
+pub(crate) fn ab_order(r: usize) -> [bool; 2] {
+    let b_first = !r.is_multiple_of(2);
+    [b_first, !b_first]
+}
+
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -79,12 +86,7 @@ fn constraint_run(
     let (mut plain_tok_s, mut constrained_tok_s, mut p50, mut p99) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in 0..runs {
-        let order = if r % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        };
-        for use_it in order {
+        for use_it in ab_order(r) {
             if use_it {
                 let (_, d, m) = run_measured(host, prompt, n, &constrained)?;
                 constrained_tok_s.push(d);
@@ -265,13 +267,7 @@ pub fn run(
     };
     let (mut plain_tok_s, mut moa_tok_s) = (Vec::new(), Vec::new());
     for r in 0..runs {
-        // Alternate which goes first, so drift on a shared machine hits both alike.
-        let order = if r % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        };
-        for use_moa in order {
+        for use_moa in ab_order(r) {
             let cfg = if use_moa { &with_moa } else { &plain };
             let (_, d) = run_once(&mut host, &prompt, n, cfg)?;
             match use_moa {

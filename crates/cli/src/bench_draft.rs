@@ -115,8 +115,7 @@ pub fn run(
             };
             let (mut plain, mut spec_runs) = (Vec::new(), Vec::new());
             for r in 0..runs {
-                // Alternate which goes first, so drift on a shared machine hits both alike.
-                for with in [r % 2 == 1, r % 2 == 0] {
+                for with in crate::bench::ab_order(r) {
                     let choice = match with {
                         true => DraftChoice::On(cfg.clone()),
                         false => DraftChoice::Off,

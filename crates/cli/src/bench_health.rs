@@ -3,7 +3,7 @@
 //! so its share of a token is measured within the same steps (robust on a noisy machine, where
 //! a 1% difference in tok/s is below the noise).
 
-use crate::bench::{median, run_once};
+use crate::bench::{ab_order, median, run_once};
 use crate::generate::open_host;
 use engine::health::{HealthConfig, HealthPolicy};
 use engine::DecodeConfig;
@@ -35,12 +35,7 @@ pub fn run(
     let plain = DecodeConfig::default();
     let (mut with, mut without, mut share) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..runs {
-        let order = if r % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for watch in order {
+        for watch in ab_order(r) {
             let decode = if watch { &watched } else { &plain };
             let (_, tok_s) = run_once(&mut host, &prompt, n, decode)?;
             if watch {
