@@ -4,8 +4,8 @@
 // reading (deblur.js) in a mesh_carrier_assessment/v1 blob. After a run, window.carrierResult
 // holds what the maps, the relief and the fold show (for tests).
 import {
-  ImageCarrierPipeline, MAX_DEBLUR_PATCHES, attachDeblurEnsembleToMeshCarrierAssessmentJson, carrierReadingOf,
-  encodeMeshCarrierAssessmentV1Json, loadWasm, parseMeshCarrierAssessmentV1Json,
+  ImageCarrierPipeline, MAX_DEBLUR_PATCHES, carrierReadingOf, encodeMeshCarrierAssessmentV1Json, foldDeblurEnsemble,
+  loadWasm, mergeDeblurFoldIntoMeshCarrierJson,
 } from 'knot-wasm';
 import { candidatePositions } from './deblur.js';
 import { ALPHA_THRESHOLD, drawRelief } from './mesh-view.js';
@@ -147,8 +147,8 @@ function drawDeblur(pipeline, pixels, columns, channel) {
     return { figure, json };
   }
   const observerBandwidth = columns.observerBandwidths[0];
-  json = attachDeblurEnsembleToMeshCarrierAssessmentJson(json, columns, { observerBandwidth, members: candidatePositions(pipeline, pixels) });
-  const fold = /** @type {any} */ (parseMeshCarrierAssessmentV1Json(json).deblur);
+  const fold = foldDeblurEnsemble(columns, { observerBandwidth, members: candidatePositions(pipeline, pixels) });
+  json = mergeDeblurFoldIntoMeshCarrierJson(json, fold);
   const { patchesX, patchesY, channels } = columns.grid;
   const canvas = document.createElement('canvas');
   [canvas.width, canvas.height] = [patchesX, patchesY];

@@ -338,7 +338,8 @@ export function carrierReadingOf(columns, { sampleRange }) {
       representable,
     };
   });
-  return carrierPart({
+  // Checked once, where it is written into a blob.
+  return {
     carrierBandwidth: s,
     patchSize: grid.patchSize,
     sampleRange,
@@ -347,7 +348,7 @@ export function carrierReadingOf(columns, { sampleRange }) {
     channels: grid.channels,
     cells: n,
     observers,
-  }, 'carrier');
+  };
 }
 
 /**
@@ -388,7 +389,8 @@ export function foldDeblurEnsemble(columns, { observerBandwidth, members }) {
     verdicts[verdict]++;
     patches.push({ cell: i, fiberStart: fiber.start, fiberSize: fiber.size, states: [...states].sort((x, y) => x - y), outside, verdict });
   }
-  return deblurPart({ carrierBandwidth: s, observerBandwidth, members: members.length, verdicts, patches }, 'deblur');
+  // Checked once, where it is written into a blob.
+  return { carrierBandwidth: s, observerBandwidth, members: members.length, verdicts, patches };
 }
 
 // --- the blob ------------------------------------------------------------------------------------
@@ -429,7 +431,7 @@ export function parseMeshCarrierAssessmentV1Json(json) {
  */
 export function mergeDeblurFoldIntoMeshCarrierJson(json, fold) {
   const blob = parseMeshCarrierAssessmentV1Json(json);
-  return JSON.stringify(assessment({ ...blob, deblur: deblurPart(fold, '$.deblur') }));
+  return JSON.stringify(assessment({ ...blob, deblur: object(fold, '$.deblur') }));
 }
 
 /**

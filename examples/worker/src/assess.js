@@ -73,6 +73,7 @@ export const nextAssessHeader = (assess) => JSON.stringify({ ...assess, hop: ass
 
 /**
  * The blobs a chain answer carried back (`x-knot-assessments`), each checked; none when absent.
+ * The coordinator reads them here; the stations on the way pass them on as they came.
  * @param {string | null} text the header
  */
 export function assessmentsOf(text) {
@@ -170,7 +171,7 @@ function carrierOf(hidden, settings) {
 }
 
 /**
- * This station's blob for the hop its output `out` takes (an object, written canonically).
+ * This station's blob for the hop its output `out` takes (its JSON text).
  * @param {{ hop: number, spectral: object | null, settings: object }} assess the header's
  * @param {string} station this station's name
  * @param {string[]} to where `out` goes
@@ -178,9 +179,17 @@ function carrierOf(hidden, settings) {
  */
 export function assessHop(assess, station, to, out) {
   const hidden = hiddenStatesOf(out);
-  return JSON.parse(encodeMeshCarrierAssessmentV1Json({
+  return encodeMeshCarrierAssessmentV1Json({
     hop: { index: assess.hop, station, to, position: hidden?.position ?? null, rows: hidden?.rows ?? 1, bytes: out.byteLength },
     spectral: assess.spectral,
     carrier: hidden === null ? null : carrierOf(hidden, assess.settings),
-  }));
+  });
 }
+
+/**
+ * The x-knot-assessments header a station answers with: its own blob, then those of the stations
+ * behind it (the header's text as it came, a JSON array of one or more).
+ * @param {string} own
+ * @param {string | null} behind
+ */
+export const assessmentsHeader = (own, behind) => (behind === null ? `[${own}]` : `[${own},${behind.slice(1)}`);

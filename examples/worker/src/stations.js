@@ -25,7 +25,7 @@
 import { WasmHeadStation, WasmLayerStation, errorStatus, wasmMemoryBytes } from 'knot-wasm';
 import { StationError, addTraffic, bundleAnswers, callStation, chainTimeout, gatherHeads, noTraffic, parseRoute } from './chain.js';
 import { R2KnotSource } from './r2.js';
-import { assessHop, assessmentsOf, nextAssessHeader, parseAssessHeader } from './assess.js';
+import { assessHop, assessmentsHeader, nextAssessHeader, parseAssessHeader } from './assess.js';
 import { currentMeter, startMeter } from './meter.js';
 import { profileOf, simulate } from './simulate.js';
 
@@ -219,8 +219,8 @@ export class LayerStation extends Station {
       traffic.answer = body.byteLength;
     }
     const headers = { 'content-type': 'application/octet-stream', 'x-knot-chain': JSON.stringify(traffic) };
-    // This hop's blob first, then the ones behind (each read back whole on the way).
-    if (own !== null) headers['x-knot-assessments'] = JSON.stringify([own, ...assessmentsOf(behind)]);
+    // This hop's blob first, then the ones behind (the coordinator reads them all).
+    if (own !== null) headers['x-knot-assessments'] = assessmentsHeader(own, behind);
     return new Response(body, { headers });
   }
 }

@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import { StationError, bundleAnswers, chainTimeout, parseRoute, unbundleAnswers } from '../src/chain.js';
 import { BACKEND_METHODS } from 'knot-wasm/openai';
 import { SplitModel } from '../src/split.js';
-import { HOP_ASSESSMENT_DEFAULTS, assessHop, assessmentsOf, hiddenStatesOf, hopAssessmentSettings, parseAssessHeader } from '../src/assess.js';
+import { HOP_ASSESSMENT_DEFAULTS, assessHop, assessmentsHeader, assessmentsOf, hiddenStatesOf, hopAssessmentSettings, parseAssessHeader } from '../src/assess.js';
 
 
 describe('the station chain', () => {
@@ -111,14 +111,17 @@ describe('hop assessments (assess.js)', () => {
   test('a hop\'s blob: the carrier reading of the row, none for a row with no range', () => {
     const values = Array.from({ length: 64 }, (_, i) => Math.sin(i) * 3);
     const assess = { hop: 1, spectral: null, settings: HOP_ASSESSMENT_DEFAULTS };
-    const blob = assessHop(assess, 'layers-15-29', ['rows-0-10'], knhs(12, 64, values));
+    const text = assessHop(assess, 'layers-15-29', ['rows-0-10'], knhs(12, 64, values));
+    const blob = JSON.parse(text);
     assert.deepEqual(blob.hop, { index: 1, station: 'layers-15-29', to: ['rows-0-10'], position: 12, rows: 1, bytes: 28 + 256 + 4 });
     assert.equal(blob.carrier.cells, 8);
     assert.deepEqual(blob.carrier.sampleRange, [Math.fround(Math.min(...values)), Math.fround(Math.max(...values))]);
-    // Read back through the header's path: one blob, whole.
-    assert.deepEqual(assessmentsOf(JSON.stringify([blob])), [blob]);
-    assert.equal(assessHop(assess, 'a', [], knhs(0, 4, [2, 2, 2, 2])).carrier, null);
-    assert.equal(assessHop(assess, 'a', [], knhs(0, 2, [1, NaN])).carrier, null);
+    // Read back through the header's path: one blob, whole; a station's own before those behind.
+    assert.deepEqual(assessmentsOf(assessmentsHeader(text, null)), [blob]);
+    const first = assessHop({ ...assess, hop: 0 }, 'layers-0-14', ['layers-15-29'], knhs(12, 64, values));
+    assert.deepEqual(assessmentsOf(assessmentsHeader(first, assessmentsHeader(text, null))), [JSON.parse(first), blob]);
+    assert.equal(JSON.parse(assessHop(assess, 'a', [], knhs(0, 4, [2, 2, 2, 2]))).carrier, null);
+    assert.equal(JSON.parse(assessHop(assess, 'a', [], knhs(0, 2, [1, NaN]))).carrier, null);
   });
 
   test('KNOT_HOP_ASSESSMENT: off, on, or settings; bad values refused at open; a bad header is a 400', () => {

@@ -3,6 +3,7 @@
 // .wasm). It is GPL-3.0-or-later, so this package never bundles or requires it: it is an
 // optional peer dependency, imported the first time speech is asked for (docs/speech.md).
 import { ApiError } from './errors.js';
+import { readWav } from './wav.js';
 
 /** The package, and the version whose layout (dist/espeak-ng.wasm, its CLI) this file reads. */
 export const ESPEAK_PACKAGE = 'espeak-ng';
@@ -117,7 +118,6 @@ async function synthesizeOnce(run, text, voice, wpm) {
   } catch {
     throw new Error(`eSpeak NG wrote no audio: ${err.filter((l) => !l.startsWith('program exited')).join(' ') || 'no message'}`);
   }
-  const { readWav } = await import('./wav.js');
   const { samples, sampleRate, channels, bitsPerSample } = readWav(wav);
   if (channels !== 1 || bitsPerSample !== 16) throw new Error(`eSpeak NG wrote ${channels} channels of ${bitsPerSample} bits, not mono 16-bit`);
   return { samples, sampleRate };
