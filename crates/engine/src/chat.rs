@@ -11,10 +11,15 @@
 //! The template comes from the model file, so rendering is bounded (see [`guard`]): a template
 //! that loops without end, prints more than [`MAX_PROMPT_BYTES`] or builds a huge value stops
 //! with a [`ChatError`].
+//!
+//! A file without a template gets the one its special tokens imply, if any
+//! ([`implied_template`]: Gemma turns, Llama 3 headers, ChatML), rendered here like any other.
 
 mod guard;
+mod implied;
 
 pub use guard::{MAX_ITEMS, MAX_PROMPT_BYTES};
+pub use implied::{implied_template, ImpliedTemplate};
 /// A value as templates see it (a message's `tool_calls`).
 pub use minijinja::Value as TemplateValue;
 

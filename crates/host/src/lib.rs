@@ -3,6 +3,7 @@
 //! and inside wasm, where `wasm/` exports it to JS as `WasmHost` (wrapped as `HostShim`).
 
 pub mod cache;
+pub mod chat_template;
 mod clock;
 pub mod error;
 pub mod helpers;
