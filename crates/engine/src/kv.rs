@@ -436,6 +436,88 @@ impl KvCache {
             Layers::F16(l) => attend(&l[layer], self.len, a, buf),
         }
     }
+
+    /// Position `a.t`'s query heads that share kv head `g`, over layer `layer` (see
+    /// [`attend_one`]).
+    fn attend_item(
+        &self,
+        layer: usize,
+        a: &Query<'_>,
+        g: usize,
+        out: &mut [f32],
+        scores: &mut Vec<f32>,
+        key: &mut [f32],
+    ) {
+        match &self.layers {
+            Layers::F32(l) => attend_one(&l[layer], a, g, out, scores, key),
+            Layers::F16(l) => attend_one(&l[layer], a, g, out, scores, key),
+        }
+    }
+}
+
+/// The attention of several sequences' batches over layer `layer` at once, each `(its cache,
+/// its attention)`: their (position, kv head) pairs share one hand-off to the matmul threads —
+/// sequences decoding together would otherwise hand off one small attention each, a thread
+/// left idle in most. Each pair is computed as [`KvCache::attend`] computes it, by one thread:
+/// the same bits.
+pub fn attend_all(
+    layer: usize,
+    jobs: &mut [(&KvCache, Attention<'_>)],
+    buf: &mut AttentionBuffers,
+) {
+    // The outputs are taken out of the jobs: the parts write them through pointers, each its
+    // own (job, position, kv head) span; the jobs are shared for their inputs.
+    let (mut items, mut work) = (0, 0);
+    buf.starts.clear();
+    buf.outs.clear();
+    for (kv, a) in jobs.iter_mut() {
+        buf.starts.push(items);
+        items += a.n * a.n_kv_heads;
+        work += a.n * (kv.len + a.n) * a.n_heads * a.head_dim;
+        let out = std::mem::take(&mut a.out);
+        buf.outs
+            .push(crate::quant::threads::Shared::new(out.as_mut_ptr()));
+    }
+    let jobs = &*jobs;
+    let (starts, outs) = (&buf.starts, &buf.outs);
+    let one = |item: usize, scores: &mut Vec<f32>, key: &mut [f32]| {
+        let j = starts.partition_point(|&s| s <= item) - 1;
+        let (kv, a) = &jobs[j];
+        let (t, g) = (
+            (item - starts[j]) / a.n_kv_heads,
+            (item - starts[j]) % a.n_kv_heads,
+        );
+        let (row, group, hd) = (a.n_heads * a.head_dim, a.n_heads / a.n_kv_heads, a.head_dim);
+        let query = Query {
+            q: &a.q[t * row..][..row],
+            k: a.k,
+            v: a.v,
+            pos: kv.len,
+            t,
+            n_heads: a.n_heads,
+            n_kv_heads: a.n_kv_heads,
+            hd,
+            scale: a.scale,
+        };
+        // SAFETY: each (job, t, g) output span is written by one part alone, inside that job's
+        // `out`, which outlives this call.
+        let at = t * row + g * group * hd;
+        let out = unsafe { std::slice::from_raw_parts_mut(outs[j].get().add(at), group * hd) };
+        kv.attend_item(layer, &query, g, out, scores, key);
+    };
+    let hd = jobs.first().map_or(0, |(_, a)| a.head_dim);
+    let ran = crate::quant::threads::parts(items, work, &|part, parts| {
+        let (mut scores, mut key) = (Vec::new(), vec![0.0f32; hd]);
+        for item in (part..items).step_by(parts) {
+            one(item, &mut scores, &mut key);
+        }
+    });
+    if !ran {
+        buf.key.resize(hd, 0.0);
+        for item in 0..items {
+            one(item, &mut buf.scores, &mut buf.key);
+        }
+    }
 }
 
 /// One attention call's inputs and output, row-major per position: `q` and `out` are
@@ -457,6 +539,9 @@ pub struct Attention<'a> {
 pub struct AttentionBuffers {
     scores: Vec<f32>,
     key: Vec<f32>,
+    /// [`attend_all`]'s first item of each job, and each job's output.
+    starts: Vec<usize>,
+    outs: Vec<crate::quant::threads::Shared<f32>>,
 }
 
 impl AttentionBuffers {

@@ -9,7 +9,7 @@ use super::error::EngineError;
 use super::head::{embed, load_vector, HeadBuffers, LmHead};
 use super::layout::{LayerWeights, ResidentWeights};
 use crate::buffer::{addressable, fit};
-use crate::kv::{Attention, AttentionBuffers, KvCache, KvShape, KvType};
+use crate::kv::{attend_all, Attention, AttentionBuffers, KvCache, KvShape, KvType};
 use crate::ops::{gated, gelu_tanh_gated, rmsnorm, rmsnorm_in_place, swiglu, Rope};
 use crate::quant::{matmul, matmuls, MatmulScratch};
 use knot::{FfnActivation, ModelConfig};
@@ -109,34 +109,47 @@ fn run_block(
     let mut at = 0;
     for p in parts.iter_mut() {
         let rows = p.x.len() / dim;
-        let (q, att) = (
-            &mut r.q[at * q_dim..(at + rows) * q_dim],
-            &mut r.att[at * q_dim..(at + rows) * q_dim],
-        );
-        let (k, v) = (
-            &mut r.k[at * kv_dim..(at + rows) * kv_dim],
-            &mut r.v[at * kv_dim..(at + rows) * kv_dim],
-        );
+        let q = &mut r.q[at * q_dim..(at + rows) * q_dim];
+        let k = &mut r.k[at * kv_dim..(at + rows) * kv_dim];
         for t in 0..rows {
             rope.apply(&mut q[t * q_dim..(t + 1) * q_dim], hd, p.pos + t);
             rope.apply(&mut k[t * kv_dim..(t + 1) * kv_dim], hd, p.pos + t);
         }
         // The batch sees its own keys and values as the cache will store them.
         p.kv.round(k);
-        p.kv.round(v);
-        let attention = Attention {
-            q,
-            k,
-            v,
-            out: att,
-            n: rows,
-            n_heads: c.n_heads,
-            n_kv_heads: c.n_kv_heads,
-            head_dim: hd,
-            scale: 1.0 / c.query_pre_attn_scalar.unwrap_or(hd as f32).sqrt(),
-        };
-        p.kv.attend(kv_layer, attention, &mut r.attn);
-        p.kv.append(kv_layer, k, v);
+        p.kv.round(&mut r.v[at * kv_dim..(at + rows) * kv_dim]);
+        at += rows;
+    }
+    // Every sequence's attention in one hand-off to the threads (one sequence's as it always
+    // ran); then its keys and values in.
+    let (mut att, mut at) = (&mut r.att[..], 0);
+    let mut jobs = Vec::with_capacity(parts.len());
+    for p in parts.iter() {
+        let rows = p.x.len() / dim;
+        let (out, rest) = std::mem::take(&mut att).split_at_mut(rows * q_dim);
+        att = rest;
+        jobs.push((
+            &*p.kv,
+            Attention {
+                q: &r.q[at * q_dim..(at + rows) * q_dim],
+                k: &r.k[at * kv_dim..(at + rows) * kv_dim],
+                v: &r.v[at * kv_dim..(at + rows) * kv_dim],
+                out,
+                n: rows,
+                n_heads: c.n_heads,
+                n_kv_heads: c.n_kv_heads,
+                head_dim: hd,
+                scale: 1.0 / c.query_pre_attn_scalar.unwrap_or(hd as f32).sqrt(),
+            },
+        ));
+        at += rows;
+    }
+    attend_all(kv_layer, &mut jobs, &mut r.attn);
+    let mut at = 0;
+    for p in parts.iter_mut() {
+        let rows = p.x.len() / dim;
+        let span = at * kv_dim..(at + rows) * kv_dim;
+        p.kv.append(kv_layer, &r.k[span.clone()], &r.v[span]);
         at += rows;
     }
     matmul(&w.attn_output, &r.att, n, &mut r.xb, &mut r.scratch);
