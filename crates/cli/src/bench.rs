@@ -5,7 +5,7 @@ use crate::generate::{open_host, rate, ConstraintArgs};
 use engine::decode::GenerateOptions;
 use engine::{DecodeConfig, SamplerConfig};
 use futures::executor::block_on;
-use host::Host;
+use host::{Generated, Host};
 use moa::MoaConfig;
 use std::path::Path;
 
@@ -45,13 +45,13 @@ pub(crate) fn run_once(
     run_measured(host, prompt, n, decode).map(|(p, d, _)| (p, d))
 }
 
-/// [`run_once`], also returning the constraint's metrics.
-fn run_measured(
+/// [`run_once`], also returning what the generation made.
+pub(crate) fn run_measured(
     host: &mut Host,
     prompt: &[u32],
     n: usize,
     decode: &DecodeConfig,
-) -> Result<(f64, f64, Option<coltrane::Metrics>), Box<dyn std::error::Error>> {
+) -> Result<(f64, f64, Generated), Box<dyn std::error::Error>> {
     let opts = GenerateOptions {
         decode: decode.clone(),
         max_tokens: n + 1,
@@ -59,13 +59,13 @@ fn run_measured(
         ..GenerateOptions::default()
     };
     let out = block_on(host.generate(prompt, &opts, &mut |_| true))?;
-    let s = host.stats();
+    let s = &out.report;
     // The first token comes from the prefill's logits; the n after it each run a forward pass.
-    let decode_ms: f64 = s.token_ms.iter().skip(1).sum();
+    let decode_ms: f64 = s.token_ms.iter().sum();
     Ok((
         rate(s.prefill_tokens as usize, s.prefill_ms),
         rate(n, decode_ms),
-        out.constraint,
+        out,
     ))
 }
 
@@ -88,9 +88,9 @@ fn constraint_run(
     for r in 0..runs {
         for use_it in ab_order(r) {
             if use_it {
-                let (_, d, m) = run_measured(host, prompt, n, &constrained)?;
+                let (_, d, out) = run_measured(host, prompt, n, &constrained)?;
                 constrained_tok_s.push(d);
-                if let Some(m) = m {
+                if let Some(m) = out.constraint {
                     p50.push(m.mask_us_p50 as f64);
                     p99.push(m.mask_us_p99 as f64);
                 }

@@ -70,16 +70,16 @@ fn measure(host: &mut Host, prompt: &[u32], n: usize, draft: DraftChoice) -> Res
         ..GenerateOptions::default()
     };
     let out = block_on(host.generate(prompt, &opts, &mut |_| true))?;
-    let s = host.stats();
+    let s = &out.report;
     // The first token comes from the prompt's pass; the rest each cost part of a forward pass.
-    let ms: f64 = s.token_ms.iter().skip(1).sum();
+    let ms: f64 = s.token_ms.iter().sum();
     Ok(Measured {
         tok_s: crate::generate::rate(out.ids.len().saturating_sub(1), ms),
-        ids: out.ids,
         tokens_per_pass: s.decode.tokens_per_pass,
-        layer_reads_per_token: s.decode.layer_reads_per_token,
+        layer_reads_per_token: s.layer_reads_per_token,
         accepted: s.decode.accepted,
         drafted: s.decode.drafted,
+        ids: out.ids,
     })
 }
 

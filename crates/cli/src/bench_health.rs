@@ -3,7 +3,7 @@
 //! so its share of a token is measured within the same steps (robust on a noisy machine, where
 //! a 1% difference in tok/s is below the noise).
 
-use crate::bench::{ab_order, median, run_once};
+use crate::bench::{ab_order, median, run_measured};
 use crate::generate::open_host;
 use engine::health::{HealthConfig, HealthPolicy};
 use engine::DecodeConfig;
@@ -37,9 +37,9 @@ pub fn run(
     for r in 0..runs {
         for watch in ab_order(r) {
             let decode = if watch { &watched } else { &plain };
-            let (_, tok_s) = run_once(&mut host, &prompt, n, decode)?;
+            let (_, tok_s, out) = run_measured(&mut host, &prompt, n, decode)?;
             if watch {
-                let us = host.health_metrics().map_or(0.0, |m| m.us_per_step);
+                let us = out.health.map_or(0.0, |m| m.us_per_step);
                 // The monitor's time per step over the time per decode step, in the same run.
                 let step_ms = 1000.0 / tok_s;
                 share.push(us / 1000.0 / step_ms);

@@ -11,6 +11,7 @@ use crate::loaded::LoadedKnot;
 use engine::decode::GenerateOptions;
 use engine::Model;
 use futures::executor::block_on;
+use host::options::SequenceCount;
 use host::{FileSource, Host, HostOptions};
 use std::path::Path;
 use std::rc::Rc;
@@ -31,11 +32,11 @@ struct Row {
     over_batched_rows: f64,
 }
 
-fn open(path: &Path, max_sequences: Option<usize>, max_batch: Option<usize>) -> Result<Host> {
+fn open(path: &Path, max_sequences: usize, max_batch: Option<usize>) -> Result<Host> {
     let source =
         FileSource::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let opts = HostOptions {
-        max_sequences,
+        max_sequences: SequenceCount::Fixed(max_sequences),
         max_batch,
         max_context: 4096,
         ..HostOptions::default()
@@ -61,11 +62,11 @@ fn decode_together(host: &mut Host, prompts: &[Vec<u32>], n: usize) -> Result<f6
     };
     let ids = prompts
         .iter()
-        .map(|p| host.admit(p, &opts))
+        .map(|p| host.admit(p, &opts).map(|a| a.id))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let mut started = std::collections::HashSet::new();
     while started.len() < prompts.len() {
-        for e in block_on(host.step())? {
+        for e in block_on(host.step()) {
             if e.token?.is_some() {
                 started.insert(e.id);
             }
@@ -73,7 +74,7 @@ fn decode_together(host: &mut Host, prompts: &[Vec<u32>], n: usize) -> Result<f6
     }
     let t0 = std::time::Instant::now();
     for _ in 0..n {
-        let events = block_on(host.step())?;
+        let events = block_on(host.step());
         let made = events
             .into_iter()
             .map(|e| e.token)
@@ -119,7 +120,7 @@ pub fn run(
         );
     }
     let most = *streams.iter().max().unwrap_or(&1);
-    let mut host = open(path, Some(most), None)?;
+    let mut host = open(path, most, None)?;
     let tok = host.tokenizer().clone();
     let text = BENCH_TEXT.repeat(prompt_len.div_ceil(16) * most + 1);
     let all = tok.encode(&text)?;

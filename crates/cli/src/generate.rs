@@ -271,32 +271,35 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
         draft: draft.map_or(DraftChoice::Off, DraftChoice::On),
         ..GenerateOptions::default()
     };
-    block_on(host.start(&prompt_ids, &opts))?;
-    if host.budget() < a.n {
+    let context_room = host.context_length().saturating_sub(prompt_ids.len());
+    if context_room < a.n {
         eprintln!(
-            "note: generating at most {} tokens: the context holds {}",
-            host.budget(),
-            host.config().context_length
+            "note: generating at most {context_room} tokens: the context holds {}",
+            host.context_length()
         );
     }
     let mut out = std::io::stdout().lock();
-    let (mut ids, mut text, mut steps, mut finish) = (Vec::new(), String::new(), Vec::new(), None);
-    while let Some(e) = block_on(host.next())? {
-        if !a.json {
-            write!(out, "{}", e.text)?;
-            out.flush()?;
+    let mut written = Ok(());
+    let json = a.json;
+    let generated = block_on(host.generate(&prompt_ids, &opts, &mut |e| {
+        if !json {
+            written = write!(out, "{}", e.text).and_then(|()| out.flush());
         }
-        ids.push(e.id);
-        text.push_str(&e.text);
-        steps.push(e.step);
-        finish = e.finish_reason;
-    }
-    let stats = host.stats();
-    let prefill_tok_s = rate(stats.prefill_tokens as usize, stats.prefill_ms);
+        written.is_ok()
+    }))?;
+    written?;
+    let r = &generated.report;
+    let prefill_tok_s = rate(r.prefill_tokens as usize, r.prefill_ms);
     // The first token comes from the prefill's logits; each later one costs a forward pass.
     let decode_tok_s = rate(
-        ids.len().saturating_sub(1),
-        stats.token_ms.iter().sum::<f64>(),
+        generated.ids.len().saturating_sub(1),
+        r.token_ms.iter().sum::<f64>(),
+    );
+    let (ids, text, steps, finish) = (
+        &generated.ids,
+        &generated.text,
+        &generated.steps,
+        generated.finish_reason,
     );
     if a.json {
         let v = serde_json::json!({
@@ -307,9 +310,9 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
             "prefill_tok_s": prefill_tok_s,
             "decode_tok_s": decode_tok_s,
             "steps": steps,
-            "constraint": host.constraint_metrics(),
-            "health": host.health_metrics(),
-            "decode": stats.decode,
+            "constraint": generated.constraint,
+            "health": generated.health,
+            "decode": r.decode,
         });
         writeln!(out, "{v}")?;
     } else {
@@ -319,7 +322,7 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
             prompt_ids.len(),
             ids.len(),
         );
-        let d = &stats.decode;
+        let d = &r.decode;
         if a.draft.is_some() {
             eprintln!(
                 "[speculation: {} verify passes, {} of {} draft tokens kept, {:.2} tokens per forward pass]",

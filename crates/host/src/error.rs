@@ -59,10 +59,10 @@ pub enum HostError {
     /// A GGUF → knot conversion failed (`WasmGgufConverter`).
     #[error("converting GGUF: {0}")]
     Convert(#[from] ConvertError),
-    #[error("this host runs one conversation at a time: open it with maxSequences >= 1 to admit sequences")]
-    BatchingDisabled,
-    #[error("this host runs up to {max} sequences at once (maxSequences): admit them instead of starting one")]
-    OneAtATimeDisabled { max: usize },
+    #[error(
+        "generate runs one sequence alone, and {active} are running: admit it and step instead"
+    )]
+    NotAlone { active: usize },
     #[error("{max} sequences are running (maxSequences): wait for one to end")]
     SequencesFull { max: usize },
     /// A failure that ended several sequences at once (a joint pass), as each of the others
@@ -182,10 +182,7 @@ impl HostError {
             HostError::Station(_) => ErrorCode::StationFailed,
             HostError::OverBudget { .. } => ErrorCode::OverBudget,
             HostError::Convert(e) => convert_code(e),
-            HostError::BatchingDisabled | HostError::OneAtATimeDisabled { .. } => {
-                ErrorCode::Disabled
-            }
-            HostError::SequencesFull { .. } => ErrorCode::Busy,
+            HostError::NotAlone { .. } | HostError::SequencesFull { .. } => ErrorCode::Busy,
             HostError::Replica { code, .. } => *code,
         }
     }

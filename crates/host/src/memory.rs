@@ -34,8 +34,8 @@ pub struct MemoryPlan {
     pub tokenizer: u64,
     /// The layer cache at its bound (a layer over it while one computes).
     pub layers: u64,
-    /// Every prefix window's KV cache holding the whole context, and every sequence's of a host
-    /// that runs several at once (`maxSequences`).
+    /// Every KV cache holding the whole context: one per sequence (`maxSequences`), and the
+    /// extra windows (`prefixWindows`).
     pub kv_cache: u64,
     /// Every explicit prefill window's KV cache holding its most tokens.
     pub prefill_windows: u64,
@@ -58,11 +58,12 @@ pub struct PlanInput {
     pub context: usize,
     pub max_batch: usize,
     pub logits_rows: usize,
+    /// KV caches: one per sequence and the extra windows (conversations kept for reuse).
     pub windows: usize,
     /// Explicit prefill windows, and the most positions each holds.
     pub prefill_windows: usize,
     pub prefill_window_tokens: usize,
-    /// Sequences run together (0: one conversation at a time).
+    /// Sequences run together (`maxSequences`).
     pub sequences: usize,
 }
 
@@ -94,28 +95,29 @@ pub fn plan(knot: &Knot, config: &ModelConfig, input: PlanInput) -> MemoryPlan {
         input.max_batch,
         input.logits_rows,
     );
-    let mut kv_cache = session.kv_cache.saturating_mul(input.windows.max(1) as u64);
-    let (mut activations, mut logits) = (session.activations, session.logits);
-    if input.sequences > 0 {
-        // A host running several sequences runs no conversation of its own (`start` is
-        // refused): a KV cache per sequence instead of the windows'. Each sequence keeps its
-        // residual rows (up to a prefill chunk); a step is one batch of a prefill chunk and
-        // every sequence's decode rows in the joint's activations, whose logits rows are the
-        // only ones kept.
-        let n = input.sequences as u64;
-        let rows = input
+    // The KV caches (each sequence's, and the windows'). A step is one batch — a prefill chunk and
+    // every sequence's decode (and verify) rows — in the joint's activations, whose logits rows
+    // are the only ones kept; each session keeps its residual rows (up to a prefill chunk),
+    // the scratch session that prefills explicit windows too.
+    let n = input.sequences.max(1);
+    let kv_cache = session.kv_cache.saturating_mul(input.windows.max(n) as u64);
+    let rows = match n {
+        1 => input.max_batch,
+        _ => input
             .max_batch
-            .saturating_add(input.sequences.saturating_mul(input.logits_rows));
-        let logits_rows = input
-            .sequences
-            .saturating_mul(input.logits_rows)
-            .saturating_add(1);
-        let joint = Session::memory(config, input.context, input.kv_type, rows, logits_rows);
-        let x = (input.max_batch as u64).saturating_mul(config.dim as u64 * 4);
-        kv_cache = session.kv_cache.saturating_mul(n);
-        activations = joint.activations.saturating_add(x.saturating_mul(n));
-        logits = joint.logits;
-    }
+            .saturating_add(n.saturating_mul(input.logits_rows)),
+    };
+    let logits_rows = match n {
+        1 => input.logits_rows,
+        _ => n.saturating_mul(input.logits_rows).saturating_add(1),
+    };
+    let joint = Session::memory(config, input.context, input.kv_type, rows, logits_rows);
+    let x = (input.max_batch as u64).saturating_mul(config.dim as u64 * 4);
+    let residuals = (n + usize::from(input.prefill_windows > 0)) as u64;
+    let activations = joint
+        .activations
+        .saturating_add(x.saturating_mul(residuals));
+    let logits = joint.logits;
     let pinned = Session::memory(
         config,
         input.prefill_window_tokens.min(input.context),

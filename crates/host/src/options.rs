@@ -10,8 +10,8 @@ use engine::options::{to_usize, Fields, OptionsError};
 use knot::ReadOptions;
 use serde_json::Value;
 
-/// The most prefix windows a host keeps (each holds a whole KV cache).
-pub const MAX_PREFIX_WINDOWS: u64 = 16;
+/// The most KV caches a host keeps beyond one per sequence (each holds a whole context).
+pub const MAX_PREFIX_WINDOWS: u64 = 64;
 
 /// The most explicit prefill windows a host keeps (each holds a KV cache of up to
 /// `prefillWindowMaxTokens` positions).
@@ -20,6 +20,19 @@ pub const MAX_PREFILL_WINDOWS: u64 = 16;
 /// The most sequences a host runs at once (`maxSequences`): each holds a KV cache, and a step
 /// over many of them is a batch of that many rows.
 pub const MAX_SEQUENCES: u64 = 64;
+
+/// `maxSequences: 'auto'` without a memory budget, and the most it takes under one.
+pub const AUTO_SEQUENCES: usize = 4;
+pub const MAX_AUTO_SEQUENCES: usize = 16;
+
+/// How many sequences a host runs at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceCount {
+    Fixed(usize),
+    /// As many as the memory plan holds at the whole context (up to [`MAX_AUTO_SEQUENCES`], at
+    /// least 1), [`AUTO_SEQUENCES`] without a budget.
+    Auto,
+}
 
 #[derive(Debug, Clone)]
 pub struct HostOptions {
@@ -54,7 +67,9 @@ pub struct HostOptions {
     /// that does not fit with the numbers, takes the largest context up to `max_context` that
     /// fits, and allocates the KV cache up front.
     pub memory_budget: Option<u64>,
-    /// Conversations whose KV caches are kept for prefix reuse (`reusePrefix`), at least 1.
+    /// KV caches beyond one per sequence (`prefixWindows`): a sequence that ends parks its
+    /// conversation in its cache for prefix reuse (`reusePrefix`) and `continue`, so with more
+    /// caches than sequences more conversations keep their prefixes.
     pub prefix_windows: usize,
     /// A window not used for this long is forgotten before it would serve a prompt.
     pub prefix_ttl_ms: Option<f64>,
@@ -66,10 +81,8 @@ pub struct HostOptions {
     /// in pieces of this many bytes (`None`: in one read).
     pub max_read_bytes: Option<u64>,
     /// Sequences run together (`maxSequences`: `Host::admit` / `Host::step`), each with a KV
-    /// cache of its own counted in the memory plan; `None`: the host runs one conversation at a
-    /// time (`start` / `next`) and `admit` is disabled. With it, `start` is disabled instead,
-    /// and there are no prefill windows (`prefillWindows` is taken as 0).
-    pub max_sequences: Option<usize>,
+    /// cache of its own counted in the memory plan. One is a batch of one.
+    pub max_sequences: SequenceCount,
     /// A chat template used instead of the file's (`chatTemplate`), as llama-server's
     /// `--chat-template-file`: a model whose file has none, or a template that declares tools.
     pub chat_template: Option<String>,
@@ -96,13 +109,13 @@ impl Default for HostOptions {
             kv_type: KvType::F32,
             max_batch: None,
             memory_budget: None,
-            prefix_windows: 1,
+            prefix_windows: 0,
             prefix_ttl_ms: None,
             prefill_windows: 1,
             prefill_window_max_tokens: 512,
             max_read_bytes: None,
             chat_template: None,
-            max_sequences: None,
+            max_sequences: SequenceCount::Fixed(1),
             threads: None,
         }
     }
@@ -156,7 +169,7 @@ pub fn open_options(json: &str) -> Result<HostOptions, OptionsError> {
         max_batch: f.integer_in("maxBatch", 1, any)?.map(to_usize),
         memory_budget: f.integer_in("memoryBudget", 1, any)?,
         prefix_windows: f
-            .integer_in("prefixWindows", 1, MAX_PREFIX_WINDOWS)?
+            .integer_in("prefixWindows", 0, MAX_PREFIX_WINDOWS)?
             .map_or(d.prefix_windows, to_usize),
         prefix_ttl_ms: f.number("prefixTtlMs", "a number >= 0", |x| {
             x.is_finite() && x >= 0.0
@@ -168,9 +181,20 @@ pub fn open_options(json: &str) -> Result<HostOptions, OptionsError> {
             .integer_in("prefillWindowMaxTokens", 1, any)?
             .map_or(d.prefill_window_max_tokens, to_usize),
         max_read_bytes: f.integer_in("maxReadBytes", 1, any)?,
-        max_sequences: f
-            .integer_in("maxSequences", 1, MAX_SEQUENCES)?
-            .map(to_usize),
+        max_sequences: match f.get("maxSequences") {
+            Some(Value::String(s)) if s == "auto" => SequenceCount::Auto,
+            Some(Value::String(_)) => {
+                let v = f.get("maxSequences").unwrap_or(&Value::Null);
+                return Err(f.invalid(
+                    "maxSequences",
+                    format!("an integer in [1, {MAX_SEQUENCES}] or 'auto'"),
+                    v,
+                ));
+            }
+            _ => f
+                .integer_in("maxSequences", 1, MAX_SEQUENCES)?
+                .map_or(d.max_sequences, |n| SequenceCount::Fixed(to_usize(n))),
+        },
         threads: f
             .integer_in("threads", 1, engine::quant::MAX_THREADS as u64)?
             .map(to_usize),
@@ -186,18 +210,6 @@ pub fn open_options(json: &str) -> Result<HostOptions, OptionsError> {
             }
         },
     };
-    if opts.max_sequences.is_some()
-        && f.get("prefillWindows")
-            .is_some_and(|v| v.as_u64() != Some(0))
-    {
-        return Err(OptionsError::Invalid {
-            name: "prefillWindows".into(),
-            rule: "0 (or absent) with maxSequences: sequences run together prefill cold".into(),
-            got: f
-                .get("prefillWindows")
-                .map_or_else(String::new, Value::to_string),
-        });
-    }
     f.finish()?;
     Ok(opts)
 }
@@ -235,7 +247,7 @@ mod tests {
         assert_eq!(d.lru_capacity, usize::MAX);
         assert_eq!(
             (d.kv_type, d.prefix_windows, d.memory_budget),
-            (KvType::F32, 1, None)
+            (KvType::F32, 0, None)
         );
         let o = open_options(
             r#"{"lruCapacity": 4, "maxResidentBytes": 1000, "prefetchDepth": 0,
@@ -265,7 +277,12 @@ mod tests {
         assert_eq!((o.prefill_windows, o.prefill_window_max_tokens), (0, 64));
         assert_eq!((d.prefill_windows, d.prefill_window_max_tokens), (1, 512));
         assert_eq!(o.read_policy.concurrency.get(), 6);
-        assert_eq!((o.max_sequences, d.max_sequences), (Some(4), None));
+        assert_eq!(
+            (o.max_sequences, d.max_sequences),
+            (SequenceCount::Fixed(4), SequenceCount::Fixed(1))
+        );
+        let auto = open_options(r#"{"maxSequences": "auto"}"#).unwrap();
+        assert_eq!(auto.max_sequences, SequenceCount::Auto);
         assert_eq!(d.read_policy.concurrency.get(), 4);
         // null is absent.
         assert_eq!(
@@ -320,8 +337,8 @@ mod tests {
                 "memoryBudget must be an integer >= 1",
             ),
             (
-                r#"{"prefixWindows": 17}"#,
-                "prefixWindows must be an integer in [1, 16], got 17",
+                r#"{"prefixWindows": 65}"#,
+                "prefixWindows must be an integer in [0, 64], got 65",
             ),
             (
                 r#"{"prefixTtlMs": "x"}"#,
@@ -341,8 +358,8 @@ mod tests {
                 "maxSequences must be an integer in [1, 64], got 65",
             ),
             (
-                r#"{"maxSequences": 2, "prefillWindows": 1}"#,
-                "prefillWindows must be 0 (or absent) with maxSequences",
+                r#"{"maxSequences": "all"}"#,
+                "maxSequences must be an integer in [1, 64] or 'auto', got \"all\"",
             ),
             (
                 r#"{"readConcurrency": 7}"#,

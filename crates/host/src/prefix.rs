@@ -1,18 +1,20 @@
-//! Prefix reuse across generations: a host keeps the KV caches of its last few conversations
-//! (windows), and a prompt that starts with the tokens one of them holds prefills only what
+//! Prefix reuse across generations: a host keeps the KV caches of the conversations that ended
+//! last (windows), and a prompt that starts with the tokens one of them holds prefills only what
 //! follows. This module decides which window serves a prompt and how much of it; the host does
-//! the swapping and rewinding.
+//! the lending and copying.
 
 /// How a prompt's prefill used the windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PrefixStatus {
-    /// A window held a prefix of the prompt: only the rest was prefilled.
+    /// The prompt continues (or repeats) a conversation a window held: all of that window's
+    /// prompt that this prompt shares was reused, only the rest prefilled.
     Hit,
-    /// No window held anything.
+    /// Nothing was reused: no window shares a token with the prompt (or none can go back to
+    /// what it shares).
     Miss,
-    /// The best window's conversation went another way: the tokens they share (if the cache
-    /// could go back that far) were kept, the rest prefilled.
+    /// The best window's conversation went another way before the end of its prompt: the
+    /// tokens they share were kept, the rest prefilled.
     Mismatch,
     /// A window that would have served the prompt had outlived its time to live.
     Expired,
@@ -26,6 +28,8 @@ pub enum PrefixStatus {
 pub struct WindowView<'a> {
     /// The conversation's tokens (the last one may not be in the KV cache yet).
     pub tokens: &'a [u32],
+    /// How many of them were its last prompt (the rest it generated).
+    pub prompt_len: usize,
     /// Positions in the KV cache.
     pub cached: usize,
     /// The earliest position its KV cache can be rewound to.
@@ -34,10 +38,17 @@ pub struct WindowView<'a> {
     pub last_used: f64,
 }
 
+impl WindowView<'_> {
+    fn is_empty(&self) -> bool {
+        self.tokens.is_empty() || self.cached == 0
+    }
+}
+
 /// Which window serves the prompt, how many of its positions are kept, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReusePlan {
-    pub window: usize,
+    /// The window kept from (None: nothing is kept).
+    pub window: Option<usize>,
     /// Positions of its KV cache kept (the prompt's first `keep` tokens); the rest is prefilled.
     pub keep: usize,
     pub status: PrefixStatus,
@@ -63,66 +74,53 @@ fn usable(w: &WindowView, prompt: &[u32]) -> usize {
     }
 }
 
-/// Plans the prefill of `prompt` over `windows` (index 0 is the one in use). A window unused for
-/// longer than `ttl_ms` is expired. The window kept is the one sharing the most with the prompt;
-/// with nothing shared, the least recently used one (an empty one first), so other
-/// conversations keep theirs.
+/// The windows unused for longer than `ttl_ms`.
+fn expired_windows(windows: &[WindowView], now: f64, ttl_ms: Option<f64>) -> Vec<usize> {
+    (0..windows.len())
+        .filter(|&i| {
+            !windows[i].is_empty() && ttl_ms.is_some_and(|t| now - windows[i].last_used > t)
+        })
+        .collect()
+}
+
+/// Plans the prefill of `prompt` over `windows`. A window unused for longer than `ttl_ms` is
+/// expired. The window kept is the one sharing the most with the prompt (on a tie, the most
+/// recently used).
 pub fn plan(windows: &[WindowView], prompt: &[u32], now: f64, ttl_ms: Option<f64>) -> ReusePlan {
-    let expired: Vec<usize> = windows
-        .iter()
-        .enumerate()
-        .filter(|(_, w)| !w.tokens.is_empty() && ttl_ms.is_some_and(|t| now - w.last_used > t))
-        .map(|(i, _)| i)
-        .collect();
-    let live = |i: usize| !expired.contains(&i);
+    let expired = expired_windows(windows, now, ttl_ms);
     let best = (0..windows.len())
-        .filter(|&i| live(i))
+        .filter(|i| !expired.contains(i))
         .map(|i| (usable(&windows[i], prompt), i))
-        // The most kept; on a tie the lowest index (the window in use).
-        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-    if let Some((keep, i)) = best.filter(|&(keep, _)| keep > 0) {
-        let w = &windows[i];
-        let status = match common_prefix(w.tokens, prompt) == w.tokens.len() {
+        .filter(|&(keep, _)| keep > 0)
+        .max_by(|a, b| {
+            let used = |i: usize| windows[i].last_used;
+            a.0.cmp(&b.0).then(used(a.1).total_cmp(&used(b.1)))
+        });
+    if let Some((keep, i)) = best {
+        // Everything of the window's prompt this prompt could reuse was reused.
+        let whole = windows[i].prompt_len.min(prompt.len() - 1);
+        let status = match keep >= whole {
             true => PrefixStatus::Hit,
             false => PrefixStatus::Mismatch,
         };
         return ReusePlan {
-            window: i,
+            window: Some(i),
             keep,
             status,
             expired,
         };
     }
-    // Nothing to keep: take an empty (or expired) window, else the least recently used.
-    let window = (0..windows.len())
-        .min_by(|&a, &b| {
-            let key = |i: usize| {
-                let empty = windows[i].tokens.is_empty() || !live(i);
-                (!empty, windows[i].last_used)
-            };
-            let (ka, kb) = (key(a), key(b));
-            ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
-        })
-        .unwrap_or(0);
-    // Expired only when the expired window would have served the prompt.
+    // Expired only when an expired window would have served the prompt.
     let would_have = expired
         .iter()
         .any(|&i| common_prefix(windows[i].tokens, prompt) > 0);
-    let any_held = windows
-        .iter()
-        .enumerate()
-        .any(|(i, w)| live(i) && !w.tokens.is_empty());
-    let status = if would_have {
-        PrefixStatus::Expired
-    } else if any_held {
-        PrefixStatus::Mismatch
-    } else {
-        PrefixStatus::Miss
-    };
     ReusePlan {
-        window,
+        window: None,
         keep: 0,
-        status,
+        status: match would_have {
+            true => PrefixStatus::Expired,
+            false => PrefixStatus::Miss,
+        },
         expired,
     }
 }
@@ -131,10 +129,11 @@ pub fn plan(windows: &[WindowView], prompt: &[u32], now: f64, ttl_ms: Option<f64
 mod tests {
     use super::*;
 
-    fn w(tokens: &[u32], last_used: f64) -> WindowView<'_> {
+    /// A window after a generation: the prompt, then generated tokens, the last one pending.
+    fn w(tokens: &[u32], prompt_len: usize, last_used: f64) -> WindowView<'_> {
         WindowView {
             tokens,
-            // The last token is pending, as after a generation.
+            prompt_len,
             cached: tokens.len().saturating_sub(1),
             earliest_rewind: 0,
             last_used,
@@ -144,68 +143,67 @@ mod tests {
     #[test]
     fn a_conversation_that_goes_on_is_a_hit() {
         let held = [1, 2, 3, 4, 5];
-        let p = plan(
-            &[w(&held, 0.0)],
-            &[1, 2, 3, 4, 5, 6, 7],
-            10.0,
-            Some(15_000.0),
+        let windows = [w(&held, 3, 0.0)];
+        let p = plan(&windows, &[1, 2, 3, 4, 5, 6, 7], 10.0, Some(15_000.0));
+        assert_eq!(
+            (p.window, p.keep, p.status),
+            (Some(0), 4, PrefixStatus::Hit)
         );
-        assert_eq!((p.window, p.keep, p.status), (0, 4, PrefixStatus::Hit));
         // The prompt's last token always runs, even when the window holds it all.
-        let p = plan(&[w(&held, 0.0)], &[1, 2, 3, 4, 5], 10.0, None);
+        let p = plan(&windows, &[1, 2, 3, 4, 5], 10.0, None);
         assert_eq!((p.keep, p.status), (4, PrefixStatus::Hit));
-        // A prompt the window went past (a retry) keeps all but its last token, though the
-        // window's conversation is not a prefix of it.
-        let p = plan(&[w(&held, 0.0)], &[1, 2, 3], 10.0, None);
-        assert_eq!((p.keep, p.status), (2, PrefixStatus::Mismatch));
+        // The answer re-tokenized differently: the whole prompt reused is still a hit.
+        let p = plan(&windows, &[1, 2, 3, 8, 9, 9], 10.0, None);
+        assert_eq!((p.keep, p.status), (3, PrefixStatus::Hit));
+        // A retry of a prompt keeps all but its last token.
+        let p = plan(&windows, &[1, 2, 3], 10.0, None);
+        assert_eq!((p.keep, p.status), (2, PrefixStatus::Hit));
     }
 
     #[test]
-    fn a_different_conversation_is_a_mismatch_and_keeps_what_it_shares() {
+    fn a_conversation_that_went_another_way_is_a_mismatch_and_keeps_what_it_shares() {
         let held = [1, 2, 3, 4, 5];
-        let p = plan(&[w(&held, 0.0)], &[1, 2, 9, 9], 10.0, None);
+        let p = plan(&[w(&held, 4, 0.0)], &[1, 2, 9, 9], 10.0, None);
         assert_eq!((p.keep, p.status), (2, PrefixStatus::Mismatch));
-        let p = plan(&[w(&held, 0.0)], &[7, 7], 10.0, None);
-        assert_eq!((p.keep, p.status), (0, PrefixStatus::Mismatch));
+        let p = plan(&[w(&held, 4, 0.0)], &[7, 7], 10.0, None);
+        assert_eq!((p.window, p.keep, p.status), (None, 0, PrefixStatus::Miss));
         // A ring that cannot go back that far keeps nothing.
         let ring = WindowView {
             earliest_rewind: 3,
-            ..w(&held, 0.0)
+            ..w(&held, 4, 0.0)
         };
         let p = plan(&[ring], &[1, 2, 9, 9], 10.0, None);
-        assert_eq!((p.keep, p.status), (0, PrefixStatus::Mismatch));
+        assert_eq!((p.keep, p.status), (0, PrefixStatus::Miss));
     }
 
     #[test]
     fn nothing_held_is_a_miss_and_an_old_window_expired() {
-        let p = plan(&[w(&[], 0.0)], &[1, 2, 3], 10.0, Some(1.0));
+        let p = plan(&[w(&[], 0, 0.0)], &[1, 2, 3], 10.0, Some(1.0));
         assert_eq!((p.keep, p.status), (0, PrefixStatus::Miss));
         let held = [1, 2, 3];
-        let p = plan(&[w(&held, 0.0)], &[1, 2, 3, 4], 20_000.0, Some(15_000.0));
+        let p = plan(&[w(&held, 2, 0.0)], &[1, 2, 3, 4], 20_000.0, Some(15_000.0));
         assert_eq!(
             (p.keep, p.status, p.expired),
             (0, PrefixStatus::Expired, vec![0])
         );
         // Within the time to live it is a hit; without one it never expires.
-        let p = plan(&[w(&held, 0.0)], &[1, 2, 3, 4], 14_000.0, Some(15_000.0));
+        let p = plan(&[w(&held, 2, 0.0)], &[1, 2, 3, 4], 14_000.0, Some(15_000.0));
         assert_eq!(p.status, PrefixStatus::Hit);
-        let p = plan(&[w(&held, 0.0)], &[1, 2, 3, 4], 1e12, None);
+        let p = plan(&[w(&held, 2, 0.0)], &[1, 2, 3, 4], 1e12, None);
         assert_eq!(p.status, PrefixStatus::Hit);
     }
 
     #[test]
     fn several_windows_serve_several_conversations() {
         let (a, b) = ([1, 2, 3, 4], [5, 6, 7, 8]);
-        let windows = [w(&a, 5.0), w(&b, 3.0), w(&[], 0.0)];
+        let windows = [w(&a, 2, 5.0), w(&b, 2, 3.0), w(&[], 0, 0.0)];
         let p = plan(&windows, &[5, 6, 7, 8, 9], 10.0, None);
-        assert_eq!((p.window, p.keep, p.status), (1, 3, PrefixStatus::Hit));
-        // A new conversation takes the empty window, then the least recently used one.
-        let p = plan(&windows, &[9, 9], 10.0, None);
-        assert_eq!((p.window, p.keep, p.status), (2, 0, PrefixStatus::Mismatch));
-        let full = [w(&a, 5.0), w(&b, 3.0)];
-        assert_eq!(plan(&full, &[9, 9], 10.0, None).window, 1);
-        // On a tie the window in use wins.
-        let same = [w(&a, 1.0), w(&a, 9.0)];
-        assert_eq!(plan(&same, &[1, 2, 3, 4, 5], 10.0, None).window, 0);
+        assert_eq!(
+            (p.window, p.keep, p.status),
+            (Some(1), 3, PrefixStatus::Hit)
+        );
+        // On a tie the most recently used serves.
+        let same = [w(&a, 2, 1.0), w(&a, 2, 9.0)];
+        assert_eq!(plan(&same, &[1, 2, 3, 4, 5], 10.0, None).window, Some(1));
     }
 }

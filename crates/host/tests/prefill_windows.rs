@@ -1,7 +1,7 @@
 //! Explicit prefill windows on the tiny models: a generation served from a window gives the
 //! tokens a cold prefill gives, bit for bit, and leaves the window as it was; the statuses
 //! (hit, miss, mismatch, expired, disabled), the limits, replacement of the least recently used,
-//! extension, deletion, and the memory plan.
+//! extension, deletion, and the memory plan (with one sequence or several).
 
 mod common;
 
@@ -9,6 +9,7 @@ use common::Instrumented;
 use engine::decode::GenerateOptions;
 use engine::kv::KvType;
 use futures::executor::block_on;
+use host::options::SequenceCount;
 use host::{ErrorCode, Host, HostOptions, PrefixKind, PrefixStatus};
 use knot_suite::fixture;
 
@@ -44,8 +45,13 @@ fn prompt(n: usize) -> Vec<u32> {
     (0..n as u32).map(|i| (i * 37 + 11) % 200 + 3).collect()
 }
 
+/// The last generation's prefix report.
+fn prefix(host: &Host) -> Option<host::PrefixReport> {
+    host.stats().generation.expect("a generation ended").prefix
+}
+
 fn status(host: &Host) -> (PrefixStatus, u64) {
-    let p = host.stats().prefix.expect("a prefix report");
+    let p = prefix(host).expect("a prefix report");
     assert_eq!(p.kind, PrefixKind::Explicit);
     (p.status, p.reused)
 }
@@ -62,7 +68,7 @@ fn a_hit_gives_the_cold_prefill_tokens_and_keeps_the_window() {
             let p = prompt(30);
             let mut cold = open_with(model, opts.clone());
             let want = greedy(&mut cold, &p, None);
-            assert_eq!(cold.stats().prefix, None);
+            assert_eq!(prefix(&cold), None);
 
             let mut host = open_with(model, opts);
             let w = block_on(host.create_prefill_window(&p[..17], None)).unwrap();
@@ -73,7 +79,7 @@ fn a_hit_gives_the_cold_prefill_tokens_and_keeps_the_window() {
                 let got = greedy(&mut host, &p, Some(&id));
                 assert_eq!(got, want, "{model} {kv_type:?} {max_batch:?}");
                 assert_eq!(status(&host), (PrefixStatus::Hit, 17));
-                assert_eq!(host.stats().prefix.unwrap().prefilled, 13);
+                assert_eq!(prefix(&host).unwrap().prefilled, 13);
             }
             // A window as long as the prompt less one still runs the last token.
             let w = block_on(host.create_prefill_window(&p[..29], None)).unwrap();
@@ -85,7 +91,7 @@ fn a_hit_gives_the_cold_prefill_tokens_and_keeps_the_window() {
 }
 
 #[test]
-fn creating_a_window_leaves_the_conversation_in_use_as_it_was() {
+fn creating_a_window_leaves_the_parked_conversation_as_it_was() {
     let model = "tiny/gemma3-f32.knot";
     let p = prompt(20);
     let run = |with_window: bool| {
@@ -264,7 +270,25 @@ fn the_memory_plan_counts_the_windows() {
     let (none, two) = (plan(0), plan(2));
     assert_eq!(none.prefill_windows, 0);
     assert!(two.prefill_windows > 0);
-    assert_eq!(two.total - none.total, two.prefill_windows);
+    // The windows' caches, and the residual rows of the session that prefills them.
+    let dim = open(model).config().dim;
+    let residual = (two.max_batch * dim * 4) as u64;
+    assert_eq!(two.activations - none.activations, residual);
+    assert_eq!(two.total - none.total, two.prefill_windows + residual);
+    // Counted the same with several sequences (their windows work as well).
+    let several = open_with(
+        model,
+        HostOptions {
+            memory_budget: Some(64 << 20),
+            prefill_windows: 2,
+            prefill_window_max_tokens: 64,
+            max_sequences: SequenceCount::Fixed(3),
+            ..HostOptions::default()
+        },
+    );
+    let s = several.stats();
+    assert_eq!(s.memory_plan.unwrap().prefill_windows, two.prefill_windows);
+    assert_eq!(s.prefill_windows.max, 2);
     // A window's KV stays within what the plan counted for it.
     let mut host = open_with(
         model,

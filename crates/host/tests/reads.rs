@@ -1,14 +1,16 @@
 //! The host's read path against a scripted source: timeouts, retries of transient failures,
-//! permanent failures surfaced at once, late reads ignored, aborts, failed prefetches. Every
-//! recovery is checked against the tokens of a host whose reads never fail.
+//! permanent failures surfaced at once, late reads ignored, aborts, failed prefetches. A failed
+//! or aborted step ends its sequence; its conversation is parked, and `continue` or
+//! `reusePrefix` resumes it. Every recovery is checked against the tokens of a host whose reads
+//! never fail.
 
 use engine::decode::GenerateOptions;
 use futures::channel::oneshot;
 use futures::executor::block_on;
 use futures::FutureExt;
 use host::{
-    Abort, ByteSource, Host, HostError, HostOptions, MemorySource, ReadFuture, ReadPolicy,
-    SourceError,
+    Abort, ByteSource, Host, HostError, HostOptions, MemorySource, PrefixStatus, ReadFuture,
+    ReadPolicy, SequenceId, SourceError,
 };
 use knot::Knot;
 use knot_suite::fixture;
@@ -148,13 +150,54 @@ fn open(src: Rc<Scripted>, lru: usize, policy: ReadPolicy) -> Result<Host, HostE
 
 const PROMPT: [u32; 3] = [7, 8, 9];
 
-fn greedy(host: &mut Host, n: usize) -> Result<Vec<u32>, HostError> {
-    let opts = GenerateOptions {
+fn greedy_options(n: usize) -> GenerateOptions {
+    GenerateOptions {
         max_tokens: n,
         ignore_eos: true,
         ..GenerateOptions::default()
-    };
+    }
+}
+
+fn greedy(host: &mut Host, n: usize) -> Result<Vec<u32>, HostError> {
+    let opts = greedy_options(n);
     Ok(block_on(host.generate(&PROMPT, &opts, &mut |_| true))?.ids)
+}
+
+/// Steps sequence `id` until it made `n` more tokens or ended: its tokens, and the failure it
+/// ended with.
+fn tokens_of(host: &mut Host, id: SequenceId, n: usize) -> (Vec<u32>, Option<HostError>) {
+    let mut ids = Vec::new();
+    while ids.len() < n {
+        for e in block_on(host.step()) {
+            assert_eq!(e.id, id, "one sequence runs");
+            match e.token {
+                Ok(t) => ids.extend(t.map(|t| t.id)),
+                Err(err) => return (ids, Some(err)),
+            }
+            if e.done {
+                return (ids, None);
+            }
+        }
+    }
+    (ids, None)
+}
+
+/// A script that does `act` to the next `times` reads of `start`, and passes the rest.
+fn fail_reads_of(
+    start: u64,
+    times: u32,
+    act: fn() -> Act,
+) -> (impl FnMut(usize, u64, u64) -> Act, Rc<Cell<u32>>) {
+    let left = Rc::new(Cell::new(times));
+    let counter = left.clone();
+    let script = move |_, s, _| match s == start && counter.get() > 0 {
+        true => {
+            counter.set(counter.get() - 1);
+            act()
+        }
+        false => Act::Pass,
+    };
+    (script, left)
 }
 
 fn reference(n: usize) -> Vec<u32> {
@@ -284,14 +327,9 @@ fn abort_abandons_a_read_in_flight_and_the_host_stays_consistent() {
     let src = Scripted::new(|_, _, _| Act::Pass);
     // No timeout: only the abort can end the hanging read.
     let mut host = open(src.clone(), 1, policy(0, 2)).unwrap();
-    let opts = GenerateOptions {
-        max_tokens: 8,
-        ignore_eos: true,
-        ..GenerateOptions::default()
-    };
-    block_on(host.start(&PROMPT, &opts)).unwrap();
-    let mut got = vec![block_on(host.next()).unwrap().unwrap().id];
-    got.push(block_on(host.next()).unwrap().unwrap().id);
+    let id = host.admit(&PROMPT, &greedy_options(8)).unwrap().id;
+    let (mut got, none) = tokens_of(&mut host, id, 2);
+    assert!(none.is_none());
     // The next step's second layer read is in flight when the abort comes.
     let layer1 = layer_start(1);
     let armed = Rc::new(Cell::new(true));
@@ -303,7 +341,9 @@ fn abort_abandons_a_read_in_flight_and_the_host_stays_consistent() {
             Act::Pass
         }
     });
-    let err = block_on(host.next()).unwrap_err();
+    let (none, err) = tokens_of(&mut host, id, 1);
+    assert!(none.is_empty());
+    let err = err.expect("the step was aborted");
     assert!(
         matches!(
             err,
@@ -312,12 +352,106 @@ fn abort_abandons_a_read_in_flight_and_the_host_stays_consistent() {
         "{err}"
     );
     assert!(!armed.get());
-    // The generation goes on where it was, and a new one matches a fresh host.
-    while let Some(e) = block_on(host.next()).unwrap() {
-        got.push(e.id);
-    }
+    assert_eq!(host.active_sequences(), 0, "the abort ended the sequence");
+    // Its conversation was parked as it was before the step: `continue` goes on where it was,
+    // with the tokens it would have made, and a new generation matches a fresh host.
+    let resume = GenerateOptions {
+        continue_session: true,
+        ..greedy_options(6)
+    };
+    let a = host.admit(&[], &resume).unwrap();
+    let p = a.prefix.unwrap();
+    assert_eq!(
+        (p.status, p.reused as usize),
+        (PrefixStatus::Hit, PROMPT.len() + 1)
+    );
+    let (rest, none) = tokens_of(&mut host, a.id, 100);
+    assert!(none.is_none());
+    got.extend(rest);
     assert_eq!(got, want);
     assert_eq!(greedy(&mut host, 8).unwrap(), want);
+}
+
+#[test]
+fn a_read_failing_mid_generation_ends_it_and_continue_or_reuse_prefix_resumes_it() {
+    let want = reference(8);
+    let layer1 = layer_start(1);
+    for resume_with_continue in [true, false] {
+        let src = Scripted::new(|_, _, _| Act::Pass);
+        // No retries, capacity 1: every step reads both layers.
+        let mut host = open(src.clone(), 1, policy(0, 0)).unwrap();
+        let id = host.admit(&PROMPT, &greedy_options(8)).unwrap().id;
+        let (mut got, none) = tokens_of(&mut host, id, 3);
+        assert!(none.is_none());
+        // Twice: a prefetch of layer 1, and the read the step then makes itself.
+        let (script, left) = fail_reads_of(layer1, 2, || Act::FailForGood);
+        src.set_script(script);
+        let (none, err) = tokens_of(&mut host, id, 1);
+        assert!(none.is_empty());
+        let err = err.expect("the read failed");
+        assert!(
+            matches!(err, HostError::Source(SourceError::Permanent { .. })),
+            "{err}"
+        );
+        assert_eq!(left.get(), 0);
+        let s = host.stats();
+        assert_eq!((s.sequences.active, s.sequences.ended), (0, 1));
+        assert_eq!(s.generation.unwrap().decode.decode_tokens, 3);
+        // Resumed: everything but the last token made comes from the window.
+        let (prompt, opts) = match resume_with_continue {
+            true => (
+                Vec::new(),
+                GenerateOptions {
+                    continue_session: true,
+                    ..greedy_options(5)
+                },
+            ),
+            false => (
+                [&PROMPT[..], &got].concat(),
+                GenerateOptions {
+                    reuse_prefix: true,
+                    ..greedy_options(5)
+                },
+            ),
+        };
+        let a = host.admit(&prompt, &opts).unwrap();
+        assert_eq!(a.prompt_tokens, PROMPT.len() + 3);
+        let p = a.prefix.unwrap();
+        assert_eq!(
+            (p.status, p.reused as usize),
+            (PrefixStatus::Hit, PROMPT.len() + 2)
+        );
+        let (rest, none) = tokens_of(&mut host, a.id, 100);
+        assert!(none.is_none());
+        got.extend(rest);
+        assert_eq!(got, want, "continue: {resume_with_continue}");
+        assert_eq!(greedy(&mut host, 8).unwrap(), want);
+    }
+}
+
+#[test]
+fn a_read_failing_in_a_continues_prefill_leaves_the_conversation_for_a_retry() {
+    let layer1 = layer_start(1);
+    let src = Scripted::new(|_, _, _| Act::Pass);
+    let mut host = open(src.clone(), 1, policy(0, 0)).unwrap();
+    let first = greedy(&mut host, 4).unwrap();
+    let turn = GenerateOptions {
+        continue_session: true,
+        ..greedy_options(6)
+    };
+    let (script, _) = fail_reads_of(layer1, 2, || Act::FailForGood);
+    src.set_script(script);
+    let err = block_on(host.generate(&[5, 6], &turn, &mut |_| true)).unwrap_err();
+    assert!(matches!(err, HostError::Source(_)), "{err}");
+    // The retry appends the same turn to the same conversation, as a host that never failed.
+    let a = host.admit(&[5, 6], &turn).unwrap();
+    assert_eq!(a.prompt_tokens, PROMPT.len() + first.len() + 2);
+    let (got, none) = tokens_of(&mut host, a.id, 100);
+    assert!(none.is_none());
+    let mut clean = open(Scripted::new(|_, _, _| Act::Pass), 1, policy(0, 0)).unwrap();
+    greedy(&mut clean, 4).unwrap();
+    let want = block_on(clean.generate(&[5, 6], &turn, &mut |_| true)).unwrap();
+    assert_eq!(got, want.ids);
 }
 
 #[test]

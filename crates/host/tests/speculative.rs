@@ -1,8 +1,9 @@
 //! Speculative decoding through the host: the same tokens as plain decoding (greedy on every
 //! reference prompt, seeded sampling, MOA, constraints), the sampled distribution checked
-//! against the model's own, and the KV cache and conversation left exactly where plain decoding
-//! leaves them at every boundary: all of a draft kept, none, end-of-text inside it, the context
-//! filling inside it, a failed read during the verify pass, a caller stopping mid-pass.
+//! against the model's own, and the conversation parked where plain decoding leaves it (a next
+//! turn with `continue` gives plain decoding's tokens) at every boundary: all of a draft kept,
+//! none, end-of-text inside it, the context filling inside it, a caller stopping mid-pass; a
+//! failed read during the verify pass ends the sequence, and `continue` resumes it exactly.
 
 mod common;
 
@@ -11,7 +12,8 @@ use engine::chat::ChatMessage;
 use engine::decode::{DraftChoice, FinishReason, GenerateOptions};
 use engine::draft::{DraftConfig, Drafter};
 use futures::executor::block_on;
-use host::{Host, HostError, HostOptions, Stats};
+use host::host::SequenceReport;
+use host::{Host, HostError, HostOptions, PrefixStatus, SequenceId};
 use knot_suite::{fixture, load_reference, require_model};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -34,14 +36,14 @@ fn options(json: &str) -> GenerateOptions {
     GenerateOptions::from_json(json).unwrap()
 }
 
-/// Runs a generation to its end: ids, finish reason, stats.
+/// Runs a generation to its end: ids, finish reason, its report.
 fn run(
     host: &mut Host,
     prompt: &[u32],
     opts: &GenerateOptions,
-) -> (Vec<u32>, Option<FinishReason>, Stats) {
+) -> (Vec<u32>, Option<FinishReason>, SequenceReport) {
     let out = block_on(host.generate(prompt, opts, &mut |_| true)).unwrap();
-    (out.ids, out.finish_reason, host.stats())
+    (out.ids, out.finish_reason, out.report)
 }
 
 fn with_draft(opts: &GenerateOptions, cfg: DraftConfig) -> GenerateOptions {
@@ -91,12 +93,12 @@ fn greedy_ids_are_identical_with_and_without_drafts_on_every_reference_prompt() 
                     margin: None,
                 },
             ] {
-                let (got, _, stats) = run(&mut host, &case.prompt_ids, &with_draft(&plain, cfg));
+                let (got, _, report) = run(&mut host, &case.prompt_ids, &with_draft(&plain, cfg));
                 assert_eq!(got, want, "{name} {}", case.name);
-                assert_eq!(stats.decode.decode_tokens, n as u64);
+                assert_eq!(report.decode.decode_tokens, n as u64);
                 // The first token comes from the prompt's pass; each later pass makes the
                 // drafts it kept plus one (fewer when a kept draft token ends the text).
-                let d = &stats.decode;
+                let d = &report.decode;
                 assert!(
                     d.decode_tokens <= 1 + d.forward_passes + d.accepted,
                     "{d:?}"
@@ -127,10 +129,10 @@ fn seeded_sampling_moa_and_constraints_give_the_same_tokens_with_drafts() {
     ] {
         let plain = options(json);
         let (want, why, _) = run(&mut host, &prompt, &plain);
-        let (got, why2, stats) = run(&mut host, &prompt, &with_draft(&plain, fixed_length()));
+        let (got, why2, report) = run(&mut host, &prompt, &with_draft(&plain, fixed_length()));
         assert_eq!(got, want, "{json}");
         assert_eq!(why, why2);
-        drafted += stats.decode.drafted;
+        drafted += report.decode.drafted;
     }
     assert!(drafted > 0);
 }
@@ -178,31 +180,51 @@ impl Scripted {
     }
 }
 
-/// Starts a generation and swaps in a scripted drafter.
+/// Admits a generation and swaps in a scripted drafter before its first step.
 fn start_scripted(
     host: &mut Host,
     prompt: &[u32],
     opts: &GenerateOptions,
     script: Scripted,
     margin: Option<f32>,
-) {
-    block_on(host.start(prompt, opts)).unwrap();
-    host.set_drafter(Box::new(script), margin);
+) -> SequenceId {
+    let id = host.admit(prompt, opts).unwrap().id;
+    assert!(host.set_drafter(id, Box::new(script), margin));
+    id
 }
 
-fn drain(host: &mut Host, limit: usize) -> (Vec<u32>, Option<FinishReason>) {
-    let mut ids = Vec::new();
-    let mut why = None;
-    while ids.len() < limit {
-        match block_on(host.next()).unwrap() {
-            Some(e) => {
-                ids.push(e.id);
-                why = e.finish_reason;
-            }
-            None => break,
-        }
+/// Steps sequence `id` until it ends or made `limit` tokens: its tokens and finish reason (it
+/// must not fail).
+fn drain(host: &mut Host, id: SequenceId, limit: usize) -> (Vec<u32>, Option<FinishReason>) {
+    let out = common::drain(host, id, limit);
+    if let Some(e) = out.error {
+        panic!("sequence {id} failed: {e}");
     }
-    (ids, why)
+    (out.ids, out.finish_reason)
+}
+
+/// Ends the sequence (when it still runs) and returns the report of the one that ended last.
+fn finish(host: &mut Host, id: SequenceId) -> SequenceReport {
+    host.cancel(id);
+    host.stats().generation.expect("a sequence ended")
+}
+
+/// A `continue` turn's tokens on `host`, after checking that it continues the `conversation`
+/// (the tokens parked): its whole prompt is that and `more`, and everything but the
+/// conversation's last token (perhaps run already, in a verify pass) came from its window.
+fn continue_turn(
+    host: &mut Host,
+    conversation: &[u32],
+    more: &[u32],
+    opts: &GenerateOptions,
+) -> Vec<u32> {
+    let a = host.admit(more, opts).unwrap();
+    assert_eq!(a.prompt_tokens, conversation.len() + more.len());
+    let p = a.prefix.unwrap();
+    assert_eq!(p.status, PrefixStatus::Hit, "{p:?}");
+    let n = conversation.len() as u64;
+    assert!(p.reused == n - 1 || p.reused == n, "{p:?}");
+    drain(host, a.id, usize::MAX).0
 }
 
 fn tiny() -> Vec<u8> {
@@ -229,19 +251,17 @@ fn every_draft_kept_none_kept_and_part_kept_leave_plain_decodings_state() {
             max,
             log: log.clone(),
         };
-        start_scripted(&mut host, &prompt, &plain, script, None);
-        let (got, why) = drain(&mut host, 100);
+        let id = start_scripted(&mut host, &prompt, &plain, script, None);
+        let (got, why) = drain(&mut host, id, 100);
         assert_eq!(got, want, "right {right} of {max}");
         assert_eq!(why, Some(FinishReason::Length));
-        assert_eq!(host.tokens().len(), prompt.len() + want.len());
-        assert_eq!(host.position(), reference_position(&prompt, &want));
-        let s = host.stats();
+        let report = finish(&mut host, id);
         let log = log.borrow().clone();
         assert!(!log.is_empty());
         for &(drafted, accepted) in &log {
             assert_eq!(accepted, right.min(drafted), "right {right}: {log:?}");
         }
-        let d = &s.decode;
+        let d = &report.decode;
         assert_eq!(d.accepted, log.iter().map(|l| l.1 as u64).sum::<u64>());
         // The first token comes from the prompt's pass; every later pass makes one token more
         // than the drafts it kept.
@@ -249,15 +269,11 @@ fn every_draft_kept_none_kept_and_part_kept_leave_plain_decodings_state() {
         if right >= max {
             assert!(d.tokens_per_pass > max as f64 * 0.7, "{d:?}");
         }
-        let (got2, _, _) = run(&mut host, &[5, 6], &turn2);
+        // The conversation parked is the prompt and every token, as plain decoding's.
+        let conversation = [&prompt[..], &want].concat();
+        let got2 = continue_turn(&mut host, &conversation, &[5, 6], &turn2);
         assert_eq!(got2, want2, "second turn after right {right} of {max}");
     }
-}
-
-/// Plain decoding's position after a generation: the prompt and every token but the last (it
-/// stays pending) in the KV cache, plus the pending one.
-fn reference_position(prompt: &[u32], ids: &[u32]) -> usize {
-    prompt.len() + ids.len()
 }
 
 #[test]
@@ -270,9 +286,9 @@ fn the_margin_rule_only_ever_keeps_fewer_drafts() {
     for tau in [None, Some(0.0), Some(0.05), Some(1e6)] {
         let (mut host, _) = open(tiny(), usize::MAX, 128);
         let script = Scripted::tiny(prompt.len(), want.clone(), 8, 8);
-        start_scripted(&mut host, &prompt, &plain, script, tau);
-        assert_eq!(drain(&mut host, 100).0, want, "tau {tau:?}");
-        passes.push(host.stats().decode.forward_passes);
+        let id = start_scripted(&mut host, &prompt, &plain, script, tau);
+        assert_eq!(drain(&mut host, id, 100).0, want, "tau {tau:?}");
+        passes.push(finish(&mut host, id).decode.forward_passes);
     }
     // τ = 0 is no rule at all; an unreachable margin makes every pass give one token.
     assert_eq!(passes[0], passes[1]);
@@ -302,8 +318,8 @@ fn the_context_filling_inside_a_draft_trims_it() {
         max: 32,
         log: log.clone(),
     };
-    start_scripted(&mut host, &prompt, &plain, script, None);
-    let (got, why) = drain(&mut host, 200);
+    let id = start_scripted(&mut host, &prompt, &plain, script, None);
+    let (got, why) = drain(&mut host, id, 200);
     assert_eq!((got, why), (want, Some(FinishReason::Length)));
     // The first draft already stops where the context does.
     assert!(
@@ -311,7 +327,13 @@ fn the_context_filling_inside_a_draft_trims_it() {
         "{:?}",
         log.borrow()
     );
-    assert!(host.position() <= ctx);
+    let report = finish(&mut host, id);
+    assert_eq!(report.decode.decode_tokens, 10);
+    assert!(report.prompt_tokens + report.decode.decode_tokens <= ctx as u64);
+    // Not a position left: a continuation is refused.
+    let more = options(r#"{"maxTokens": 1, "continue": true}"#);
+    let err = host.admit(&[5], &more).unwrap_err();
+    assert!(matches!(err, HostError::PromptTooLong { .. }), "{err}");
 }
 
 #[test]
@@ -344,17 +366,20 @@ fn end_of_text_inside_a_draft_ends_the_turn_and_the_next_turn_matches() {
         max: 8,
         log: Rc::default(),
     };
-    start_scripted(&mut host, &prompt, &plain, script, None);
+    let id = start_scripted(&mut host, &prompt, &plain, script, None);
     assert_eq!(
-        drain(&mut host, 100),
+        drain(&mut host, id, 100),
         (want.clone(), Some(FinishReason::Stop))
     );
-    assert_eq!(host.position(), prompt.len() + want.len());
-    assert_eq!(run(&mut host, &follow, &next_turn).0, want2);
+    let conversation = [&prompt[..], &want].concat();
+    assert_eq!(
+        continue_turn(&mut host, &conversation, &follow, &next_turn),
+        want2
+    );
 }
 
 #[test]
-fn a_failed_read_during_a_verify_pass_changes_nothing_and_the_host_recovers() {
+fn a_failed_read_during_a_verify_pass_ends_the_sequence_and_continue_resumes_it() {
     let prompt = [1u32, 7, 42, 99, 3, 17];
     let plain = options(r#"{"maxTokens": 16, "ignoreEos": true}"#);
     let (mut reference, _) = open(tiny(), 1, 128);
@@ -362,20 +387,42 @@ fn a_failed_read_during_a_verify_pass_changes_nothing_and_the_host_recovers() {
     // Capacity 1: every pass reads both layers, so a read fails inside a verify pass.
     let (mut host, src) = open(tiny(), 1, 128);
     let knot = host.knot().clone();
-    let script = Scripted::tiny(prompt.len(), want.clone(), 2, 4);
-    start_scripted(&mut host, &prompt, &plain, script, None);
-    let mut got = drain(&mut host, 1).0;
-    let (tokens, position) = (host.tokens().to_vec(), host.position());
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let script = Scripted {
+        log: log.clone(),
+        ..Scripted::tiny(prompt.len(), want.clone(), 2, 4)
+    };
+    let id = start_scripted(&mut host, &prompt, &plain, script, None);
+    let mut got = drain(&mut host, id, 1).0;
     let layer1 = knot.layer_range(1).unwrap().start;
     // Twice: the prefetch of layer 1 and the read the pass then makes itself.
     src.fail_times.set(2);
     src.fail_at.set(Some(layer1));
-    let err = block_on(host.next()).unwrap_err();
+    let failed = common::drain(&mut host, id, 100);
+    assert!(failed.ids.is_empty(), "{:?}", failed.ids);
+    let err = failed.error.expect("the failure");
     assert!(matches!(err, HostError::Source(_)), "{err}");
-    assert_eq!(host.tokens(), tokens);
-    assert_eq!(host.position(), position);
-    got.extend(drain(&mut host, 100).0);
+    assert!(log.borrow().is_empty(), "the verify pass never finished");
+    let report = failed.report.expect("its report");
+    assert_eq!(report.decode.decode_tokens, 1);
+    assert_eq!(host.active_sequences(), 0);
+    // Its conversation was parked as it was before the failed pass: `continue` resumes it (its
+    // drafts checked again) with the tokens the generation would have made.
+    let resume = options(r#"{"maxTokens": 15, "continue": true, "ignoreEos": true}"#);
+    let a = host.admit(&[], &resume).unwrap();
+    assert_eq!(a.prompt_tokens, prompt.len() + 1);
+    let p = a.prefix.unwrap();
+    assert_eq!(
+        (p.status, p.reused as usize),
+        (PrefixStatus::Hit, prompt.len())
+    );
+    let script = Scripted::tiny(prompt.len() + 1, want[1..].to_vec(), 2, 4);
+    assert!(host.set_drafter(a.id, Box::new(script), None));
+    got.extend(drain(&mut host, a.id, 100).0);
     assert_eq!(got, want);
+    assert!(finish(&mut host, a.id).decode.verify_passes > 0);
+    // And the next generation is a fresh host's.
+    assert_eq!(run(&mut host, &prompt, &plain).0, want);
 }
 
 #[test]
@@ -386,27 +433,31 @@ fn a_caller_stopping_mid_pass_leaves_the_conversation_at_what_it_saw() {
     let (mut reference, _) = open(tiny(), usize::MAX, 128);
     let (want, _, _) = run(&mut reference, &prompt, &plain);
     for stop_after in [1, 2, 5] {
-        // Plain: stop after `stop_after` tokens, then a second turn.
+        // Plain: stop (cancel) after `stop_after` tokens, then a second turn.
         let (mut plain_host, _) = open(tiny(), usize::MAX, 128);
-        block_on(plain_host.start(&prompt, &plain)).unwrap();
-        let seen = drain(&mut plain_host, stop_after).0;
-        let (want2, _, _) = run(&mut plain_host, &[5, 6], &turn2);
+        let id = plain_host.admit(&prompt, &plain).unwrap().id;
+        let seen = drain(&mut plain_host, id, stop_after).0;
+        assert!(plain_host.cancel(id));
+        let conversation = [&prompt[..], &seen].concat();
+        let want2 = continue_turn(&mut plain_host, &conversation, &[5, 6], &turn2);
+        // The same as a fresh host given the whole conversation.
+        let whole = [&conversation[..], &[5, 6]].concat();
+        let cold = options(r#"{"maxTokens": 8, "ignoreEos": true}"#);
+        let (mut fresh, _) = open(tiny(), usize::MAX, 128);
+        assert_eq!(run(&mut fresh, &whole, &cold).0, want2);
         // Speculative: every draft kept, so tokens wait in the queue when the caller stops.
         let (mut host, _) = open(tiny(), usize::MAX, 128);
         let script = Scripted::tiny(prompt.len(), want.clone(), 8, 8);
-        start_scripted(&mut host, &prompt, &plain, script, None);
-        assert_eq!(drain(&mut host, stop_after).0, seen);
-        assert_eq!(host.tokens(), plain_host_tokens(&prompt, &seen));
+        let id = start_scripted(&mut host, &prompt, &plain, script, None);
+        assert_eq!(drain(&mut host, id, stop_after).0, seen);
+        assert!(host.cancel(id));
+        // The conversation parked is what the caller saw, not the tokens queued.
         assert_eq!(
-            run(&mut host, &[5, 6], &turn2).0,
+            continue_turn(&mut host, &conversation, &[5, 6], &turn2),
             want2,
             "stop after {stop_after}"
         );
     }
-}
-
-fn plain_host_tokens(prompt: &[u32], seen: &[u32]) -> Vec<u32> {
-    [prompt, seen].concat()
 }
 
 #[test]
@@ -427,9 +478,8 @@ fn streaming_verify_passes_read_each_layer_once_for_many_tokens() {
     let (got, _, spec) = run(&mut host, &prompt, &with_draft(&plain, fixed_length()));
     assert_eq!(got, want);
     // Plain streaming reads every layer for every token.
-    let (base, spec) = (base.decode, spec.decode);
     assert!(base.layer_reads_per_token >= layers * 0.9, "{base:?}");
-    assert!(spec.tokens_per_pass > 3.0, "{spec:?}");
+    assert!(spec.decode.tokens_per_pass > 3.0, "{spec:?}");
     assert!(
         spec.layer_reads_per_token < base.layer_reads_per_token / 3.0,
         "{spec:?} vs {base:?}"
@@ -504,9 +554,8 @@ fn speculative_sampling_draws_the_models_next_token_distribution_on_a_tiny_model
             max: 2,
             log: Rc::default(),
         };
-        block_on(host.start(&prompt, &opts)).unwrap();
-        host.set_drafter(Box::new(script), None);
-        let got = drain(&mut host, 10).0;
+        let id = start_scripted(&mut host, &prompt, &opts, script, None);
+        let got = drain(&mut host, id, 10).0;
         assert_eq!(got, want, "seed {seed}");
         if got[0] != g1 {
             continue; // the draft [g2, g3] only fits after g1

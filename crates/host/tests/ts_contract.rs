@@ -1,6 +1,7 @@
 //! The contract between the Rust types the package reports as JSON (host `Stats`, `MemoryPlan`,
-//! `PrefixReport`, engine `StepInfo`, COLTRANE's step report and metrics, MOA's report,
-//! `planStations`' `StationLayout`) and their TypeScript declarations (pkg/src/types/reports.d.ts,
+//! `PrefixReport`, a sequence's `SequenceReport` and `Admitted`, engine `StepInfo`, COLTRANE's
+//! step report and metrics, MOA's report, `planStations`' `StationLayout`) and their TypeScript
+//! declarations (pkg/src/types/reports.d.ts,
 //! helpers.d.ts). Real values of each are serialized — numbers zeroed and arrays cut to one
 //! element, so the file depends on the shapes only — into pkg/test/contract.generated.ts, which
 //! `npm run typecheck` compiles against the declarations: a field Rust adds, renames or drops,
@@ -50,8 +51,9 @@ fn bytes_of_tiny() -> Vec<u8> {
 /// A split model's coordinator (the embedding sharded, so every field has a value) during a
 /// generation.
 fn coordinator_stats(bytes: Vec<u8>) -> Value {
-    use host::station::coordinator::{Conversation, Model, ModelOptions};
+    use host::station::coordinator::{Model, ModelOptions};
     use host::station::embedding::EmbeddingOptions;
+    use host::station::sequences::Sequences;
     use host::{MemorySource, ReadPolicy, Reader};
     let policy = ReadPolicy {
         timeout_ms: 0,
@@ -67,8 +69,11 @@ fn coordinator_stats(bytes: Vec<u8>) -> Value {
         ..ModelOptions::default()
     };
     let model = block_on(Model::open(reader, &Default::default(), o)).unwrap();
-    let conv = Conversation::start(&model, 1, &[1, 2, 3], &options(json!({}))).unwrap();
-    conv.rows_wanted(&model).unwrap();
+    let mut sequences = Sequences::new(1, 0, 1);
+    sequences
+        .admit(&model, &[1, 2, 3], &options(json!({})))
+        .unwrap();
+    sequences.plan(&model).unwrap();
     serde_json::to_value(model.stats()).unwrap()
 }
 
@@ -77,7 +82,7 @@ fn contract() -> String {
     let opts = HostOptions {
         lru_capacity: 2,
         memory_budget: Some(64 << 20),
-        prefix_windows: 2,
+        prefix_windows: 1,
         ..HostOptions::default()
     };
     let mut host = block_on(Host::open(Instrumented::new(bytes.clone()), opts)).unwrap();
@@ -91,16 +96,26 @@ fn contract() -> String {
         &mut host,
         json!({ "maxTokens": 4, "coltrane": { "preset": "balanced", "eddy": true } }),
     );
-    // A second turn of a conversation, so the prefix report is there.
+    // A second turn of a conversation, so the prefix reuse counts are there.
     run(&mut host, json!({ "maxTokens": 1, "reusePrefix": true }));
-    // And one served from an explicit prefill window, which stays for the stats to list.
+    // And a sequence served from an explicit prefill window (which stays for the stats to
+    // list), admitted and stepped to its end: what admit answers, and the report its last event
+    // carries (the stats keep it as the last generation's).
     let created = block_on(host.create_prefill_window(&[1, 2], None)).unwrap();
-    run(
-        &mut host,
-        json!({ "maxTokens": 1, "prefillWindow": created.window.id }),
-    );
+    let opts = options(json!({ "maxTokens": 3, "prefillWindow": created.window.id }));
+    let admitted = host.admit(&[1, 2, 3], &opts).unwrap();
+    let mut report = None;
+    while report.is_none() {
+        for e in block_on(host.step()) {
+            e.token.unwrap();
+            report = report.or(e.report);
+        }
+    }
+    let report = serde_json::to_value(report.unwrap()).unwrap();
+    let admitted = serde_json::to_value(&admitted).unwrap();
     let created = serde_json::to_value(&created).unwrap();
     let stats = serde_json::to_value(host.stats()).unwrap();
+    assert_eq!(stats["generation"], report);
     // planStations' answer on the same file (its first station is a layer station).
     let knot = knot::Knot::from_bytes(&bytes).unwrap();
     let input = host::station::plan::StationInput::new(64 << 20);
@@ -116,10 +131,20 @@ fn contract() -> String {
     let entries = [
         (
             "hostStats",
-            "Required<Omit<HostStats, 'wasmMemoryBytes'>>",
+            "Required<Omit<HostStats, 'wasmMemoryBytes' | 'queue'>>",
             &stats,
         ),
-        ("prefixReport", "Required<PrefixReport>", &stats["prefix"]),
+        (
+            "sequenceReport",
+            "Required<SequenceReport>",
+            &stats["generation"],
+        ),
+        ("admitted", "Required<Admitted>", &admitted),
+        (
+            "prefixReport",
+            "Required<PrefixReport>",
+            &stats["generation"]["prefix"],
+        ),
         ("memoryPlan", "Required<MemoryPlan>", &stats["memoryPlan"]),
         (
             "prefillWindowCreated",
@@ -154,7 +179,7 @@ fn contract() -> String {
     );
     out.push_str("import type {\n");
     out.push_str(
-        "  ColtraneMetrics, CoordinatorStats, HostStats, KnotErrorCode, MemoryPlan, MoaStepReport,\n  PrefillWindowCreated, PrefixReport,\n",
+        "  Admitted, ColtraneMetrics, CoordinatorStats, HostStats, KnotErrorCode, MemoryPlan,\n  MoaStepReport, PrefillWindowCreated, PrefixReport, SequenceReport,\n",
     );
     out.push_str("  StationLayout, StepInfo,\n} from '../src/index.js';\n");
     // The error codes (ErrorCode::ALL) and the declared KnotErrorCode must be the same set.

@@ -1,6 +1,6 @@
 //! The model's weights as the host holds them — the resident tensors, and the layers: where each
-//! lives in the file, the cache in front of the source — and the passes that stream the layers
-//! through a session.
+//! lives in the file, the cache in front of the source — and the pass that streams the layers
+//! through the sessions of a step.
 //!
 //! A pass is layer-major: every position of the batch goes through layer L before layer L+1 is
 //! needed, so a prompt costs one read per layer at most. While layer L computes, the next layers
@@ -33,24 +33,6 @@ impl Resident {
 
 /// Which logits a pass computes.
 pub(crate) use engine::LogitRows as Logits;
-
-/// A pass that failed, and whether the conversation survived it: a failed read or a bad layer
-/// leaves the KV cache as it was before the pass, unless the batch overwrote a sliding window's
-/// ring (or earlier chunks of a prompt cannot be rewound), and then the conversation is lost.
-#[derive(Debug)]
-pub(crate) struct PassFailed {
-    pub error: HostError,
-    pub conversation_lost: bool,
-}
-
-impl<E: Into<HostError>> From<E> for PassFailed {
-    fn from(e: E) -> Self {
-        PassFailed {
-            error: e.into(),
-            conversation_lost: false,
-        }
-    }
-}
 
 /// The layers and the cache in front of the source.
 pub(crate) struct LayerStore {
@@ -121,72 +103,10 @@ impl LayerStore {
         dropped
     }
 
-    /// Runs `tokens` through every layer of `session` and computes `logits`. On failure the batch
-    /// is abandoned (see [`PassFailed`]).
-    pub async fn pass(
-        &mut self,
-        session: &mut Session,
-        resident: &Resident,
-        tokens: &[u32],
-        more_follows: bool,
-        logits: Logits,
-    ) -> Result<(), PassFailed> {
-        let weights = resident.weights()?;
-        session.begin(tokens, &weights)?;
-        let mut run = |l: usize, w: &LayerWeights| session.run_layer(l, w);
-        let ran = self.run_layers(&mut run, more_follows).await;
-        let finished = match ran {
-            Ok(()) => match logits {
-                Logits::None => session.finish_without_logits(),
-                Logits::Last => session.finish(&weights, false).map(drop),
-                Logits::All => session.finish(&weights, true).map(drop),
-            }
-            .map_err(HostError::from),
-            Err(e) => Err(e),
-        };
-        finished.map_err(|error| PassFailed {
-            error,
-            conversation_lost: !session.abort_batch(),
-        })
-    }
-
-    /// Runs `batch` (a prompt, after any pending token) in chunks of at most `max_batch`
-    /// positions, only the last computing logits (`last`: `None` for a prefill window's, which
-    /// nobody picks from). A failure takes the earlier chunks out of the
-    /// KV cache again (or, if a sliding window's ring cannot go back that far, loses the
-    /// conversation).
-    pub async fn prefill(
-        &mut self,
-        session: &mut Session,
-        resident: &Resident,
-        batch: &[u32],
-        max_batch: usize,
-        more_follows: bool,
-        last: Logits,
-    ) -> Result<(), PassFailed> {
-        let base = session.position();
-        let chunks = batch.len().div_ceil(max_batch.max(1));
-        for (i, chunk) in batch.chunks(max_batch.max(1)).enumerate() {
-            let (more, logits) = match i + 1 == chunks {
-                true => (more_follows, last),
-                false => (true, Logits::None),
-            };
-            if let Err(mut failed) = self.pass(session, resident, chunk, more, logits).await {
-                if !failed.conversation_lost
-                    && session.position() != base
-                    && session.rewind(base).is_err()
-                {
-                    failed.conversation_lost = true;
-                }
-                return Err(failed);
-            }
-        }
-        Ok(())
-    }
-
     /// Runs the sessions' batches (`batches[i]` for `sessions[i]`) through every layer together
     /// (`joint`: their rows share each matmul) and ends each with the logits `want[i]` names.
-    /// On failure every session's batch is abandoned (the caller ends their sequences).
+    /// On failure every session's batch is abandoned, or the session reset when its
+    /// conversation cannot be restored (the caller ends their sequences).
     pub async fn joint_pass(
         &mut self,
         joint: &mut Joint,
@@ -209,7 +129,10 @@ impl LayerStore {
         .await;
         if ran.is_err() {
             for s in sessions.iter_mut() {
-                s.abort_batch();
+                // A batch that overwrote ring slots its conversation still needs loses it.
+                if !s.abort_batch() {
+                    s.reset();
+                }
             }
         }
         ran

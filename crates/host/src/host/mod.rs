@@ -1,49 +1,48 @@
 //! The host: opens a knot file through a [`ByteSource`] with a handful of range reads, keeps the
-//! resident tensors, streams layers through the layer cache with prefetch, and drives decode —
-//! `start` (a prompt) then `next` (a token) — through the one decode loop.
+//! resident tensors, streams layers through the layer cache with prefetch, and runs sequences —
+//! `admit` (a prompt) then `step` (one forward pass for every sequence) — through the one decode
+//! loop. One sequence is a batch of one; there is no other mode.
 //!
 //! - `open.rs` — the reads at open and the memory plan;
-//! - `layers.rs` — the resident tensors, the layer store, and the passes (forward, prefill);
-//! - `conversation.rs` — the conversation in use; `windows.rs` — the ones parked for prefix
-//!   reuse; `prefill_windows.rs` — the explicit prefill windows, pinned by id;
-//! - `stats.rs` — what `stats()` reports;
-//! - the speculation bookkeeping (pending token, tokens made ahead, drafts) is
-//!   [`engine::draft::Speculation`], which says what each pass runs.
+//! - `layers.rs` — the resident tensors, the layer store, and the joint pass;
+//! - `sequences.rs` — the sequences run together and their steps;
+//! - `windows.rs` — the conversations kept for prefix reuse; `prefill_windows.rs` — the explicit
+//!   prefill windows, pinned by id;
+//! - `stats.rs` — what `stats()` reports and what each sequence's caller gets.
 
-mod batch;
-mod conversation;
 mod layers;
 mod open;
 mod prefill_windows;
+mod sequences;
 mod stats;
 mod windows;
 
-pub use batch::{SequenceEvent, SequenceId};
 pub use prefill_windows::DEFAULT_TTL_MS;
+pub use sequences::{SequenceEvent, SequenceId};
 pub use stats::{
-    DecodeStats, PrefillWindowCreated, PrefillWindowInfo, PrefillWindowStats, PrefixKind,
-    PrefixReport, Stats,
+    DecodeStats, PrefillWindowCreated, PrefillWindowInfo, PrefillWindowStats, PrefixCounts,
+    PrefixKind, PrefixReport, SequenceCounts, SequenceReport, Stats, StepCounts,
 };
 
+use crate::chat_template::{self, ChatTemplate, TemplateReport};
 use crate::clock::{epoch_ms, now_ms};
 use crate::error::HostError;
 use crate::options::HostOptions;
 use crate::reader::Abort;
 use crate::source::ByteSource;
-use batch::{AdmitContext, Batch, StepContext};
-use conversation::Conversation;
 use engine::chat::ChatMessage;
 use engine::decode::{Emitted, FinishReason, GenerateOptions, Generation};
-use engine::draft::{DraftConfig, DraftLimits, Drafter, NextPass, Speculation};
+use engine::draft::{Drafter, Speculation};
 use engine::model::ConfigExt;
 use engine::options::OptionsError;
 use engine::tokenizer::Tokenizer;
-use engine::StepInfo;
+use engine::{Session, StepInfo};
 use knot::{Knot, ModelConfig};
-use layers::{LayerStore, Logits, PassFailed, Resident};
+use layers::{LayerStore, Logits, Resident};
 use open::PassLimits;
 use prefill_windows::{Lent, PrefillWindows};
-use stats::ratio;
+use sequences::{Sequence, Sequences, StepContext};
+use std::cell::RefCell;
 use std::rc::Rc;
 use windows::Windows;
 
@@ -60,28 +59,43 @@ pub struct Generated {
     pub steps: Vec<StepInfo>,
     /// What the constraint did, when one ran.
     pub constraint: Option<coltrane::Metrics>,
+    /// What the health monitor saw, when one watched.
+    pub health: Option<engine::health::HealthMetrics>,
+    /// What the generation did (prefix reuse, prefill, passes, drafts).
+    pub report: SequenceReport,
+}
+
+/// A sequence admitted: its handle, its whole prompt's length (with `continue`, the
+/// conversation continued included), and how the prompt used a window.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Admitted {
+    pub id: SequenceId,
+    pub prompt_tokens: usize,
+    pub prefix: Option<PrefixReport>,
 }
 
 pub struct Host {
     knot: Knot,
+    /// Where the chat template came from (the option, the file, or implied by the vocabulary);
+    /// None when the model has none.
+    chat_template: Option<TemplateReport>,
     tokenizer: Rc<Tokenizer>,
     resident: Resident,
     layers: LayerStore,
     limits: PassLimits,
-    /// The conversation in use, and the ones parked for prefix reuse.
-    conversation: Conversation,
+    /// The sequences running.
+    sequences: Sequences,
+    /// The conversations kept for prefix reuse, and the explicit prefill windows.
     windows: Windows,
-    /// The explicit prefill windows, pinned by id.
     prefill_windows: PrefillWindows,
-    /// What the next pass runs: the pending token, tokens made ahead, drafts.
-    speculation: Speculation,
+    /// Prefills explicit windows (their KV swapped in); every session's shape.
+    scratch: Session,
     /// Speculative decoding for generations that do not choose.
-    draft_default: Option<DraftConfig>,
-    stats: Stats,
-    /// Layer reads when the current generation's decoding began.
-    reads_at_decode: u64,
-    /// The sequences run together, when opened with `maxSequences` (`batch.rs`).
-    batch: Option<Batch>,
+    draft_default: Option<engine::draft::DraftConfig>,
+    /// What `stats()` reads, updated in place as the host goes (shared with the wasm boundary,
+    /// which reads it on request, during a step too).
+    stats: Rc<RefCell<Stats>>,
 }
 
 impl Host {
@@ -103,17 +117,19 @@ impl Host {
         if let Some(n) = opts.threads {
             engine::quant::set_threads(n).map_err(|e| HostError::InvalidOption(e.to_string()))?;
         }
-        let mut opts = opts;
-        if opts.max_sequences.is_some() {
-            // Sequences run together prefill cold; a window would need the host's own session.
-            opts.prefill_windows = 0;
-        }
         let t0 = now_ms();
         let mut o = open::open(source, &opts).await?;
-        if let Some(t) = &opts.chat_template {
-            o.knot.meta.chat_template = Some(t.clone());
-        }
-        let windows = Windows::new(&o.session, opts.prefix_windows, opts.prefix_ttl_ms);
+        let template = chat_template::resolve(
+            o.knot.meta.chat_template.as_deref(),
+            opts.chat_template.as_deref(),
+            &o.knot.meta.architecture,
+            &o.tokenizer,
+        );
+        let chat_template = template.as_ref().map(ChatTemplate::report);
+        o.knot.meta.chat_template = template.map(|t| t.text);
+        let planned = o.planned;
+        let reserve = planned.plan.is_some();
+        let windows = Windows::new(&o.scratch, planned.windows, opts.prefix_ttl_ms, reserve);
         // The ids' seed: the time and where the host's allocations landed.
         let seed = epoch_ms().to_bits() ^ (o.resident.bytes.as_ptr() as u64).rotate_left(32);
         let prefill_windows =
@@ -121,27 +137,27 @@ impl Host {
         let stats = Stats {
             resident_bytes: o.resident.bytes.len() as u64,
             open_ms: now_ms() - t0,
-            memory_plan: o.memory_plan,
+            memory_plan: planned.plan,
+            context_length: planned.context,
             ..Stats::default()
         };
-        let batch = opts
-            .max_sequences
-            .map(|max| Batch::new(&o.knot.meta.config, max, stats.memory_plan.is_some()));
-        Ok(Host {
-            batch,
+        let sequences = Sequences::new(&o.knot.meta.config, planned.sequences);
+        let host = Host {
+            chat_template,
             knot: o.knot,
             tokenizer: o.tokenizer,
             resident: o.resident,
             layers: o.layers,
-            limits: o.limits,
-            conversation: Conversation::new(o.session, now_ms()),
+            limits: planned.limits,
+            sequences,
             windows,
             prefill_windows,
-            speculation: Speculation::new(),
+            scratch: o.scratch,
             draft_default: opts.draft,
-            stats,
-            reads_at_decode: 0,
-        })
+            stats: Rc::new(RefCell::new(stats)),
+        };
+        host.publish();
+        Ok(host)
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -156,9 +172,20 @@ impl Host {
         &self.tokenizer
     }
 
-    /// Aborts the call in flight (`start`, `next`, `load_layer`): its reads are abandoned at
-    /// once and its layer loop stops before the next layer, leaving the conversation as before
-    /// the call. A call begun afterwards runs normally.
+    /// The chat template chats are rendered with (`knot().meta.chat_template`), and where it
+    /// came from; None when the model has no recognisable convention.
+    pub fn chat_template(&self) -> Option<TemplateReport> {
+        self.chat_template
+    }
+
+    /// Positions a sequence's context holds (under a memory budget, what fits).
+    pub fn context_length(&self) -> usize {
+        self.scratch.max_context()
+    }
+
+    /// Aborts the call in flight (`step`, a prefill window's prefill, `load_layer`): its reads
+    /// are abandoned at once and its layer loop stops before the next layer. A step aborted
+    /// ends the sequences in it. A call begun afterwards runs normally.
     pub fn abort_handle(&self) -> Abort {
         self.layers.reader().abort_handle().clone()
     }
@@ -168,99 +195,58 @@ impl Host {
         self.layers.reader().abort_handle().clear();
     }
 
-    /// Positions in the conversation: those in the KV cache plus a picked token not yet run
-    /// (tokens a verify pass made but [`Host::next`] has not handed out do not count).
-    pub fn position(&self) -> usize {
-        let cached = self.conversation.session.position();
-        self.speculation.position(cached)
+    /// What the host did so far (cache, I/O, memory, sequences, prefix reuse), as of now.
+    pub fn stats(&self) -> Stats {
+        self.stats.borrow().clone()
     }
 
-    pub fn stats(&self) -> Stats {
+    /// The same figures, shared: they stay current as the host goes, and reading them never
+    /// waits for a call in flight.
+    pub fn stats_handle(&self) -> Rc<RefCell<Stats>> {
+        self.stats.clone()
+    }
+
+    /// Brings the gauges of `stats()` up to date (counters are added as they happen).
+    fn publish(&self) {
         let io = &self.layers.reader().io;
         let cache = self.layers.cache_stats();
-        let d = &self.stats.decode;
-        let reads = match d.decode_tokens {
-            0 => 0,
-            _ => io.reads.get() - self.reads_at_decode,
-        };
-        let session = &self.conversation.session;
-        Stats {
-            bytes_fetched: io.bytes.get(),
-            range_reads: io.reads.get(),
-            read_retries: io.retries.get(),
-            read_timeouts: io.timeouts.get(),
-            peak_resident_bytes: self.stats.resident_bytes + cache.peak_layer_bytes,
-            kv_cache_bytes: (session.kv_bytes()
-                + self.windows.kv_bytes()
-                + self.prefill_windows.kv_bytes()
-                + self.batch.as_ref().map_or(0, Batch::kv_bytes))
-                as u64,
-            prefill_windows: self.prefill_windows.stats(),
-            context_length: session.max_context(),
-            cache,
-            decode: DecodeStats {
-                tokens_per_pass: ratio(d.decode_tokens, d.forward_passes),
-                layer_reads_per_token: ratio(reads, d.decode_tokens),
-                decode_layer_reads: reads,
-                ..d.clone()
-            },
-            ..self.stats.clone()
-        }
+        let mut s = self.stats.borrow_mut();
+        s.bytes_fetched = io.bytes.get();
+        s.range_reads = io.reads.get();
+        s.read_retries = io.retries.get();
+        s.read_timeouts = io.timeouts.get();
+        s.peak_resident_bytes = s.resident_bytes + cache.peak_layer_bytes;
+        s.cache = cache;
+        s.kv_cache_bytes = (self.sequences.kv_bytes()
+            + self.windows.kv_bytes()
+            + self.prefill_windows.kv_bytes()
+            + self.scratch.kv_bytes()) as u64;
+        s.sequences.max = self.sequences.max();
+        s.sequences.active = self.sequences.len();
+        s.prefix_reuse.windows = self.windows.count();
+        s.prefix_reuse.windows_held = self.windows.in_use();
+        s.prefill_windows = self.prefill_windows.stats();
+        let st = &mut s.steps;
+        st.positions = self.sequences.positions();
+        st.tokens_per_step = stats::ratio(st.tokens, st.steps);
     }
 
-    /// The most tokens the current generation will produce (`max_tokens`, or fewer when the
-    /// context fills first); 0 when none has started.
-    pub fn budget(&self) -> usize {
-        let g = self.conversation.generation.as_ref();
-        g.map_or(0, Generation::budget)
+    /// The most sequences [`Host::admit`] holds at once.
+    pub fn max_sequences(&self) -> usize {
+        self.sequences.max()
     }
 
-    /// What the current generation's constraint did so far (None without one).
-    pub fn constraint_metrics(&self) -> Option<coltrane::Metrics> {
-        self.conversation.generation.as_ref()?.constraint_metrics()
+    /// Sequences admitted and not yet ended.
+    pub fn active_sequences(&self) -> usize {
+        self.sequences.len()
     }
 
-    /// What the health monitor saw over the current generation, when one watches.
-    pub fn health_metrics(&self) -> Option<engine::health::HealthMetrics> {
-        self.conversation.generation.as_ref()?.health_metrics()
-    }
-
-    /// Every token of the conversation so far (prompts and generated tokens).
-    pub fn tokens(&self) -> &[u32] {
-        &self.conversation.tokens
-    }
-
-    /// What each step of the current (or last) generation did.
-    pub fn steps(&self) -> &[StepInfo] {
-        &self.conversation.steps
-    }
-
-    /// Forgets the conversation (KV cache), every window kept for prefix reuse and every
-    /// explicit prefill window; cached layers stay.
+    /// Forgets every conversation kept for prefix reuse and every explicit prefill window;
+    /// sequences running and cached layers stay.
     pub fn reset(&mut self) {
         self.windows.clear();
         self.prefill_windows.clear();
-        self.forget_conversation();
-    }
-
-    /// Forgets the conversation in use.
-    fn forget_conversation(&mut self) {
-        self.conversation.forget();
-        self.speculation.forget();
-    }
-
-    /// A failed pass: the error, after forgetting the conversation if the pass lost it.
-    fn failed(&mut self, failed: PassFailed) -> HostError {
-        if failed.conversation_lost {
-            self.forget_conversation();
-        }
-        failed.error
-    }
-
-    /// Replaces the current generation's drafter (after [`Host::start`]): a draft model, or a
-    /// test's scripted drafts. `margin` is the margin rule's τ (see [`DraftConfig::margin`]).
-    pub fn set_drafter(&mut self, drafter: Box<dyn Drafter>, margin: Option<f32>) {
-        self.speculation.set_drafter(drafter, margin);
+        self.publish();
     }
 
     /// Starts fetching layer `layer` in the background (no-op if cached or in flight).
@@ -278,6 +264,7 @@ impl Host {
     /// request: a read begun in one request can never complete inside the next.
     pub async fn drain_reads(&mut self) {
         self.layers.drain().await;
+        self.publish();
     }
 
     /// Forgets the reads in flight without waiting for them: for a caller whose earlier call
@@ -292,255 +279,220 @@ impl Host {
         if layer >= self.config().n_layers {
             return Err(HostError::NoSuchLayer(layer));
         }
-        Ok(self.layers.load(layer).await?)
+        let loaded = self.layers.load(layer).await;
+        self.publish();
+        Ok(loaded?)
     }
 
-    /// Starts a generation: checks the options and the prompt, forgets the conversation unless
-    /// `continue_session`, runs the prompt through the model (appended to the conversation),
-    /// and readies the pipeline. Tokens then come from [`Host::next`]. An empty prompt
-    /// continues from the last picked token.
-    pub async fn start(&mut self, prompt: &[u32], opts: &GenerateOptions) -> Result<(), HostError> {
-        self.begin_call();
-        if let Some(max) = self.max_sequences() {
-            return Err(HostError::OneAtATimeDisabled { max });
-        }
-        self.settle()?;
+    /// Admits a sequence between steps: checks the prompt and the options, loads what a window
+    /// holds of the prompt into its session (`reusePrefix`: the conversation kept that shares
+    /// the most; `continue`: the one that ended last, the prompt appended to it;
+    /// `prefillWindow`: that explicit window), and queues the rest for the next steps (no pass
+    /// runs here). Refused `busy` when `maxSequences` are active.
+    pub fn admit(&mut self, prompt: &[u32], opts: &GenerateOptions) -> Result<Admitted, HostError> {
+        let admitted = self.admit_inner(prompt, opts);
+        self.publish();
+        admitted
+    }
+
+    fn admit_inner(
+        &mut self,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+    ) -> Result<Admitted, HostError> {
         self.config().check_tokens(prompt)?;
-        if !opts.continue_session && prompt.is_empty() {
-            return Err(HostError::EmptyPrompt);
+        let max = self.sequences.max();
+        if self.sequences.len() >= max {
+            return Err(HostError::SequencesFull { max });
         }
-        if opts.continue_session && prompt.is_empty() && !self.speculation.can_continue() {
-            return Err(HostError::NoContext);
-        }
-        // Positions the KV cache holds once the prompt (and any pending token) is in.
-        let conv = &mut self.conversation;
-        let context = conv.session.max_context();
-        let kept = match opts.continue_session {
-            true => conv.tokens.len(),
-            false => 0,
+        // The whole prompt: with `continue`, after the conversation that ended last.
+        let (whole, committed) = match opts.continue_session {
+            true => {
+                let before = self.windows.latest().ok_or(HostError::NoContext)?;
+                ([before, prompt].concat(), before.len())
+            }
+            false if prompt.is_empty() => return Err(HostError::EmptyPrompt),
+            false => (prompt.to_vec(), 0),
         };
-        let after_prompt = kept + prompt.len();
-        if after_prompt > context {
+        let context = self.context_length();
+        if whole.len() > context {
             return Err(HostError::PromptTooLong {
-                tokens: after_prompt,
+                tokens: whole.len(),
                 context,
             });
         }
-        // The last picked token stays pending (it enters the cache with the next prompt), so
-        // each token generated needs a position.
         let eos = &self.knot.meta.config.eos_ids;
-        let mut generation =
-            Generation::new(opts, self.tokenizer.clone(), eos, context - after_prompt)?;
-        let mut prompt = prompt;
-        self.stats.prefix = None;
-        if let Some(id) = &opts.prefill_window {
-            // The window's KV copied in (the window kept), else a cold prefill.
-            self.forget_conversation();
-            let conv = &mut self.conversation;
-            let report = self
-                .prefill_windows
-                .restore(id, &mut conv.session, prompt, epoch_ms());
-            conv.tokens
-                .extend_from_slice(&prompt[..report.reused as usize]);
-            prompt = &prompt[report.reused as usize..];
-            self.stats.prefix = Some(report);
-        } else if opts.reuse_prefix {
-            // The kept tokens are the prompt's first ones: only the rest is prefilled.
-            let report = self.windows.reuse(&mut self.conversation, prompt, now_ms());
-            self.speculation.forget();
-            prompt = &prompt[report.reused as usize..];
-            self.stats.prefix = Some(report);
-        } else if !opts.continue_session {
-            self.forget_conversation();
-        }
-        self.conversation.last_used = now_ms();
-        self.conversation.generation = None;
-        self.conversation.steps.clear();
-        if !prompt.is_empty() {
-            self.prefill(prompt, generation.more_follows()).await?;
-        }
-        self.stats.token_ms.clear();
-        self.stats.decode = DecodeStats::default();
-        self.reads_at_decode = self.layers.reader().io.reads.get();
-        generation.accept_context(&self.conversation.tokens);
-        generation.set_clock(now_ms);
-        self.conversation.generation = Some(generation);
-        let draft = opts.draft.resolve(self.draft_default.as_ref());
-        self.speculation.start(draft);
-        Ok(())
-    }
-
-    /// Drops tokens a verify pass made that were never handed out: the KV cache goes back to
-    /// where plain decoding would be after the last token handed out (that one pending).
-    fn settle(&mut self) -> Result<(), HostError> {
-        let conv = &mut self.conversation;
-        if let Some(pos) = self.speculation.settle(&conv.tokens) {
-            if let Err(e) = conv.session.rewind(pos) {
-                self.forget_conversation();
-                return Err(e.into());
+        let generation = Generation::new(opts, self.tokenizer.clone(), eos, context - whole.len())?;
+        let (cfg, kv_type) = (&self.knot.meta.config, self.scratch.kv_type());
+        let mut session = self
+            .sequences
+            .take_session(|| Ok(Session::with_kv(cfg, context, kv_type)?))?;
+        // Its KV cache: a window's, loaded with what the windows hold of the prompt (or, for an
+        // explicit prefill window, that window's copy).
+        let explicit = opts.prefill_window.as_deref();
+        let reuse = explicit.is_none() && (opts.reuse_prefix || opts.continue_session);
+        let Some(lent) = self.windows.lend(&mut session, &whole, reuse, now_ms()) else {
+            self.sequences.give_back(session);
+            return Err(HostError::SequencesFull { max });
+        };
+        let (keep, prefix) = match explicit {
+            Some(id) => {
+                let r = self
+                    .prefill_windows
+                    .restore(id, &mut session, &whole, epoch_ms());
+                (r.reused as usize, Some(r))
             }
+            None => (lent.keep, reuse.then_some(lent.report)),
+        };
+        let mut spec = Speculation::new();
+        spec.start(opts.draft.resolve(self.draft_default.as_ref()));
+        let report = SequenceReport {
+            prompt_tokens: whole.len() as u64,
+            prefix: prefix.clone(),
+            prefill_tokens: (whole.len() - keep) as u64,
+            ..SequenceReport::default()
+        };
+        let prompt_tokens = whole.len();
+        let id = self.sequences.push(Sequence::new(
+            session,
+            lent.slot,
+            whole,
+            (keep, committed),
+            generation,
+            spec,
+            report,
+        ));
+        let mut s = self.stats.borrow_mut();
+        s.sequences.admitted += 1;
+        if let Some(p) = &prefix {
+            s.prefix_reuse.count(p);
         }
-        Ok(())
+        Ok(Admitted {
+            id,
+            prompt_tokens,
+            prefix,
+        })
     }
 
-    /// Appends `tokens` to the conversation (after any pending token) and runs them, in chunks
-    /// of at most `max_batch` positions. A failure leaves the conversation as it was, or
-    /// forgets it when it cannot be restored.
-    async fn prefill(&mut self, tokens: &[u32], more_follows: bool) -> Result<(), HostError> {
-        let mut batch = Vec::with_capacity(tokens.len() + 1);
-        batch.extend(self.speculation.pending());
-        batch.extend_from_slice(tokens);
-        let t0 = now_ms();
-        let conv = &mut self.conversation;
-        let ran = self
-            .layers
-            .prefill(
-                &mut conv.session,
-                &self.resident,
-                &batch,
-                self.limits.max_batch,
-                more_follows,
-                Logits::Last,
-            )
-            .await;
-        if let Err(failed) = ran {
-            return Err(self.failed(failed));
+    /// Ends sequence `id` between steps (its conversation kept for prefix reuse, its slot
+    /// freed); false when it is not active.
+    pub fn cancel(&mut self, id: SequenceId) -> bool {
+        let report = self
+            .sequences
+            .cancel(id, &mut self.windows, &self.layers.reader().io);
+        let ended = report.is_some();
+        if let Some(r) = report {
+            self.record_end(r);
         }
-        self.speculation.prefilled();
-        self.conversation.tokens.extend_from_slice(tokens);
-        self.stats.prefill_ms = now_ms() - t0;
-        self.stats.prefill_tokens = batch.len() as u64;
-        self.stats.token_ms.clear();
-        Ok(())
+        self.publish();
+        ended
     }
 
-    /// The next token of the generation [`Host::start`] began: runs the previously picked
-    /// token through the model (if any), then picks from the logits. `None` once it finished.
-    ///
-    /// With a drafter, the previously picked token and a draft of the tokens guessed to follow
-    /// it run as one batch (a verify pass), and every draft token the pipeline would have picked
-    /// anyway is kept: the tokens beyond the first are handed out by the next calls, no forward
-    /// pass needed.
-    pub async fn next(&mut self) -> Result<Option<Emitted>, HostError> {
+    /// Replaces sequence `id`'s drafter (a draft model, or a test's scripted drafts); `margin`
+    /// is the margin rule's τ (see [`engine::draft::DraftConfig::margin`]). False when it is
+    /// not active.
+    pub fn set_drafter(
+        &mut self,
+        id: SequenceId,
+        drafter: Box<dyn Drafter>,
+        margin: Option<f32>,
+    ) -> bool {
+        self.sequences.set_drafter(id, drafter, margin)
+    }
+
+    fn record_end(&self, report: SequenceReport) {
+        let mut s = self.stats.borrow_mut();
+        s.sequences.ended += 1;
+        s.generation = Some(report);
+    }
+
+    /// One step for every active sequence (`sequences.rs`): one forward pass over their rows,
+    /// then each picks its next token. A sequence that ends (finish, failure) is released, its
+    /// conversation kept for prefix reuse. A pass that fails (a read, an abort of the call)
+    /// ends every sequence in it, each event carrying the failure (the first the error itself,
+    /// the others a [`HostError::Replica`] of it).
+    pub async fn step(&mut self) -> Vec<SequenceEvent> {
         self.begin_call();
-        let t0 = now_ms();
-        let conv = &mut self.conversation;
-        let position = conv.session.position();
-        let limits = DraftLimits {
-            room: conv.session.max_context().saturating_sub(position + 1),
-            max_verify: self.limits.max_verify,
-            max_batch: self.limits.max_batch,
+        let io = self.layers.reader().io.clone();
+        let h = StepContext {
+            layers: &mut self.layers,
+            resident: &self.resident,
+            limits: self.limits,
+            windows: &mut self.windows,
+            io: &io,
         };
-        let more_follows = conv
-            .generation
-            .as_ref()
-            .is_some_and(Generation::more_follows);
-        let next = self
-            .speculation
-            .next(conv.generation.as_mut(), &conv.tokens, limits);
-        let verify = match next {
-            NextPass::Ahead(e) => {
-                self.deliver(&e, t0);
-                return Ok(Some(e));
+        let events = self.sequences.step(h).await;
+        {
+            let mut s = self.stats.borrow_mut();
+            s.steps.steps += 1;
+            for e in &events {
+                s.steps.tokens += u64::from(matches!(e.token, Ok(Some(_))));
             }
-            NextPass::Finished => return Ok(None),
-            NextPass::NoContext => return Err(HostError::NoContext),
-            NextPass::Pick => None,
-            NextPass::Run { batch, verify } => {
-                let logits = if verify { Logits::All } else { Logits::Last };
-                let t_pass = now_ms();
-                let ran = self
-                    .layers
-                    .pass(
-                        &mut conv.session,
-                        &self.resident,
-                        batch,
-                        more_follows,
-                        logits,
-                    )
-                    .await;
-                if let Err(failed) = ran {
-                    self.speculation.pass_failed();
-                    return Err(self.failed(failed));
-                }
-                self.speculation.pass_done(now_ms() - t_pass);
-                self.stats.decode.forward_passes += 1;
-                Some(verify)
+        }
+        for e in &events {
+            if let Some(r) = &e.report {
+                self.record_end(r.as_ref().clone());
             }
-        };
-        let conv = &mut self.conversation;
-        let Some(generation) = conv.generation.as_mut() else {
-            return Ok(None);
-        };
-        let logits = conv.session.logits_mut();
-        let emitted = match verify {
-            Some(true) => {
-                let verified = match self.speculation.verify(generation, logits) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        conv.session.rewind(position)?;
-                        return Err(e.into());
-                    }
-                };
-                // Row j was computed after draft[..j]: keep the positions of the rows picked
-                // from.
-                conv.session.rewind(position + verified.keep)?;
-                let d = &mut self.stats.decode;
-                d.verify_passes += 1;
-                d.drafted += verified.drafted as u64;
-                d.accepted += verified.accepted as u64;
-                verified.first
-            }
-            _ => self.speculation.pick(generation, logits)?,
-        };
-        self.deliver(&emitted, t0);
-        Ok(Some(emitted))
+        }
+        self.publish();
+        events
     }
 
-    /// Records a token handed out to the caller.
-    fn deliver(&mut self, e: &Emitted, t0: f64) {
-        let conv = &mut self.conversation;
-        conv.last_used = now_ms();
-        conv.tokens.push(e.id);
-        conv.steps.push(e.step.clone());
-        self.stats.token_ms.push(now_ms() - t0);
-        self.stats.decode.decode_tokens += 1;
-    }
-
-    /// Starts a generation and runs it to its end, or until `on_token` returns false.
+    /// Runs one generation to its end (or until `on_token` returns false): admits it and steps
+    /// until it ends. It needs the host to itself: refused `busy` while other sequences run.
     pub async fn generate(
         &mut self,
         prompt: &[u32],
         opts: &GenerateOptions,
         on_token: &mut dyn FnMut(&Emitted) -> bool,
     ) -> Result<Generated, HostError> {
-        self.start(prompt, opts).await?;
-        let generation = self.conversation.generation.as_ref();
+        if self.sequences.len() > 0 {
+            return Err(HostError::NotAlone {
+                active: self.sequences.len(),
+            });
+        }
+        let id = self.admit(prompt, opts)?.id;
         let mut out = Generated {
             ids: Vec::new(),
             text: String::new(),
-            finish_reason: generation.and_then(Generation::finished),
+            finish_reason: None,
             steps: Vec::new(),
             constraint: None,
+            health: None,
+            report: SequenceReport::default(),
         };
-        while let Some(e) = self.next().await? {
-            out.ids.push(e.id);
-            out.text.push_str(&e.text);
-            out.finish_reason = e.finish_reason;
-            let go_on = on_token(&e);
-            out.steps.push(e.step);
-            if !go_on {
-                break;
+        loop {
+            for e in self.step().await {
+                debug_assert_eq!(e.id, id, "generate runs one sequence");
+                let mut stopped = false;
+                if let Some(t) = e.token? {
+                    out.ids.push(t.id);
+                    out.text.push_str(&t.text);
+                    stopped = !on_token(&t);
+                    out.steps.push(t.step);
+                }
+                if e.done {
+                    out.finish_reason = e.finish_reason;
+                    out.constraint = e.constraint;
+                    out.health = e.health;
+                    out.report = e.report.map(|r| *r).unwrap_or_default();
+                    return Ok(out);
+                }
+                if stopped {
+                    self.cancel(id);
+                    if let Some(r) = self.stats().generation {
+                        out.report = r;
+                    }
+                    return Ok(out);
+                }
             }
         }
-        out.constraint = self.constraint_metrics();
-        Ok(out)
     }
 
     /// Prefills `prompt` into a new explicit prefill window, pinned for `ttl_ms` (default
     /// [`DEFAULT_TTL_MS`]); a generation names it with `prefillWindow`. When the host already
     /// holds `prefillWindows` of them, the least recently used is replaced (and named in the
-    /// result). The conversation in use is left as it was.
+    /// result). Runs between steps; the sequences are left as they were.
     pub async fn create_prefill_window(
         &mut self,
         prompt: &[u32],
@@ -549,12 +501,14 @@ impl Host {
         self.begin_call();
         check_ttl(ttl_ms)?;
         self.config().check_tokens(prompt)?;
-        let session = &self.conversation.session;
-        let (lent, replaced) = self.prefill_windows.lend_new(session, prompt, epoch_ms())?;
+        let (lent, replaced) = self
+            .prefill_windows
+            .lend_new(&self.scratch, prompt, epoch_ms())?;
         let lent = self.prefill_into(lent, prompt).await?;
         let window = self
             .prefill_windows
             .insert(lent, prompt.to_vec(), ttl_ms, epoch_ms());
+        self.publish();
         Ok(PrefillWindowCreated { window, replaced })
     }
 
@@ -587,122 +541,70 @@ impl Host {
             };
         };
         self.config().check_tokens(prompt)?;
-        let session = &self.conversation.session;
         let lent = self
             .prefill_windows
-            .lend_existing(session, id, prompt, now)?;
+            .lend_existing(&self.scratch, id, prompt, now)?;
         let lent = self.prefill_into(lent, prompt).await?;
-        Ok(self
+        let window = self
             .prefill_windows
-            .insert(lent, prompt.to_vec(), ttl_ms, epoch_ms()))
+            .insert(lent, prompt.to_vec(), ttl_ms, epoch_ms());
+        self.publish();
+        Ok(window)
     }
 
     /// Drops window `id` (its KV cache kept for the next window); false when there is none.
     pub fn delete_prefill_window(&mut self, id: &str) -> Result<bool, HostError> {
-        self.prefill_windows.delete(id, epoch_ms())
+        let deleted = self.prefill_windows.delete(id, epoch_ms());
+        self.publish();
+        deleted
     }
 
-    /// Runs the tokens of `prompt` that `lent` does not hold yet into its KV cache: it is
-    /// swapped into the session for the prefill and back out after, so the conversation in
-    /// use (KV cache, pending token, logits waiting to be picked) is as it was. A failure puts
-    /// the window back as it was (or drops it, if its cache could not be restored).
+    /// Runs the tokens of `prompt` that `lent` does not hold yet into its KV cache, swapped
+    /// into the scratch session for the prefill (in chunks of `maxBatch`) and back out after.
+    /// A failure puts the window back as it was (or drops it, if its cache was lost).
     async fn prefill_into(&mut self, mut lent: Lent, prompt: &[u32]) -> Result<Lent, HostError> {
         let new = &prompt[lent.tokens.len()..];
         if new.is_empty() {
             return Ok(lent);
         }
-        let conv = &mut self.conversation;
-        if let Err(e) = conv.session.swap_kv(&mut lent.kv) {
+        if let Err(e) = self.scratch.swap_kv(&mut lent.kv) {
             self.prefill_windows.put_back(lent, false, epoch_ms());
             return Err(e.into());
         }
-        let ran = self
-            .layers
-            .prefill(
-                &mut conv.session,
-                &self.resident,
-                new,
-                self.limits.max_batch,
-                false,
-                Logits::None,
-            )
-            .await;
-        if conv.session.swap_kv(&mut lent.kv).is_err() {
-            // Between batches a swap only fails for a batch left open: close it and retry.
-            conv.session.reset();
-            if conv.session.swap_kv(&mut lent.kv).is_err() {
-                self.forget_conversation();
-            }
-            self.prefill_windows.put_back(lent, true, epoch_ms());
-            return Err(ran.err().map_or(HostError::Aborted, |f| f.error));
-        }
-        match ran {
-            Ok(()) => Ok(lent),
-            Err(failed) => {
-                let lost = failed.conversation_lost;
-                self.prefill_windows.put_back(lent, lost, epoch_ms());
-                Err(failed.error)
+        let base = self.scratch.position();
+        let mut ran = Ok(());
+        for chunk in new.chunks(self.limits.max_batch.max(1)) {
+            ran = self
+                .layers
+                .joint_pass(
+                    self.sequences.joint(),
+                    &mut [&mut self.scratch],
+                    &[chunk],
+                    &[Logits::None],
+                    &self.resident,
+                    false,
+                )
+                .await;
+            if ran.is_err() {
+                break;
             }
         }
-    }
-
-    /// The most sequences [`Host::admit`] holds at once (None: opened without `maxSequences`).
-    pub fn max_sequences(&self) -> Option<usize> {
-        self.batch.as_ref().map(Batch::max)
-    }
-
-    /// Sequences admitted and not yet ended.
-    pub fn active_sequences(&self) -> usize {
-        self.batch.as_ref().map_or(0, Batch::len)
-    }
-
-    /// Admits a sequence (`batch.rs`): checks the prompt and the options, and queues the prompt
-    /// for the next steps (no pass runs here). Refused when `maxSequences` are active (`busy`:
-    /// the caller waits for one to end) or the host was opened without `maxSequences`
-    /// (`disabled`). `continue` is refused (a sequence is a new conversation); `reusePrefix`
-    /// and `prefillWindow` are ignored: the prompt is prefilled cold, which gives the same
-    /// tokens.
-    pub fn admit(
-        &mut self,
-        prompt: &[u32],
-        opts: &GenerateOptions,
-    ) -> Result<SequenceId, HostError> {
-        let Some(batch) = self.batch.as_mut() else {
-            return Err(HostError::BatchingDisabled);
-        };
-        let session = &self.conversation.session;
-        let h = AdmitContext {
-            cfg: &self.knot.meta.config,
-            tokenizer: &self.tokenizer,
-            context: session.max_context(),
-            kv_type: session.kv_type(),
-            draft_default: self.draft_default.as_ref(),
-        };
-        batch.admit(h, prompt, opts)
-    }
-
-    /// Ends sequence `id` between steps (its slot freed); false when it is not active.
-    pub fn cancel(&mut self, id: SequenceId) -> bool {
-        self.batch.as_mut().is_some_and(|b| b.cancel(id))
-    }
-
-    /// One step for every active sequence (`batch.rs`): one forward pass over their rows, then
-    /// each picks its next token. A sequence that ends (finish, failure) is released. A pass
-    /// that fails (a read, an abort of the call) ends every sequence in it, each event carrying
-    /// the failure (the first the error itself, the others a [`HostError::Replica`] of it).
-    /// Fails only when the host was opened without `maxSequences`.
-    pub async fn step(&mut self) -> Result<Vec<SequenceEvent>, HostError> {
-        self.begin_call();
-        let Some(batch) = self.batch.as_mut() else {
-            return Err(HostError::BatchingDisabled);
-        };
-        let h = StepContext {
-            layers: &mut self.layers,
-            resident: &self.resident,
-            limits: self.limits,
-            stats: &mut self.stats.decode,
-        };
-        Ok(batch.step(h).await)
+        // A failed prefill takes its earlier chunks out again (a ring that cannot go back that
+        // far loses the window).
+        let lost =
+            ran.is_err() && self.scratch.position() != base && self.scratch.rewind(base).is_err();
+        // Between batches a swap back cannot fail: the shapes match, no batch is open.
+        let swapped = self.scratch.swap_kv(&mut lent.kv);
+        self.scratch.reset();
+        match (ran, swapped) {
+            (Ok(()), Ok(())) => Ok(lent),
+            (ran, swapped) => {
+                self.prefill_windows
+                    .put_back(lent, lost || swapped.is_err(), epoch_ms());
+                self.publish();
+                Err(ran.err().unwrap_or_else(|| HostError::Aborted))
+            }
+        }
     }
 
     /// Renders chat messages with the model's template, ready to encode.

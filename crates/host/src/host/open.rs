@@ -7,7 +7,7 @@ use crate::cache::LayerCache;
 use crate::error::HostError;
 use crate::index::{fits_in_memory, read_index, MAX_TOKENIZER_BYTES};
 use crate::memory::{self, MemoryPlan, PlanInput};
-use crate::options::HostOptions;
+use crate::options::{HostOptions, SequenceCount, AUTO_SEQUENCES, MAX_AUTO_SEQUENCES};
 use crate::reader::Reader;
 use crate::source::ByteSource;
 use engine::draft::MAX_DRAFT;
@@ -24,9 +24,10 @@ pub(crate) struct Opened {
     pub tokenizer: Rc<Tokenizer>,
     pub resident: Resident,
     pub layers: LayerStore,
-    pub session: Session,
-    pub limits: PassLimits,
-    pub memory_plan: Option<MemoryPlan>,
+    /// A session with no KV of its own (an explicit prefill window's is swapped in to prefill
+    /// it); its shape is every session's.
+    pub scratch: Session,
+    pub planned: Planned,
 }
 
 /// What one forward pass may hold.
@@ -57,7 +58,8 @@ pub(crate) async fn open(
     let config = knot.meta.config.clone();
     // Sizes from the file are bounded before anything is located or allocated from them.
     config.validate()?;
-    let (max_context, limits, memory_plan) = plan_memory(&knot, opts)?;
+    let planned = plan_memory(&knot, opts)?;
+    let max_context = planned.context;
 
     // Writers put the resident tensors right after the tokenizer blob (plus alignment
     // padding), so one read usually fetches both. The tokenizer is parsed from the front of
@@ -108,67 +110,99 @@ pub(crate) async fn open(
             .saturating_sub(1)
             .clamp(1, n.saturating_sub(1).max(1)),
     };
-    let mut session = Session::with_kv(&config, max_context, opts.kv_type)?;
-    if memory_plan.is_some() && opts.max_sequences.is_none() {
-        // Taken now, so a generation never meets an allocation the plan did not count. (A host
-        // running several sequences runs none of its own: their sessions take theirs.)
-        session.reserve_kv();
-    }
+    let scratch = Session::with_kv(&config, max_context, opts.kv_type)?;
     Ok(Opened {
         knot,
         tokenizer: Rc::new(tokenizer),
         resident,
         layers: LayerStore::new(reader, ranges, layouts, cache, prefetch_depth),
-        session,
-        limits,
-        memory_plan,
+        scratch,
+        planned,
     })
 }
 
-/// The context and pass limits a host opened with `opts` gets, and the memory plan when a
-/// budget was given (refusing a model that does not fit it).
-fn plan_memory(
-    knot: &Knot,
-    opts: &HostOptions,
-) -> Result<(usize, PassLimits, Option<MemoryPlan>), HostError> {
+/// What the memory plan settled: the context, the pass limits, the sequences run at once and
+/// the KV caches (one per sequence, and the extra windows).
+pub(crate) struct Planned {
+    pub context: usize,
+    pub limits: PassLimits,
+    pub sequences: usize,
+    pub windows: usize,
+    pub plan: Option<MemoryPlan>,
+}
+
+/// The context, pass limits, sequences and windows a host opened with `opts` gets, and the
+/// memory plan when a budget was given (refusing a model that does not fit it).
+fn plan_memory(knot: &Knot, opts: &HostOptions) -> Result<Planned, HostError> {
     let config = &knot.meta.config;
     let context = opts.max_context.min(config.context_length.max(1));
+    // A cache per sequence and the extra ones kept for conversations that ended.
+    let windows = |sequences: usize| sequences + opts.prefix_windows;
     // Sequences run together prefill in chunks beside the others' decoding: a chunk is what a
-    // long prompt delays them by, so it is bounded even without a budget.
-    let unbounded = match opts.max_sequences {
-        Some(_) => memory::DEFAULT_BUDGET_BATCH,
-        None => usize::MAX,
+    // long prompt delays them by, so it is bounded even without a budget. A lone sequence
+    // delays nobody: its prompt runs as one pass.
+    let max_batch = |sequences: usize| match sequences {
+        1 => opts.max_batch.unwrap_or(usize::MAX),
+        _ => opts.max_batch.unwrap_or(memory::DEFAULT_BUDGET_BATCH),
     };
     let Some(budget) = opts.memory_budget else {
-        let limits = PassLimits {
-            max_batch: opts.max_batch.unwrap_or(unbounded),
-            max_verify: MAX_DRAFT,
+        let sequences = match opts.max_sequences {
+            SequenceCount::Fixed(n) => n,
+            SequenceCount::Auto => AUTO_SEQUENCES,
         };
-        return Ok((context, limits, None));
+        return Ok(Planned {
+            context,
+            limits: PassLimits {
+                max_batch: max_batch(sequences),
+                max_verify: MAX_DRAFT,
+            },
+            sequences,
+            windows: windows(sequences),
+            plan: None,
+        });
     };
     // Each verify row keeps a vocabulary of logits: drafts are bounded by the default's
     // length (or the default settings') under a budget.
     let drafts = opts.draft.clone().unwrap_or_default().max_draft;
-    let input = PlanInput {
+    let input = |sequences: usize| PlanInput {
         lru_capacity: opts.lru_capacity.min(config.n_layers.max(1)),
         max_resident_bytes: opts.max_resident_bytes,
         kv_type: opts.kv_type,
         context,
         max_batch: opts.max_batch.unwrap_or(memory::DEFAULT_BUDGET_BATCH),
         logits_rows: drafts + 1,
-        windows: opts.prefix_windows.max(1),
+        windows: windows(sequences),
         prefill_windows: opts.prefill_windows,
         prefill_window_tokens: opts.prefill_window_max_tokens,
-        sequences: opts.max_sequences.unwrap_or(0),
+        sequences,
     };
-    match memory::fit_context(knot, config, input, budget) {
-        Ok(plan) => {
-            let limits = PassLimits {
+    // 'auto': the most sequences whose plan holds the whole context; one, with the context
+    // that fits, when not even that does.
+    let sequences = match opts.max_sequences {
+        SequenceCount::Fixed(n) => n,
+        SequenceCount::Auto => (1..=MAX_AUTO_SEQUENCES)
+            .rev()
+            .find(|&n| {
+                // As the plan kept will be: a batch no longer than the context.
+                let whole = PlanInput {
+                    max_batch: input(n).max_batch.min(context),
+                    ..input(n)
+                };
+                memory::plan(knot, config, whole).total <= budget
+            })
+            .unwrap_or(1),
+    };
+    match memory::fit_context(knot, config, input(sequences), budget) {
+        Ok(plan) => Ok(Planned {
+            context: plan.context,
+            limits: PassLimits {
                 max_batch: plan.max_batch,
                 max_verify: drafts,
-            };
-            Ok((plan.context, limits, Some(plan)))
-        }
+            },
+            sequences,
+            windows: windows(sequences),
+            plan: Some(plan),
+        }),
         Err(plan) => Err(HostError::OverBudget {
             budget,
             budget_mib: budget as f64 / (1 << 20) as f64,

@@ -89,3 +89,41 @@ pub(crate) fn chat_prompt(
 pub(crate) fn check_index(v: f64, what: &str) -> Result<usize, JsValue> {
     check_count(v, what).map(saturating_usize)
 }
+
+/// A prompt from JS as token ids, the only form it takes past this point: ids as they are
+/// (`Uint32Array`), text encoded (with the model's BOS), or `{ chat, tools?, addGenerationPrompt?,
+/// suffix? }` (messages and tools as JSON) rendered with `template`, `suffix` appended (a call
+/// phase's opening), and encoded as the template wrote it.
+pub(crate) fn prompt_ids(
+    prompt: &JsValue,
+    template: Option<&str>,
+    tokenizer: &engine::tokenizer::Tokenizer,
+) -> Result<Vec<u32>, JsValue> {
+    use wasm_bindgen::JsCast;
+    let encode = |text: &str| {
+        tokenizer
+            .encode_with_bos(text)
+            .map_err(super::errors::host_error)
+    };
+    if let Some(ids) = prompt.dyn_ref::<js_sys::Uint32Array>() {
+        return Ok(ids.to_vec());
+    }
+    if let Some(text) = prompt.as_string() {
+        return encode(&text);
+    }
+    let field = |name: &str| js_sys::Reflect::get(prompt, &name.into()).unwrap_or_default();
+    let Some(messages) = field("chat").as_string() else {
+        return Err(invalid_argument(
+            "a prompt is token ids (Uint32Array), text, or { chat: messagesJson }",
+        ));
+    };
+    let tools = field("tools").as_string();
+    let add = field("addGenerationPrompt").as_bool();
+    let mut text = chat_prompt(template, tokenizer, &messages, tools.as_deref(), add)?;
+    if let Some(suffix) = field("suffix").as_string() {
+        text.push_str(&suffix);
+    }
+    // A template writes the model's BOS itself, as Hugging Face's `apply_chat_template`
+    // encodes it: adding one would double it.
+    tokenizer.encode(&text).map_err(super::errors::host_error)
+}

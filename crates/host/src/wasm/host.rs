@@ -1,13 +1,15 @@
 //! `WasmHost`, the Rust side of the package's `HostShim` (pkg/src/shim.js): the host lent out
 //! of a `RefCell` to one async call at a time (never holding a borrow across an await), the
-//! queries that answer while a call runs, and disposal.
+//! queries that answer while a call runs (the tokenizer, the template, the stats the host keeps
+//! current), and disposal. The shim's scheduler makes every call one at a time; this layer still
+//! refuses overlapping or post-dispose calls cleanly.
 
-use super::convert::{chat_prompt, check_index, to_js};
+use super::convert::{chat_prompt, check_index, prompt_ids, to_js};
 use super::errors::{host_error, js_error};
 use super::source::JsSource;
 use crate::clock::epoch_ms;
 use crate::error::{ErrorCode, HostError};
-use crate::host::{Host, PrefillWindowInfo, Stats};
+use crate::host::{Host, PrefillWindowInfo, SequenceEvent, Stats};
 use crate::reader::Abort;
 use engine::decode::GenerateOptions;
 use engine::tokenizer::Tokenizer;
@@ -17,14 +19,10 @@ use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-/// Where the host is: idle in the cell, lent out to an async call (with its stats as the call
-/// began, which `stats()` answers meanwhile), or freed.
+/// Where the host is: idle in the cell, lent out to an async call, or freed.
 enum State {
     Idle(Box<Host>),
-    Busy {
-        dispose_after: bool,
-        stats: Box<Stats>,
-    },
+    Busy { dispose_after: bool },
     Disposed,
 }
 
@@ -35,10 +33,11 @@ struct Lexicon {
     chat_template: Option<String>,
     /// `info()`'s object, as JSON.
     info: String,
+    /// What `stats()` reads: the host keeps it current, and it answers during a call too.
+    stats: Rc<RefCell<Stats>>,
 }
 
-/// The Rust side of the package's `HostShim` (pkg/src/shim.js), which validates arguments and
-/// runs calls one at a time; this layer still refuses overlapping or post-dispose calls cleanly.
+/// The Rust side of the package's `HostShim` (pkg/src/shim.js).
 #[wasm_bindgen]
 pub struct WasmHost {
     state: Rc<RefCell<State>>,
@@ -48,7 +47,7 @@ pub struct WasmHost {
     layer_count: u32,
     context_length: u32,
     eos_ids: Vec<u32>,
-    max_sequences: Option<u32>,
+    max_sequences: u32,
 }
 
 /// The failures of a call the host cannot take.
@@ -72,7 +71,6 @@ fn with_host<T>(
         State::Idle(host) => f(host),
         State::Busy {
             dispose_after: true,
-            ..
         }
         | State::Disposed => Err(disposed()),
         State::Busy { .. } => Err(busy()),
@@ -84,29 +82,33 @@ fn check_live(state: &RefCell<State>) -> Result<(), JsValue> {
     match &*state.borrow() {
         State::Busy {
             dispose_after: true,
-            ..
         }
         | State::Disposed => Err(disposed()),
         _ => Ok(()),
     }
 }
 
-/// The prefill windows: the host's (expired ones dropped), or during an async call those of the
-/// stats snapshot taken when it began, less the expired.
-fn prefill_windows(state: &RefCell<State>) -> Result<Vec<PrefillWindowInfo>, JsValue> {
+/// The prefill windows: the host's (expired ones dropped), or during an async call those the
+/// stats hold, less the expired.
+fn prefill_windows(
+    state: &RefCell<State>,
+    stats: &RefCell<Stats>,
+) -> Result<Vec<PrefillWindowInfo>, JsValue> {
     match &mut *state.borrow_mut() {
         State::Idle(host) => host.prefill_window_list().map_err(host_error),
         State::Busy {
             dispose_after: false,
-            stats,
-        } => match stats.prefill_windows.max {
-            0 => Err(host_error(HostError::PrefillWindowsDisabled)),
-            _ => {
-                let now = epoch_ms();
-                let w = &stats.prefill_windows.windows;
-                Ok(w.iter().filter(|w| now < w.expires_at).cloned().collect())
+        } => {
+            let stats = stats.borrow();
+            match stats.prefill_windows.max {
+                0 => Err(host_error(HostError::PrefillWindowsDisabled)),
+                _ => {
+                    let now = epoch_ms();
+                    let w = &stats.prefill_windows.windows;
+                    Ok(w.iter().filter(|w| now < w.expires_at).cloned().collect())
+                }
             }
-        },
+        }
         _ => Err(disposed()),
     }
 }
@@ -119,19 +121,18 @@ where
 {
     let mut host = {
         let mut s = state.borrow_mut();
-        let host = match &*s {
-            State::Idle(host) => host,
+        match &*s {
+            State::Idle(_) => {}
             State::Disposed => return Err(disposed()),
             State::Busy { .. } => return Err(busy()),
-        };
-        let stats = Box::new(host.stats());
-        let State::Idle(host) = std::mem::replace(
+        }
+        let lent = std::mem::replace(
             &mut *s,
             State::Busy {
                 dispose_after: false,
-                stats,
             },
-        ) else {
+        );
+        let State::Idle(host) = lent else {
             unreachable!("matched Idle above")
         };
         host
@@ -141,7 +142,6 @@ where
     *s = match *s {
         State::Busy {
             dispose_after: true,
-            ..
         } => State::Disposed,
         _ => State::Idle(host),
     };
@@ -167,19 +167,22 @@ impl WasmHost {
                 "name": m.name,
                 "architecture": m.architecture,
                 "config": m.config,
-                "contextLength": host.stats().context_length,
+                "contextLength": host.context_length(),
+                "maxSequences": host.max_sequences(),
+                "chatTemplate": host.chat_template(),
             });
             Ok(WasmHost {
                 vocab_size: cfg.vocab_size as u32,
                 layer_count: cfg.n_layers as u32,
-                context_length: host.stats().context_length as u32,
+                context_length: host.context_length() as u32,
                 eos_ids: cfg.eos_ids.clone(),
-                max_sequences: host.max_sequences().map(|m| m as u32),
+                max_sequences: host.max_sequences() as u32,
                 abort: host.abort_handle(),
                 lexicon: Lexicon {
                     tokenizer: host.tokenizer().clone(),
                     chat_template: m.chat_template.clone(),
                     info: info.to_string(),
+                    stats: host.stats_handle(),
                 },
                 state: Rc::new(RefCell::new(State::Idle(Box::new(host)))),
             }
@@ -187,10 +190,16 @@ impl WasmHost {
         })
     }
 
-    /// Positions the context holds (under a memory budget, what fits).
+    /// Positions a sequence's context holds (under a memory budget, what fits).
     #[wasm_bindgen(getter, js_name = contextLength)]
     pub fn context_length(&self) -> u32 {
         self.context_length
+    }
+
+    /// The most sequences `admit` holds at once (1: a batch of one).
+    #[wasm_bindgen(getter, js_name = maxSequences)]
+    pub fn max_sequences(&self) -> u32 {
+        self.max_sequences
     }
 
     /// Whether an async call has the host now.
@@ -270,7 +279,8 @@ impl WasmHost {
         ))
     }
 
-    /// Forgets the conversation; cached layers stay.
+    /// Forgets the conversations kept for prefix reuse and the prefill windows; cached layers
+    /// and running sequences stay.
     pub fn reset(&self) -> Result<(), JsValue> {
         with_host(&self.state, |h| {
             h.reset();
@@ -278,101 +288,63 @@ impl WasmHost {
         })
     }
 
-    /// Starts a generation: `optionsJson` is the options object (`GenerateOptions::from_json`:
-    /// sampling, `moa`, `maxTokens`, `continue`, `ignoreEos`), validated here; the prompt ids run
-    /// through the model. Tokens then come from `next()`.
-    pub fn start(&self, ids: Uint32Array, options_json: String) -> Promise {
-        let state = self.state.clone();
-        let ids = ids.to_vec();
-        future_to_promise(async move {
-            let opts = GenerateOptions::from_json(&options_json).map_err(host_error)?;
-            with_host_async(state, async |h: &mut Host| {
-                h.start(&ids, &opts).await.map_err(host_error)
-            })
-            .await?;
-            Ok(JsValue::UNDEFINED)
-        })
+    /// The prompt as token ids, the way `admit` reads it.
+    fn ids(&self, prompt: &JsValue) -> Result<Vec<u32>, JsValue> {
+        check_live(&self.state)?;
+        prompt_ids(
+            prompt,
+            self.lexicon.chat_template.as_deref(),
+            &self.lexicon.tokenizer,
+        )
     }
 
-    /// The next token of the generation: `{ id, text, finishReason, step }`, or null once it
-    /// has finished.
-    pub fn next(&self) -> Promise {
-        let state = self.state.clone();
-        future_to_promise(async move {
-            let emitted = with_host_async(state, async |h: &mut Host| {
-                h.next().await.map_err(host_error)
-            })
-            .await?;
-            match emitted {
-                None => Ok(JsValue::NULL),
-                Some(e) => to_js(&e),
-            }
-        })
+    /// How many tokens `prompt` (as `admit` takes it) is.
+    #[wasm_bindgen(js_name = countTokens)]
+    pub fn count_tokens(&self, prompt: JsValue) -> Result<u32, JsValue> {
+        Ok(self.ids(&prompt)?.len() as u32)
     }
 
-    /// The most sequences `admit` holds at once; undefined when opened without `maxSequences`.
-    #[wasm_bindgen(getter, js_name = maxSequences)]
-    pub fn max_sequences(&self) -> Option<u32> {
-        self.max_sequences
-    }
-
-    /// Admits a sequence (a host opened with `maxSequences`): the prompt ids and the options
-    /// object (as for `start`) are checked, and the prompt runs in the next steps. Returns its
-    /// id. Between steps only (the host is busy during one).
-    pub fn admit(&self, ids: Uint32Array, options_json: &str) -> Result<u32, JsValue> {
+    /// Admits a sequence between steps: `prompt` is token ids (`Uint32Array`), text, or `{ chat:
+    /// messagesJson, tools?: toolsJson, addGenerationPrompt? }` — rendered and encoded here, so
+    /// a prompt crosses once —, `optionsJson` the generation options (`GenerateOptions::
+    /// from_json`). Returns `{ id, promptTokens, prefix }`; the prompt runs in the next steps.
+    pub fn admit(&self, prompt: JsValue, options_json: &str) -> Result<JsValue, JsValue> {
+        let ids = self.ids(&prompt)?;
         let opts = GenerateOptions::from_json(options_json).map_err(host_error)?;
-        let ids = ids.to_vec();
-        with_host(&self.state, |h| h.admit(&ids, &opts).map_err(host_error))
+        let admitted = with_host(&self.state, |h| h.admit(&ids, &opts).map_err(host_error))?;
+        to_js(&admitted)
     }
 
-    /// Ends sequence `id` between steps; false when it is not active.
+    /// Ends sequence `id` between steps (its conversation kept for prefix reuse); false when it
+    /// is not active.
     pub fn cancel(&self, id: u32) -> Result<bool, JsValue> {
         with_host(&self.state, |h| Ok(h.cancel(id)))
     }
 
     /// One step of every active sequence. Resolves to one event per sequence that made a token
     /// or ended: `{ sequence, token: { id, text, finishReason, step, constraint? } | null, done,
-    /// finishReason, error? }` (`error`: a coded `Error`, the sequence ended by it).
+    /// finishReason, report?, error? }` (`report` once it ended; `error`: a coded `Error`, the
+    /// sequence ended by it).
     pub fn step(&self) -> Promise {
         let state = self.state.clone();
         future_to_promise(async move {
-            let events = with_host_async(state, async |h: &mut Host| {
-                h.step().await.map_err(host_error)
-            })
-            .await?;
+            let events = with_host_async(state, async |h: &mut Host| Ok(h.step().await)).await?;
             let out = js_sys::Array::new();
             for e in events {
-                let o = js_sys::Object::new();
-                let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&o, &k.into(), v).map(drop);
-                set("sequence", &e.id.into())?;
-                set("done", &e.done.into())?;
-                set("finishReason", &to_js(&e.finish_reason)?)?;
-                match e.token {
-                    Ok(Some(mut t)) => {
-                        if e.done && t.constraint.is_none() {
-                            t.constraint = e.constraint;
-                        }
-                        set("token", &to_js(&t)?)?;
-                    }
-                    Ok(None) => set("token", &JsValue::NULL)?,
-                    Err(err) => {
-                        set("token", &JsValue::NULL)?;
-                        set("error", &host_error(err))?;
-                    }
-                }
-                out.push(&o);
+                out.push(&event_to_js(e)?);
             }
             Ok(out.into())
         })
     }
 
-    /// Prefills `ids` into a new prefill window; `optionsJson` is `{ ttlMs }`. Resolves to
-    /// `{ id, tokens, expiresAt, replaced }`.
+    /// Prefills `prompt` (as `admit` takes it) into a new prefill window; `optionsJson` is
+    /// `{ ttlMs }`. Resolves to `{ id, tokens, expiresAt, replaced }`.
     #[wasm_bindgen(js_name = createPrefillWindow)]
-    pub fn create_prefill_window(&self, ids: Uint32Array, options_json: String) -> Promise {
+    pub fn create_prefill_window(&self, prompt: JsValue, options_json: String) -> Promise {
         let state = self.state.clone();
-        let ids = ids.to_vec();
+        let ids = self.ids(&prompt);
         future_to_promise(async move {
+            let ids = ids?;
             let ttl = crate::options::prefill_window_options(&options_json).map_err(host_error)?;
             let created = with_host_async(state, async |h: &mut Host| {
                 h.create_prefill_window(&ids, ttl).await.map_err(host_error)
@@ -382,18 +354,23 @@ impl WasmHost {
         })
     }
 
-    /// Extends window `id` to `ids` (when given) and/or refreshes its time to live
-    /// (`optionsJson`: `{ ttlMs }`). Resolves to `{ id, tokens, expiresAt }`.
+    /// Extends window `id` to `prompt` (as `admit` takes it; null or undefined: none) and/or
+    /// refreshes its time to live (`optionsJson`: `{ ttlMs }`). Resolves to `{ id, tokens,
+    /// expiresAt }`.
     #[wasm_bindgen(js_name = updatePrefillWindow)]
     pub fn update_prefill_window(
         &self,
         id: String,
-        ids: Option<Uint32Array>,
+        prompt: JsValue,
         options_json: String,
     ) -> Promise {
         let state = self.state.clone();
-        let ids = ids.map(|a| a.to_vec());
+        let ids = match prompt.is_null() || prompt.is_undefined() {
+            true => Ok(None),
+            false => self.ids(&prompt).map(Some),
+        };
         future_to_promise(async move {
+            let ids = ids?;
             let ttl = crate::options::prefill_window_options(&options_json).map_err(host_error)?;
             let window = with_host_async(state, async |h: &mut Host| {
                 h.update_prefill_window(&id, ids.as_deref(), ttl)
@@ -406,7 +383,7 @@ impl WasmHost {
     }
 
     /// Window `id` as `{ id, tokens, expiresAt }`, or null when there is none. Answers during
-    /// an async call too (from the windows held when it began).
+    /// an async call too.
     #[wasm_bindgen(js_name = prefillWindow)]
     pub fn prefill_window(&self, id: &str) -> Result<JsValue, JsValue> {
         if let State::Idle(host) = &mut *self.state.borrow_mut() {
@@ -416,17 +393,17 @@ impl WasmHost {
                 Err(e) => Err(host_error(e)),
             };
         }
-        let list = prefill_windows(&self.state)?;
+        let list = prefill_windows(&self.state, &self.lexicon.stats)?;
         match list.iter().find(|w| w.id == id) {
             Some(w) => to_js(w),
             None => Ok(JsValue::NULL),
         }
     }
 
-    /// Every window held, oldest first (during an async call, as when it began).
+    /// Every window held, oldest first.
     #[wasm_bindgen(js_name = prefillWindows)]
     pub fn prefill_window_list(&self) -> Result<JsValue, JsValue> {
-        to_js(&prefill_windows(&self.state)?)
+        to_js(&prefill_windows(&self.state, &self.lexicon.stats)?)
     }
 
     /// Drops window `id`; false when there is none.
@@ -466,15 +443,12 @@ impl WasmHost {
         })
     }
 
-    /// Cache and I/O counters, memory and timings, as a plain object; during an async call,
-    /// as they were when it began.
+    /// Cache and I/O counters, memory, sequences, prefix reuse and the last generation's
+    /// report, as a plain object, read now (during an async call too: the host keeps them
+    /// current).
     pub fn stats(&self) -> Result<JsValue, JsValue> {
         check_live(&self.state)?;
-        match &*self.state.borrow() {
-            State::Idle(h) => to_js(&h.stats()),
-            State::Busy { stats, .. } => to_js(stats),
-            State::Disposed => Err(disposed()),
-        }
+        to_js(&*self.lexicon.stats.borrow())
     }
 
     /// The model's name and hyperparameters, as a plain object.
@@ -484,7 +458,7 @@ impl WasmHost {
     }
 
     /// Aborts the async call in flight: its reads are abandoned at once and it rejects with an
-    /// `AbortError` within a layer's compute; the conversation stays as before the call. No-op
+    /// `AbortError` within a layer's compute (a step aborted ends the sequences in it). No-op
     /// when idle; the next call runs normally.
     pub fn abort(&self) {
         self.abort.abort();
@@ -494,13 +468,38 @@ impl WasmHost {
     pub fn dispose(&self) {
         let mut s = self.state.borrow_mut();
         let old = std::mem::replace(&mut *s, State::Disposed);
-        if let State::Busy { stats, .. } = old {
+        if let State::Busy { .. } = old {
             *s = State::Busy {
                 dispose_after: true,
-                stats,
             };
             drop(s);
             self.abort.abort();
         }
     }
+}
+
+/// A step's event as JS sees it.
+fn event_to_js(e: SequenceEvent) -> Result<JsValue, JsValue> {
+    let o = js_sys::Object::new();
+    let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&o, &k.into(), v).map(drop);
+    set("sequence", &e.id.into())?;
+    set("done", &e.done.into())?;
+    set("finishReason", &to_js(&e.finish_reason)?)?;
+    if let Some(r) = &e.report {
+        set("report", &to_js(r)?)?;
+    }
+    match e.token {
+        Ok(Some(mut t)) => {
+            if e.done && t.constraint.is_none() {
+                t.constraint = e.constraint;
+            }
+            set("token", &to_js(&t)?)?;
+        }
+        Ok(None) => set("token", &JsValue::NULL)?,
+        Err(err) => {
+            set("token", &JsValue::NULL)?;
+            set("error", &host_error(err))?;
+        }
+    }
+    Ok(o.into())
 }

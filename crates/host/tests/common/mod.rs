@@ -58,3 +58,49 @@ impl ByteSource for Instrumented {
         self.inner.read(start, end)
     }
 }
+
+/// What a sequence made over the steps [`drain`] ran.
+#[allow(dead_code)] // not every test file reads every field
+pub struct Drained {
+    pub ids: Vec<u32>,
+    pub finish_reason: Option<engine::decode::FinishReason>,
+    /// The failure it ended with, if any.
+    pub error: Option<host::HostError>,
+    /// Its report, once it ended (None: it made `limit` tokens and is still running).
+    pub report: Option<host::host::SequenceReport>,
+}
+
+/// Steps `host` until sequence `id` ends or has made `limit` tokens (the other sequences step
+/// along; their events are dropped). One step makes at most one token of a sequence, so a
+/// sequence stopped at `limit` has handed out exactly `limit`.
+#[allow(dead_code)] // not every test file steps sequences itself
+pub fn drain(host: &mut host::Host, id: host::SequenceId, limit: usize) -> Drained {
+    let mut out = Drained {
+        ids: Vec::new(),
+        finish_reason: None,
+        error: None,
+        report: None,
+    };
+    let mut steps = 0;
+    while out.ids.len() < limit {
+        assert!(host.active_sequences() > 0, "sequence {id} is not running");
+        for e in futures::executor::block_on(host.step()) {
+            if e.id != id {
+                continue;
+            }
+            match e.token {
+                Ok(Some(t)) => out.ids.push(t.id),
+                Ok(None) => {}
+                Err(err) => out.error = Some(err),
+            }
+            if e.done {
+                out.finish_reason = e.finish_reason;
+                out.report = e.report.map(|r| *r);
+                return out;
+            }
+        }
+        steps += 1;
+        assert!(steps < 100_000, "sequence {id} never ended");
+    }
+    out
+}
