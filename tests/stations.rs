@@ -4,7 +4,9 @@
 //! and 4 layer stations with 2 head shards, Gemma-3-270M on 4 with 3; in wasm32 one real split,
 //! SmolLM2 on 2 with 2), with two conversations interleaved on the same stations, a rewind, and
 //! bad requests that must leave the stations serving. The coordinator embeds from a table it
-//! read whole at open or from rows the head stations hand over, and after open reads nothing.
+//! read whole at open or from rows the head stations hand over, and after open reads nothing;
+//! it runs every generation as one of its sequences (one at a time is a batch of one), each
+//! able to resume a conversation the layer stations kept, as a cold run would go.
 
 use engine::decode::GenerateOptions;
 use engine::sampler::greedy;
@@ -15,7 +17,7 @@ use host::station::embedding::EmbeddingOptions;
 use host::station::gather::{fold, join_logits, vocab_slices, Answer, Folded};
 use host::station::placement::layer_ranges;
 use host::station::rows::RowsMessage;
-use host::station::sequences::Sequences;
+use host::station::sequences::{Admitted, Sequences};
 use host::station::wire::{self, Elem, Hidden};
 use host::station::{open_index, HeadShard, HeadStation, LayerShard, LayerStation, StationError};
 use host::{MemorySource, ReadPolicy, Reader};
@@ -516,24 +518,22 @@ fn stations_read_only_their_part_of_the_file() {
         let opts_greedy =
             engine::decode::GenerateOptions::from_json(r#"{"temperature": 0, "maxTokens": 4}"#)
                 .unwrap();
-        let mut conv = Conversation::start(&coord, 1, &prompt, &opts_greedy).unwrap();
+        let mut seqs = Sequences::new(1, 0, 1);
+        seqs.admit(&coord, &prompt, &opts_greedy).unwrap();
         let mut step = 0;
-        loop {
-            for (slot, wanted) in conv.rows_wanted(&coord).unwrap() {
+        while let Some(wanted) = seqs.plan(&coord).unwrap() {
+            for (slot, wanted) in wanted {
                 let (shard, station) = &heads[slot];
                 let answer = station.rows(&wanted, shard.embedding()).unwrap();
                 coord.add_rows(slot, &answer).unwrap();
             }
-            let Some(batch) = conv.next_ids() else {
-                break;
-            };
-            let mut messages = coord.messages(conv.id, conv.pos, &batch).unwrap();
-            assert_eq!(messages.len(), 1);
-            let mut msg = messages.pop().unwrap();
+            let (mut msg, logits) = seqs.message(&coord).unwrap();
+            assert!(logits, "the prompt fits one step");
             for (shard, station) in &mut layers {
                 msg = station.step(&msg, &shard.weights().unwrap()).unwrap();
             }
             let mut answers = Vec::new();
+            let mut parts = Vec::new();
             for (slot, (shard, station)) in heads.iter_mut().enumerate() {
                 let (output_norm, output) = shard.matrices().unwrap();
                 let lm = LmHead {
@@ -542,22 +542,20 @@ fn stations_read_only_their_part_of_the_file() {
                 };
                 let top = coord.logit_rows();
                 let answer = station.answer(&msg, &lm, shard.embedding(), top).unwrap();
-                answers.push(coord.read_answer(slot, &answer));
-            }
-            let parts: Vec<Vec<f32>> = answers
-                .iter()
-                .map(|a| match a {
-                    Answer::Value(m) => m.logits.clone(),
+                // One sequence: one part in the shard's answer bundle.
+                let part = bundle::decode(&answer, bundle::ANSWERS, 1).unwrap()[0].1;
+                match coord.read_answer(slot, part) {
+                    Answer::Value(m) => parts.push(m.logits),
                     other => panic!("{name}: {other:?}"),
-                })
-                .collect();
+                }
+                answers.push(Answer::Value(answer));
+            }
             let slices: Vec<_> = heads.iter().map(|(s, _)| s.slice()).collect();
             let logits = join_logits(&slices, &parts).unwrap();
             assert!(same_bits(&logits, &want[step]), "{name}: step {step}");
-            let Pick::Token(e) = conv.pick(&coord, answers, batch.len()).unwrap() else {
-                panic!("every shard answered")
-            };
-            assert_eq!(e.id, ids[step], "{name}: token {step}");
+            let events = seqs.pick(&coord, Some(answers)).unwrap();
+            let token = events[0].token.as_ref().unwrap();
+            assert_eq!(token.id, ids[step], "{name}: token {step}");
             step += 1;
         }
         assert_eq!(step, ids.len());
@@ -580,7 +578,9 @@ fn stations_read_only_their_part_of_the_file() {
         assert_eq!(station_reads(), stations_at_open, "{name}");
         // An id outside the vocabulary is refused before anything is read or asked for.
         assert!(coord.rows_wanted(&[cfg.vocab_size as u32], false).is_err());
-        assert!(coord.messages(1, 0, &[cfg.vocab_size as u32]).is_err());
+        assert!(seqs
+            .admit(&coord, &[cfg.vocab_size as u32], &opts_greedy)
+            .is_err());
         assert_eq!(coord.stats().reads_since_open, 0);
     }
 }
@@ -615,6 +615,7 @@ impl Split {
         let reader = || Reader::new(Rc::new(MemorySource::new(bytes.clone())), policy);
         let opts = knot::ReadOptions::default();
         let o = ModelOptions { head_shards, ..o };
+        let max_batch = o.max_batch;
         let coord = block_on(Coordinator::open(reader(), &opts, o)).unwrap();
         let cfg = coord.config().clone();
         let (mut layers, mut heads, mut readers) = (Vec::new(), Vec::new(), Vec::new());
@@ -622,14 +623,8 @@ impl Split {
             let r = reader();
             let knot = block_on(open_index(&r, &opts)).unwrap();
             let shard = block_on(LayerShard::read(&r, &knot, range.clone(), Some(1 << 16)));
-            let station = LayerStation::new(
-                &cfg,
-                range,
-                MAX_CTX,
-                KvType::F32,
-                o.max_batch,
-                conversations,
-            );
+            let station =
+                LayerStation::new(&cfg, range, MAX_CTX, KvType::F32, max_batch, conversations);
             layers.push((shard.unwrap(), station.unwrap()));
             readers.push(r);
         }
@@ -637,7 +632,7 @@ impl Split {
             let r = reader();
             let knot = block_on(open_index(&r, &opts)).unwrap();
             let shard = block_on(HeadShard::read(&r, &knot, slice.clone(), Some(1 << 16)));
-            let station = HeadStation::new(slice, cfg.dim, cfg.norm_eps, o.max_batch);
+            let station = HeadStation::new(slice, cfg.dim, cfg.norm_eps, max_batch);
             heads.push((shard.unwrap(), station));
             readers.push(r);
         }
@@ -654,30 +649,18 @@ impl Split {
         self.readers.iter().map(|r| r.io.reads.get()).sum()
     }
 
-    /// One generation through the stations: its ids and text.
-    fn generate(&mut self, conv: &mut Conversation) -> (Vec<u32>, String) {
-        let (mut ids, mut text) = (Vec::new(), String::new());
-        loop {
-            // The rows the next messages need, in one round to the shards holding them.
-            self.fetch_rows(conv.rows_wanted(&self.coord).unwrap());
-            let Some(next) = conv.next_ids() else {
-                break;
-            };
-            let mut last = Vec::new();
-            for msg in self.coord.messages(conv.id, conv.pos, &next).unwrap() {
-                last = self.through_layers(msg);
-            }
-            let answers = (self.head_answers(&last).iter().enumerate())
-                .map(|(slot, answer)| self.coord.read_answer(slot, answer))
-                .collect();
-            let Pick::Token(e) = conv.pick(&self.coord, answers, next.len()).unwrap() else {
-                panic!("every shard answered")
-            };
-            ids.push(e.id);
-            text.push_str(&e.text);
-        }
-        self.forget(conv.id);
-        (ids, text)
+    /// One generation through the stations, a sequence run alone: its ids and text.
+    fn generate(&mut self, prompt: &[u32], options: &str) -> (Vec<u32>, String) {
+        let mut seqs = Sequences::new(1, 0, 1);
+        let arrivals = [Arrival {
+            at: 0,
+            prompt,
+            options,
+            cancel_after: None,
+        }];
+        let (mut got, _) = self.run_together(&mut seqs, &arrivals);
+        let got = got.remove(0);
+        (got.ids, got.text)
     }
 
     /// The rows `wanted` names, from the head stations holding them, handed to the coordinator.
@@ -793,10 +776,7 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
         assert_eq!(split.coord.stats().embedding.mode, mode);
         let stations_at_open = split.station_reads();
         for (c, (options, want)) in options.iter().zip(&wants).enumerate() {
-            let opts = GenerateOptions::from_json(options).unwrap();
-            let mut conv =
-                Conversation::start(&split.coord, 100 + c as u64, &prompt, &opts).unwrap();
-            let (ids, text) = split.generate(&mut conv);
+            let (ids, text) = split.generate(&prompt, options);
             assert_eq!(ids, want.ids, "{mode}: {options}");
             assert_eq!(text, want.text, "{mode}: {options}");
             let stats = split.coord.stats();
@@ -828,7 +808,7 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
     let split = Split::open(&bytes, 2, 2, ModelOptions::default());
     let coord = &split.coord;
     let opts = GenerateOptions::from_json(r#"{"temperature": 0, "maxTokens": 4}"#).unwrap();
-    let mut conv = Conversation::start(coord, 9, &prompt, &opts).unwrap();
+    let mut conv = Conversation::new(coord, 9, &prompt, 0, &opts).unwrap();
     let logits = |n: usize| RowsMessage {
         logits: vec![0.0f32; n],
         ids: Vec::new(),
@@ -863,18 +843,20 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
     assert!(coord.add_rows(0, b"KNRW").is_err());
     assert!(coord.add_rows(7, &[]).is_err());
     // Options a split model cannot honour are refused up front.
-    for bad in [r#"{"draftMode": true}"#, r#"{"reusePrefix": true}"#] {
+    for bad in [r#"{"draftMode": true}"#, r#"{"continue": true}"#] {
         let opts = GenerateOptions::from_json(bad).unwrap();
         assert!(
-            Conversation::start(coord, 1, &prompt, &opts).is_err(),
+            Conversation::new(coord, 1, &prompt, 0, &opts).is_err(),
             "{bad}"
         );
     }
-    assert!(Conversation::start(coord, 1, &[], &opts).is_err());
+    assert!(Conversation::new(coord, 1, &[], 0, &opts).is_err());
+    // A kept prefix must leave a token of the prompt to run.
+    assert!(Conversation::new(coord, 1, &prompt, prompt.len(), &opts).is_err());
     // An id outside the vocabulary is refused at the start, before any row is asked for.
     let vocab = coord.config().vocab_size as u32;
     assert!(matches!(
-        Conversation::start(coord, 1, &[1, vocab], &opts),
+        Conversation::new(coord, 1, &[1, vocab], 0, &opts),
         Err(host::HostError::Engine(
             engine::EngineError::TokenOutOfRange { .. }
         ))
@@ -928,8 +910,7 @@ fn untied_embeddings_come_from_the_head_stations_too() {
     ] {
         let opts = GenerateOptions::from_json(options).unwrap();
         let want = block_on(host.generate(&prompt, &opts, &mut |_| true)).unwrap();
-        let mut conv = Conversation::start(&split.coord, 1, &prompt, &opts).unwrap();
-        let (ids, _) = split.generate(&mut conv);
+        let (ids, _) = split.generate(&prompt, options);
         assert_eq!(ids, want.ids, "{options}");
         assert_eq!(split.coord.stats().generation.unwrap().reads, 0);
     }
@@ -941,7 +922,6 @@ fn untied_embeddings_come_from_the_head_stations_too() {
 /// (here: one that forgot) makes it a miss, and nothing is skipped.
 #[test]
 fn a_second_turn_replays_the_first_turns_prefix() {
-    use futures::executor::block_on;
     use host::station::coordinator::{replay_verdict, PrefixTable};
     let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
         return;
@@ -949,19 +929,6 @@ fn a_second_turn_replays_the_first_turns_prefix() {
     let file = KnotFile::read(&path);
     let model = file.model();
     let tok = file.tokenizer();
-    let bytes: Rc<[u8]> = file.bytes.clone().into();
-    let policy = ReadPolicy {
-        timeout_ms: 0,
-        ..ReadPolicy::default()
-    };
-    let reader = Reader::new(Rc::new(MemorySource::new(bytes)), policy);
-    let o = ModelOptions {
-        context: MAX_CTX,
-        max_batch: 64,
-        head_shards: 2,
-        ..ModelOptions::default()
-    };
-    let coord = block_on(Coordinator::open(reader, &Default::default(), o)).unwrap();
     let mut st = Stations::new(&model, 2, 2);
     let first = tok
         .encode_with_bos("User: Name a colour.\nAssistant:")
@@ -981,7 +948,7 @@ fn a_second_turn_replays_the_first_turns_prefix() {
     for s in &mut st.layers {
         s.keep(1, held.clone()).unwrap();
     }
-    assert!(table.remember(1, held.clone()).is_empty());
+    assert!(table.remember(1, held.clone(), first.len()).is_empty());
     // The second turn extends the first.
     let mut second = held.clone();
     second.extend(
@@ -997,10 +964,6 @@ fn a_second_turn_replays_the_first_turns_prefix() {
         .map(|s| s.claim(replay.conversation, replay.len, replay.hash).ok())
         .collect();
     assert!(replay_verdict(&answers), "{answers:?}");
-    let messages = coord
-        .messages(1, replay.len, &second[replay.len..])
-        .unwrap();
-    assert_eq!(messages.len(), 1);
     let got = st.step(1, replay.len, &second[replay.len..]);
     assert!(same_bits(&got, &want[0]), "the replayed turn's logits");
 
@@ -1024,54 +987,57 @@ fn a_second_turn_replays_the_first_turns_prefix() {
     assert!(st.layers[0].keep(1, second[..3].to_vec()).is_err());
 }
 
-/// One conversation of [`Split::run_together`]: admitted at step `at`, canceled by its consumer
+/// One sequence of [`Split::run_together`]: admitted at step `at`, canceled by its consumer
 /// after `cancel_after` tokens when given.
 struct Arrival<'p> {
     at: usize,
-    id: u64,
     prompt: &'p [u32],
     options: &'p str,
     cancel_after: Option<usize>,
 }
 
-/// What a conversation run together got: its ids and text, and whether it was canceled.
-#[derive(Debug, Default)]
+/// What a sequence run together got: how it was admitted, its ids and text, whether it was
+/// canceled, and how its prompt was served in the end.
+#[derive(Debug)]
 struct Got {
+    admitted: Admitted,
     ids: Vec<u32>,
     text: String,
     canceled: bool,
+    prefix: Option<host::PrefixStatus>,
 }
 
 impl Split {
-    /// Conversations run together over the stations as the Worker runs them with
-    /// `KNOT_MAX_SEQUENCES`: each step one bundle through every layer station and one answer
-    /// bundle from each head shard, admissions and cancellations between steps, ended
-    /// conversations forgotten by the stations. Returns what each got and the steps taken.
-    fn run_together(
-        &mut self,
-        seqs: &mut Sequences,
-        arrivals: &[Arrival],
-    ) -> (std::collections::HashMap<u64, Got>, usize) {
-        let mut got: std::collections::HashMap<u64, Got> = Default::default();
+    /// Sequences run together over the stations as the package's stations backend runs them:
+    /// admissions, claims (every layer station asked; a claim not granted by all has them
+    /// forget the conversation) and cancellations between steps, each step one bundle through
+    /// every layer station and one answer bundle from each head shard, and the stations told
+    /// what to keep and forget after each step. Returns what each arrival got, in order, and
+    /// the steps taken.
+    fn run_together(&mut self, seqs: &mut Sequences, arrivals: &[Arrival]) -> (Vec<Got>, usize) {
+        let mut got: Vec<Option<Got>> = (0..arrivals.len()).map(|_| None).collect();
         let mut steps = 0;
-        let mut running = Vec::new();
         loop {
-            for a in arrivals.iter().filter(|a| a.at == steps) {
+            for (i, a) in arrivals.iter().enumerate().filter(|(_, a)| a.at == steps) {
                 let opts = GenerateOptions::from_json(a.options).unwrap();
-                seqs.admit(&self.coord, a.id, a.prompt, &opts).unwrap();
-                got.insert(a.id, Got::default());
-                running.push(a.id);
+                let admitted = seqs.admit(&self.coord, a.prompt, &opts).unwrap();
+                got[i] = Some(Got {
+                    prefix: admitted.prefix.as_ref().map(|p| p.status),
+                    admitted,
+                    ids: Vec::new(),
+                    text: String::new(),
+                    canceled: false,
+                });
             }
-            for a in arrivals {
-                let g = &got.get(&a.id);
-                if a.cancel_after
-                    .is_some_and(|n| g.is_some_and(|g| g.ids.len() == n && !g.canceled))
-                {
-                    assert!(seqs.cancel(a.id).unwrap());
-                    got.get_mut(&a.id).unwrap().canceled = true;
-                    self.forget(a.id);
+            for (a, g) in arrivals.iter().zip(&mut got) {
+                let Some(g) = g else { continue };
+                if a.cancel_after == Some(g.ids.len()) && !g.canceled {
+                    assert!(seqs.cancel(g.admitted.id).unwrap());
+                    g.canceled = true;
                 }
             }
+            self.claim(seqs, &mut got);
+            self.settle(seqs);
             let Some(wanted) = seqs.plan(&self.coord).unwrap() else {
                 if arrivals.iter().any(|a| a.at > steps) {
                     steps += 1;
@@ -1089,15 +1055,46 @@ impl Split {
             });
             for e in seqs.pick(&self.coord, answers).unwrap() {
                 let token = e.token.unwrap();
-                let g = got.get_mut(&e.id).unwrap();
+                let g = got.iter_mut().flatten().find(|g| g.admitted.id == e.id);
+                let g = g.expect("an event for a sequence admitted");
                 g.ids.push(token.id);
                 g.text.push_str(&token.text);
-                if e.done {
-                    self.forget(e.id);
-                }
             }
         }
-        (got, steps)
+        self.settle(seqs);
+        (got.into_iter().map(Option::unwrap).collect(), steps)
+    }
+
+    /// Every layer station's answer to each claim the sequences wait for.
+    fn claim(&mut self, seqs: &mut Sequences, got: &mut [Option<Got>]) {
+        for (id, claim) in seqs.claims() {
+            let answers: Vec<Option<bool>> = (self.layers.iter_mut())
+                .map(|(_, s)| s.claim(id, claim.len, claim.hash).ok())
+                .collect();
+            let outcome = seqs.claimed(id, &answers).unwrap();
+            if outcome.forget {
+                self.forget(id);
+            }
+            let g = got
+                .iter_mut()
+                .flatten()
+                .find(|g| g.admitted.id == id)
+                .unwrap();
+            g.prefix = outcome.prefix.map(|p| p.status);
+        }
+    }
+
+    /// What the coordinator says the layer stations are to keep and forget.
+    fn settle(&mut self, seqs: &mut Sequences) {
+        let s = seqs.settle();
+        for k in s.keep {
+            for (_, station) in &mut self.layers {
+                station.keep(k.conversation, k.ids.clone()).unwrap();
+            }
+        }
+        for c in s.forget {
+            self.forget(c);
+        }
     }
 
     fn forget(&mut self, conversation: u64) {
@@ -1160,16 +1157,16 @@ fn conversations_run_together_as_each_runs_alone() {
         let arrivals: Vec<Arrival> = (0..4)
             .map(|i| Arrival {
                 at: [0, 0, 3, 6][i],
-                id: 40 + i as u64,
                 prompt: &prompts[i],
                 options: options[i],
                 cancel_after: (i == 1).then_some(5),
             })
             .collect();
-        let mut seqs = Sequences::new(4);
+        // The stations hold 4: with 4 running there is no room to keep one that ended.
+        let mut seqs = Sequences::new(4, 0, 40);
         let (got, steps) = split.run_together(&mut seqs, &arrivals);
         for (i, want) in alone.iter().enumerate() {
-            let g = &got[&(40 + i as u64)];
+            let g = &got[i];
             if g.canceled {
                 assert_eq!(g.ids, want.ids[..g.ids.len()], "{mode}: {}", options[i]);
             } else {
@@ -1177,7 +1174,7 @@ fn conversations_run_together_as_each_runs_alone() {
                 assert_eq!(g.text, want.text, "{mode}: {}", options[i]);
             }
         }
-        assert!(got[&41].canceled && got[&41].ids.len() == 5);
+        assert!(got[1].canceled && got[1].ids.len() == 5);
         // One after another, each prompt's chunks and tokens would be steps of their own.
         let apart: usize = alone
             .iter()
@@ -1188,20 +1185,158 @@ fn conversations_run_together_as_each_runs_alone() {
         assert!(steps < apart * 2 / 3, "{steps} steps for {apart} apart");
         assert_eq!(seqs.active(), 0);
         for (_, station) in &split.layers {
-            assert_eq!(
-                station.position(40),
-                0,
-                "an ended conversation is forgotten"
-            );
+            for g in &got {
+                let id = g.admitted.id;
+                assert_eq!(station.position(id), 0, "with no room, {id} is forgotten");
+            }
         }
         assert_eq!(split.coord.stats().reads_since_open, 0, "{mode}");
     }
 }
 
-/// The coordinator's conversations run together refuse what does not fit a step's order: past
-/// their count, a conversation admitted twice, admissions or cancellations while a step is in
-/// flight, a pick without a step; a head shard's answer bundle of the wrong count fails every
-/// conversation of that step with that shard's error, and the next step runs.
+/// Prefix replay per sequence: three conversations run together, then each one's next turn
+/// (its whole history, the answer included, and a new message) run together again. Each turn
+/// resumes the conversation the layer stations kept — claimed from every station, only the new
+/// part carried, in chunks beside the others — and gets what a whole host gives for that
+/// prompt cold, token for token and text for text, greedy, seeded and MOA. A claim a station
+/// cannot grant (it lost the conversation) makes the turn a miss that runs whole, with the same
+/// tokens; a sequence its consumer left is kept all the same and its next turn resumes it; the
+/// oldest kept conversation is forgotten when the table is full.
+#[test]
+fn sequences_resume_kept_conversations_as_cold_runs_go() {
+    use futures::executor::block_on;
+    use host::PrefixStatus::{Hit, Miss};
+    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
+        return;
+    };
+    let file = KnotFile::read(&path);
+    let bytes: Rc<[u8]> = file.bytes.clone().into();
+    let mut host = whole_host(&bytes);
+    let tok = file.tokenizer();
+    let mut cold = |prompt: &[u32], options: &str| {
+        let opts = GenerateOptions::from_json(options).unwrap();
+        block_on(host.generate(prompt, &opts, &mut |_| true)).unwrap()
+    };
+    let options = [
+        r#"{"temperature": 0, "maxTokens": 10, "reusePrefix": true}"#,
+        r#"{"temperature": 0.9, "topP": 0.95, "seed": 7, "maxTokens": 10, "reusePrefix": true}"#,
+        r#"{"seed": 3, "maxTokens": 10, "moa": {"k": 3}, "reusePrefix": true}"#,
+    ];
+    let first: Vec<Vec<u32>> = ["User: Name a colour.\nAssistant:", "Hi", "The sea is"]
+        .iter()
+        .map(|p| tok.encode_with_bos(p).unwrap())
+        .collect();
+    let o = ModelOptions {
+        context: MAX_CTX,
+        // 8 positions a step: a turn's new part runs in chunks beside the others.
+        max_batch: 8,
+        ..ModelOptions::default()
+    };
+    // Stations holding 6: 3 running and 3 kept.
+    let mut split = Split::open_holding(&bytes, 2, 2, o, 6);
+    let mut seqs = Sequences::new(3, 3, 100);
+    let arrivals = |prompts: &[Vec<u32>], at: [usize; 3]| -> Vec<(usize, usize)> {
+        (0..prompts.len()).map(|i| (i, at[i])).collect()
+    };
+    let run = |split: &mut Split,
+               seqs: &mut Sequences,
+               prompts: &[Vec<u32>],
+               at,
+               cancel: [Option<usize>; 3]| {
+        let list: Vec<Arrival> = arrivals(prompts, at)
+            .into_iter()
+            .map(|(i, at)| Arrival {
+                at,
+                prompt: &prompts[i],
+                options: options[i],
+                cancel_after: cancel[i],
+            })
+            .collect();
+        split.run_together(seqs, &list).0
+    };
+    let turn1 = run(&mut split, &mut seqs, &first, [0, 0, 1], [None; 3]);
+    for (i, g) in turn1.iter().enumerate() {
+        assert_eq!(
+            g.ids,
+            cold(&first[i], options[i]).ids,
+            "turn 1, {}",
+            options[i]
+        );
+        assert_eq!(g.prefix, Some(Miss), "nothing was kept yet");
+    }
+    assert_eq!((seqs.kept(), seqs.active()), (3, 0));
+    // The next turn of each: the history as a chat client sends it (the answer re-encoded from
+    // its text would do too: what counts is that it starts with what the stations hold).
+    let next = |prompt: &[u32], got: &Got, more: &str| -> Vec<u32> {
+        let mut p = prompt.to_vec();
+        p.extend(&got.ids);
+        p.extend(tok.encode(more).unwrap());
+        p
+    };
+    let second: Vec<Vec<u32>> = (0..3)
+        .map(|i| next(&first[i], &turn1[i], "\nUser: And then?\nAssistant:"))
+        .collect();
+    // Station 1 lost the third conversation: its claim is refused there.
+    split.layers[1].1.forget(turn1[2].admitted.id);
+    // The first is left by its consumer after 3 tokens.
+    let turn2 = run(
+        &mut split,
+        &mut seqs,
+        &second,
+        [0, 0, 0],
+        [Some(3), None, None],
+    );
+    for (i, g) in turn2.iter().enumerate() {
+        assert_eq!(
+            g.admitted.id, turn1[i].admitted.id,
+            "turn 2 of {i} resumes its conversation"
+        );
+        let held = first[i].len() + turn1[i].ids.len() - 1;
+        let claim = g.admitted.claim.expect("a kept prefix to claim");
+        assert_eq!(claim.len, held, "all the stations hold of turn 1");
+        let want = cold(&second[i], options[i]);
+        let n = g.ids.len();
+        assert_eq!(g.ids, want.ids[..n], "turn 2, {}", options[i]);
+        if !g.canceled {
+            assert_eq!(g.text, want.text, "turn 2, {}", options[i]);
+        }
+    }
+    assert_eq!(turn2[0].prefix, Some(Hit));
+    assert_eq!(turn2[1].prefix, Some(Hit));
+    assert_eq!(
+        turn2[2].prefix,
+        Some(Miss),
+        "a station could not grant the claim"
+    );
+    assert!(turn2[0].canceled && turn2[0].ids.len() == 3);
+    // The one left after 3 tokens is kept with what it carried; its next turn resumes it.
+    let third = vec![next(&second[0], &turn2[0], " Go on.")];
+    let turn3 = run(&mut split, &mut seqs, &third, [0, 0, 0], [None; 3]);
+    assert_eq!(turn3[0].admitted.id, turn1[0].admitted.id);
+    assert_eq!(turn3[0].prefix, Some(Hit));
+    assert_eq!(turn3[0].admitted.claim.unwrap().len, second[0].len() + 2);
+    assert_eq!(turn3[0].ids, cold(&third[0], options[0]).ids, "turn 3");
+    // Three kept, the table full: a new conversation ending pushes out the oldest (one of the
+    // second and third chats: the first's turn 3 ended last), which the stations forget.
+    let fresh = vec![tok.encode_with_bos("Count to three:").unwrap()];
+    let turn = run(&mut split, &mut seqs, &fresh, [0, 0, 0], [None; 3]);
+    assert_eq!(turn[0].prefix, Some(Miss));
+    assert_eq!(seqs.kept(), 3);
+    for (_, station) in &split.layers {
+        let held = |g: &Got| station.position(g.admitted.id) > 0;
+        assert!(held(&turn[0]) && held(&turn3[0]), "the newest are kept");
+        assert!(
+            held(&turn2[1]) != held(&turn2[2]),
+            "the oldest kept is forgotten"
+        );
+    }
+    assert_eq!(split.coord.stats().reads_since_open, 0);
+}
+
+/// The coordinator's sequences refuse what does not fit a step's order: past their count,
+/// admissions, claims or cancellations while a step is in flight, a pick without a step, a
+/// step planned before a claim is answered; a head shard's answer bundle of the wrong count
+/// fails every sequence of that step with that shard's error, and the next step runs.
 #[test]
 fn conversations_run_together_refuse_what_breaks_the_step_order() {
     let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
@@ -1213,25 +1348,26 @@ fn conversations_run_together_refuse_what_breaks_the_step_order() {
     let coord = &split.coord;
     let prompt = file.tokenizer().encode_with_bos("Hello there").unwrap();
     let opts = GenerateOptions::from_json(r#"{"temperature": 0, "maxTokens": 4}"#).unwrap();
-    let mut seqs = Sequences::new(2);
+    let mut seqs = Sequences::new(2, 0, 1);
     assert!(matches!(
         seqs.pick(coord, None),
         Err(host::HostError::NoContext)
     ));
     assert!(seqs.plan(coord).unwrap().is_none(), "nothing runs");
-    seqs.admit(coord, 1, &prompt, &opts).unwrap();
+    let first = seqs.admit(coord, &prompt, &opts).unwrap();
+    let second = seqs.admit(coord, &prompt, &opts).unwrap();
+    assert_eq!((first.id, second.id), (1, 2));
     assert!(matches!(
-        seqs.admit(coord, 1, &prompt, &opts),
-        Err(host::HostError::InvalidArgument(_))
-    ));
-    seqs.admit(coord, 2, &prompt, &opts).unwrap();
-    assert!(matches!(
-        seqs.admit(coord, 3, &prompt, &opts),
+        seqs.admit(coord, &prompt, &opts),
         Err(host::HostError::SequencesFull { max: 2 })
     ));
-    // Options a split cannot honour are refused at admission, as for one conversation.
+    // Options a split cannot honour are refused at admission.
     let draft = GenerateOptions::from_json(r#"{"draftMode": true}"#).unwrap();
-    assert!(Sequences::new(2).admit(coord, 9, &prompt, &draft).is_err());
+    assert!(Sequences::new(2, 0, 1)
+        .admit(coord, &prompt, &draft)
+        .is_err());
+    // A claim answered for a sequence that waits for none is refused.
+    assert!(seqs.claimed(1, &[Some(true)]).is_err());
     assert!(
         seqs.plan(coord).unwrap().unwrap().is_empty(),
         "the table is resident"
@@ -1239,9 +1375,10 @@ fn conversations_run_together_refuse_what_breaks_the_step_order() {
     let (msg, logits) = seqs.message(coord).unwrap();
     assert!(logits && bundle::is(&msg, bundle::HIDDEN));
     for bad in [
-        seqs.admit(coord, 4, &prompt, &opts),
+        seqs.admit(coord, &prompt, &opts).map(drop),
         seqs.cancel(1).map(drop),
         seqs.plan(coord).map(drop),
+        seqs.claimed(1, &[]).map(drop),
     ] {
         assert!(matches!(bad, Err(host::HostError::InvalidArgument(_))));
     }
@@ -1259,4 +1396,49 @@ fn conversations_run_together_refuse_what_breaks_the_step_order() {
     seqs.message(coord).unwrap();
     assert_eq!(seqs.abandon(), vec![2]);
     assert_eq!(seqs.active(), 0);
+    // Neither is kept: the one whose answers failed went through the layers uncounted, the
+    // abandoned one's step is unknown; the stations forget both.
+    let settled = seqs.settle();
+    assert!(settled.keep.is_empty());
+    assert_eq!(settled.forget, vec![1, 2]);
+    // A step given up on ends the sequences in it, not the prompt waiting for its turn.
+    let mut seqs = Sequences::new(2, 0, 20);
+    seqs.admit(coord, &prompt, &opts).unwrap();
+    seqs.admit(coord, &prompt, &opts).unwrap();
+    seqs.plan(coord).unwrap();
+    seqs.message(coord).unwrap();
+    assert_eq!(seqs.abandon(), vec![20]);
+    assert_eq!(seqs.active(), 1);
+    // A sequence admitted with a kept prefix waits for its claim before any step.
+    let mut split = split;
+    let mut seqs = Sequences::new(1, 1, 10);
+    seqs.admit(&split.coord, &prompt, &opts).unwrap();
+    seqs.plan(&split.coord).unwrap();
+    let (msg, _) = seqs.message(&split.coord).unwrap();
+    let msg = split.through_layers(msg);
+    let answers = split
+        .head_answers(&msg)
+        .into_iter()
+        .map(Answer::Value)
+        .collect();
+    seqs.pick(&split.coord, Some(answers)).unwrap();
+    assert!(seqs.cancel(10).unwrap());
+    assert_eq!(
+        seqs.settle().keep.len(),
+        1,
+        "kept: the stations hold what it carried"
+    );
+    let reuse = r#"{"temperature": 0, "maxTokens": 4, "reusePrefix": true}"#;
+    let reuse = GenerateOptions::from_json(reuse).unwrap();
+    let again = seqs.admit(&split.coord, &prompt, &reuse).unwrap();
+    assert_eq!(again.id, 10, "it resumes the kept conversation");
+    assert!(again.claim.is_some());
+    assert!(matches!(
+        seqs.plan(&split.coord),
+        Err(host::HostError::InvalidArgument(ref m)) if m.contains("claim")
+    ));
+    // Left before its claim was answered: the kept conversation goes back as it was.
+    assert!(seqs.cancel(10).unwrap());
+    assert_eq!(seqs.settle(), Default::default());
+    assert_eq!(seqs.kept(), 1);
 }

@@ -1,11 +1,12 @@
-//! The coordinator's side of a split model: it holds the tokenizer and the decode loop
-//! (sampling, constraints, stop rules — the same `Generation` a whole host runs), embeds ids
-//! from rows it holds ([`super::embedding`]: the whole table, or rows the head stations hand
-//! over), and hands the caller wire messages to carry through the stations. The caller (the
-//! Worker) does the carrying: it fetches the rows asked for ([`Conversation::rows_wanted`]) from
-//! the head stations, sends each message through the layer stations in order, fans the last one
-//! out to the head shards, and gives their answers back to [`Conversation::pick`]. After open
-//! nothing here reads the file.
+//! The coordinator's side of a split model: it holds the tokenizer, the chat template and the
+//! decode loop (sampling, constraints, stop rules — the same `Generation` a whole host runs),
+//! embeds ids from rows it holds ([`super::embedding`]: the whole table, or rows the head
+//! stations hand over), and makes the wire messages a step carries through the stations
+//! ([`super::sequences`] plans the steps). The caller (the package's stations backend) does the
+//! carrying. After open nothing here reads the file.
+//!
+//! [`Conversation`] is one sequence's decode state; [`PrefixTable`] the conversations kept on the
+//! layer stations after they ended, where a new prompt's prefix may already be.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -16,6 +17,9 @@ use engine::decode::{Emitted, GenerateOptions, Generation};
 use engine::tokenizer::Tokenizer;
 use knot::{Knot, ModelConfig, ReadOptions};
 use serde::Serialize;
+
+use crate::chat_template::{self, ChatTemplate, TemplateReport};
+use crate::prefix::{self, PrefixStatus, WindowView};
 
 use super::embedding::{EmbedCounters, Embedding, EmbeddingOptions};
 use super::gather::{fold, join_logits, vocab_slices, Answer, Folded};
@@ -40,7 +44,7 @@ pub enum Pick {
 }
 
 /// How a coordinator is opened.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ModelOptions {
     /// Positions a conversation may hold (capped by the model's context length).
     pub context: usize,
@@ -54,26 +58,25 @@ pub struct ModelOptions {
     pub logit_rows: usize,
     /// Long reads at open come in pieces of this many bytes.
     pub piece: Option<u64>,
+    /// A chat template used instead of the file's, resolved as a host resolves it.
+    pub chat_template: Option<String>,
 }
 
+/// The stations' defaults (`super::options`).
 impl Default for ModelOptions {
     fn default() -> Self {
-        ModelOptions {
-            context: 2048,
-            max_batch: 64,
-            head_shards: 1,
-            embedding: EmbeddingOptions::default(),
-            logit_rows: 4,
-            piece: Some(4 << 20),
-        }
+        super::options::StationOptions::default().model_options()
     }
 }
 
 /// What the coordinator reads once and shares with its calls.
 pub struct Model {
     pub reader: Reader,
+    /// The file's index; its `meta.chat_template` is the template chats are rendered with.
     pub knot: Knot,
     pub tokenizer: Rc<Tokenizer>,
+    /// Where that template came from (the option, the file, or implied by the vocabulary).
+    pub chat_template: Option<TemplateReport>,
     embedding: RefCell<Embedding>,
     /// Positions a conversation may hold (the stations are opened for as many).
     pub context: usize,
@@ -144,8 +147,9 @@ impl Model {
                 o.logit_rows
             )));
         }
-        let knot = open_index(&reader, opts).await?;
+        let mut knot = open_index(&reader, opts).await?;
         let cfg = &knot.meta.config;
+        let context = o.context.min(cfg.context_length.max(1));
         let slices = vocab_slices(cfg.vocab_size, o.head_shards);
         if slices.is_empty() {
             return Err(HostError::InvalidOption(format!(
@@ -164,14 +168,23 @@ impl Model {
         let blob = reader.read(tok.start, tok.end);
         let embedding = Embedding::open(&reader, &knot, o.embedding, o.piece).await?;
         let tokenizer = Rc::new(Tokenizer::from_data(&Knot::parse_tokenizer(&blob.await?)?)?);
+        let template = chat_template::resolve(
+            knot.meta.chat_template.as_deref(),
+            o.chat_template.as_deref(),
+            &knot.meta.architecture,
+            &tokenizer,
+        );
+        let chat_template = template.as_ref().map(ChatTemplate::report);
+        knot.meta.chat_template = template.map(|t| t.text);
         Ok(Model {
+            chat_template,
             logit_rows: if embedding.is_resident() {
                 0
             } else {
                 o.logit_rows
             },
             embedding: RefCell::new(embedding),
-            context: o.context.min(cfg.context_length.max(1)),
+            context,
             max_batch: o.max_batch,
             slices,
             tokenizer,
@@ -250,24 +263,6 @@ impl Model {
         })
     }
 
-    /// The messages carrying `ids` into conversation `conversation` from position `pos`: one
-    /// per `max_batch` positions, each embedded from rows held (every one `rows_wanted` asked
-    /// for must have been added).
-    pub fn messages(
-        &self,
-        conversation: u64,
-        pos: usize,
-        ids: &[u32],
-    ) -> Result<Vec<Vec<u8>>, HostError> {
-        let out = ids
-            .chunks(self.max_batch)
-            .enumerate()
-            .map(|(i, chunk)| self.message(conversation, pos + i * self.max_batch, chunk))
-            .collect::<Result<Vec<_>, _>>()?;
-        self.release_rows();
-        Ok(out)
-    }
-
     /// One message carrying `ids` into `conversation` from `pos` (at most `max_batch` of them),
     /// embedded from rows held; the rows stay pinned until [`Model::release_rows`].
     pub(super) fn message(
@@ -291,7 +286,7 @@ impl Model {
         self.embedding.borrow_mut().release();
     }
 
-    fn mark_generation(&self) {
+    pub(super) fn mark_generation(&self) {
         let counters = self.embedding.borrow().counters;
         self.generation_mark
             .set(Some((self.reader.io.reads.get(), counters)));
@@ -326,11 +321,11 @@ impl Model {
     }
 }
 
-/// One conversation's decode state on the coordinator.
-#[derive(Default)]
+/// One sequence's decode state on the coordinator: the conversation the layer stations know it
+/// by, what it carried so far and what it carries next.
 pub struct Conversation {
     pub id: u64,
-    generation: Option<Generation>,
+    generation: Generation,
     /// The ids to carry through next: the prompt (after a kept prefix), then each picked token.
     pending: Vec<u32>,
     /// Whether a token was picked (rows asked for now are misses: they did not ride along).
@@ -342,43 +337,34 @@ pub struct Conversation {
 }
 
 impl Conversation {
-    /// Begins a generation of conversation `id` from `prompt` (the stations hold nothing of it
-    /// yet), after checking the options: the prompt's ids are the first to carry through.
-    pub fn start(
-        model: &Model,
-        id: u64,
-        prompt: &[u32],
-        opts: &GenerateOptions,
-    ) -> Result<Conversation, HostError> {
-        Self::resume(model, id, prompt, 0, opts)
-    }
-
-    /// Like [`Conversation::start`], for a conversation whose first `kept` positions (a prefix
-    /// of `prompt`) every layer station still holds: only the rest of the prompt is carried.
-    pub fn resume(
+    /// A generation of conversation `id` from `prompt`, after checking the prompt and the
+    /// options, of which the layer stations hold the first `kept` positions already (a prefix
+    /// kept from an earlier turn; 0 for a new conversation): only the rest is carried.
+    pub fn new(
         model: &Model,
         id: u64,
         prompt: &[u32],
         kept: usize,
         opts: &GenerateOptions,
     ) -> Result<Conversation, HostError> {
-        if kept >= prompt.len() && !prompt.is_empty() {
+        if prompt.is_empty() {
+            return Err(HostError::EmptyPrompt);
+        }
+        if kept >= prompt.len() {
             return Err(HostError::InvalidArgument(format!(
                 "a kept prefix of {kept} positions leaves nothing of a {}-token prompt to run",
                 prompt.len()
             )));
-        }
-        if prompt.is_empty() {
-            return Err(HostError::EmptyPrompt);
         }
         if opts.draft.resolve(None).is_some() {
             return Err(HostError::InvalidOption(
                 "draft does not apply to a model split across stations".into(),
             ));
         }
-        if opts.continue_session || opts.reuse_prefix {
+        if opts.continue_session {
             return Err(HostError::InvalidOption(
-                "continue and reusePrefix do not apply to a model split across stations".into(),
+                "continue does not apply to a model split across stations (reusePrefix does)"
+                    .into(),
             ));
         }
         if prompt.len() >= model.context {
@@ -399,15 +385,26 @@ impl Conversation {
             model.context - prompt.len(),
         )?;
         generation.accept_context(prompt);
-        model.mark_generation();
         Ok(Conversation {
             id,
-            generation: Some(generation),
+            generation,
             pending: prompt[kept..].to_vec(),
             picked: false,
             pos: kept,
             ids: prompt[..kept].to_vec(),
         })
+    }
+
+    /// The stations do not hold the kept prefix after all: the whole prompt is carried, from
+    /// position 0 (before anything was carried).
+    pub fn start_cold(&mut self) {
+        if self.picked {
+            return;
+        }
+        let mut prompt = std::mem::take(&mut self.ids);
+        prompt.append(&mut self.pending);
+        self.pending = prompt;
+        self.pos = 0;
     }
 
     /// The ids still to carry through before the next pick.
@@ -421,18 +418,7 @@ impl Conversation {
     }
 
     fn open(&self) -> bool {
-        self.generation
-            .as_ref()
-            .is_some_and(|g| g.finished().is_none())
-    }
-
-    /// The rows the next messages need that the coordinator does not hold, by head shard
-    /// (see [`Model::rows_wanted`]); none once the generation has ended.
-    pub fn rows_wanted(&self, model: &Model) -> Result<Vec<(usize, Vec<u32>)>, HostError> {
-        match self.open() {
-            true => model.rows_wanted(&self.pending, self.picked),
-            false => Ok(Vec::new()),
-        }
+        self.generation.finished().is_none()
     }
 
     /// Picks the next token from the head shards' answers (slot `i` answers `model.slices[i]`)
@@ -444,11 +430,9 @@ impl Conversation {
         answers: Vec<Answer<RowsMessage>>,
         positions: usize,
     ) -> Result<Pick, HostError> {
-        let generation = self
-            .generation
-            .as_mut()
-            .filter(|g| g.finished().is_none())
-            .ok_or(HostError::NoContext)?;
+        if !self.open() {
+            return Err(HostError::NoContext);
+        }
         if answers.len() != model.slices.len() {
             return Err(HostError::InvalidArgument(format!(
                 "{} answers for {} head shards",
@@ -475,7 +459,7 @@ impl Conversation {
         let parts: Vec<Vec<f32>> = parts.into_iter().map(|p| p.logits).collect();
         let mut logits =
             join_logits(&model.slices, &parts).map_err(|e| HostError::Station(e.to_string()))?;
-        let emitted = generation.next(&mut logits)?;
+        let emitted = self.generation.next(&mut logits)?;
         self.pos += positions;
         self.pending = vec![emitted.id];
         self.picked = true;
@@ -506,82 +490,116 @@ impl Conversation {
     pub fn advance(&mut self, positions: usize) {
         self.pos += positions;
     }
-
-    /// The ids to carry through next — the prompt first, then each picked token — or `None`
-    /// when the generation has ended (its last token needs no forward pass).
-    pub fn next_ids(&mut self) -> Option<Vec<u32>> {
-        self.take(self.pending.len()).map(|(_, ids)| ids)
-    }
 }
 
-/// The conversations the layer stations were asked to keep, newest last, with the ids their KV
-/// holds: where a new prompt's prefix may already be.
+/// A conversation kept on the layer stations: the ids its KV holds, how many of them were its
+/// prompt (the rest it generated), and when it was kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    pub conversation: u64,
+    pub ids: Vec<u32>,
+    pub prompt_len: usize,
+    kept_at: u64,
+}
+
+/// The conversations the layer stations were asked to keep, oldest first: where a new prompt's
+/// prefix may already be. It holds fewer than a station keeps, so that the sequences running
+/// always have room beside them.
 #[derive(Default)]
 pub struct PrefixTable {
     max: usize,
-    entries: VecDeque<(u64, Vec<u32>)>,
+    entries: VecDeque<Kept>,
+    clock: u64,
 }
 
-/// A prefix the stations may hold: ask each for `(hash, len)` of `conversation`.
+/// A prefix the stations may hold: claim `len` positions hashed `hash` of `conversation` from
+/// every layer station. `status` says what a claim every station grants serves (`Hit`, or
+/// `Mismatch` when the kept conversation went another way before the end of its prompt).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replay {
     pub conversation: u64,
     pub len: usize,
     pub hash: u64,
+    pub status: PrefixStatus,
+    /// The entry it came from, for the table to take back if the claim is never made.
+    pub kept: Kept,
 }
 
 impl PrefixTable {
-    /// A table of at most `max` conversations (fewer than a station keeps, so that the one
-    /// generating always has room).
+    /// A table of at most `max` conversations.
     pub fn new(max: usize) -> Self {
         PrefixTable {
             max,
             entries: VecDeque::new(),
+            clock: 0,
         }
     }
 
-    /// The kept conversation sharing the longest prefix with `prompt`, leaving at least one id
-    /// of the prompt to run; it leaves the table (a claim either continues it or drops it).
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The kept conversation sharing the longest prefix with `prompt` (leaving at least one id
+    /// of the prompt to run), chosen as a host chooses its window (`prefix::plan`); it leaves
+    /// the table (a claim either continues it or drops it).
     pub fn take_best(&mut self, prompt: &[u32]) -> Option<Replay> {
-        let limit = prompt.len().saturating_sub(1);
-        let (at, len) = self
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, (_, ids))| {
-                let common = ids.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-                (i, common.min(limit))
+        let views: Vec<WindowView> = (self.entries.iter())
+            .map(|k| WindowView {
+                tokens: &k.ids,
+                prompt_len: k.prompt_len,
+                cached: k.ids.len(),
+                // Whether a station can go back that far, its claim says.
+                earliest_rewind: 0,
+                last_used: k.kept_at as f64,
             })
-            .filter(|&(_, len)| len > 0)
-            .max_by_key(|&(i, len)| (len, i))?;
-        let (conversation, _) = self.entries.remove(at)?;
+            .collect();
+        let plan = prefix::plan(&views, prompt, 0.0, None);
+        let kept = self.entries.remove(plan.window?)?;
         Some(Replay {
-            conversation,
-            len,
-            hash: super::prefix_hash(&prompt[..len]),
+            conversation: kept.conversation,
+            len: plan.keep,
+            hash: super::prefix_hash(&prompt[..plan.keep]),
+            status: plan.status,
+            kept,
         })
     }
 
-    /// Records `conversation` as kept with `ids`; returns the conversations pushed out (to be
-    /// forgotten by the stations).
-    pub fn remember(&mut self, conversation: u64, ids: Vec<u32>) -> Vec<u64> {
-        self.entries.retain(|(c, _)| *c != conversation);
-        if self.max == 0 {
-            return vec![conversation];
-        }
-        self.entries.push_back((conversation, ids));
-        let mut out = Vec::new();
-        while self.entries.len() > self.max {
-            if let Some((c, _)) = self.entries.pop_front() {
-                out.push(c);
-            }
-        }
-        out
+    /// Records `conversation` as kept with `ids` (its first `prompt_len` its prompt); returns
+    /// the conversations pushed out, oldest first (to be forgotten by the stations).
+    pub fn remember(&mut self, conversation: u64, ids: Vec<u32>, prompt_len: usize) -> Vec<u64> {
+        self.clock += 1;
+        let kept_at = self.clock;
+        self.put_back(Kept {
+            conversation,
+            ids,
+            prompt_len,
+            kept_at,
+        })
     }
 
-    /// Every conversation in the table, which it forgets (to tell the stations to, too).
-    pub fn drain(&mut self) -> Vec<u64> {
-        self.entries.drain(..).map(|(c, _)| c).collect()
+    /// Takes back an entry [`PrefixTable::take_best`] handed out whose claim was never made;
+    /// returns the conversations pushed out.
+    pub fn put_back(&mut self, kept: Kept) -> Vec<u64> {
+        self.entries.retain(|k| k.conversation != kept.conversation);
+        let at = self.entries.partition_point(|k| k.kept_at < kept.kept_at);
+        self.entries.insert(at, kept);
+        let over = self.entries.len().saturating_sub(self.max);
+        self.entries.drain(..over).map(|k| k.conversation).collect()
+    }
+
+    /// Forgets `conversation` (the stations could not keep it); whether it was here.
+    pub fn remove(&mut self, conversation: u64) -> bool {
+        let before = self.entries.len();
+        self.entries.retain(|k| k.conversation != conversation);
+        self.entries.len() < before
     }
 }
 
@@ -608,12 +626,13 @@ mod tests {
     #[test]
     fn the_table_finds_the_longest_shared_prefix_and_forgets_the_oldest() {
         let mut t = PrefixTable::new(2);
-        assert!(t.remember(1, vec![1, 2, 3, 4]).is_empty());
-        assert!(t.remember(2, vec![1, 2, 9]).is_empty());
-        assert_eq!(t.remember(3, vec![5, 6]), vec![1]);
-        // Conversation 1 is gone; 2 shares [1, 2] with this prompt.
+        assert!(t.remember(1, vec![1, 2, 3, 4], 3).is_empty());
+        assert!(t.remember(2, vec![1, 2, 9], 2).is_empty());
+        assert_eq!(t.remember(3, vec![5, 6], 1), vec![1]);
+        // Conversation 1 is gone; 2 shares [1, 2] with this prompt: all of its prompt, a hit.
         let r = t.take_best(&[1, 2, 3, 4, 5]).unwrap();
         assert_eq!((r.conversation, r.len), (2, 2));
+        assert_eq!(r.status, PrefixStatus::Hit);
         assert_eq!(r.hash, crate::station::prefix_hash(&[1, 2]));
         // Taken: asking again finds nothing for it.
         assert!(t.take_best(&[1, 2, 3]).is_none());
@@ -621,6 +640,16 @@ mod tests {
         let r = t.take_best(&[5, 6]).unwrap();
         assert_eq!((r.conversation, r.len), (3, 1));
         assert!(t.take_best(&[7]).is_none());
-        assert!(PrefixTable::new(0).remember(4, vec![1]) == vec![4]);
+        assert!(t.is_empty());
+        // Went another way inside its prompt: a mismatch, the shared part kept.
+        t.remember(4, vec![1, 2, 3, 4], 4);
+        let r = t.take_best(&[1, 2, 8, 9]).unwrap();
+        assert_eq!((r.len, r.status), (2, PrefixStatus::Mismatch));
+        // An entry whose claim was never made goes back in its place, oldest first.
+        t.remember(5, vec![7, 7], 2);
+        assert_eq!(t.put_back(r.kept), Vec::<u64>::new());
+        assert_eq!(t.remember(6, vec![8], 1), vec![4]);
+        assert!(t.remove(5) && !t.remove(5));
+        assert_eq!(PrefixTable::new(0).remember(4, vec![1], 1), vec![4]);
     }
 }

@@ -24,7 +24,7 @@ use crate::error::HostError;
 use crate::reader::Reader;
 
 /// How the embedding is held, and how much of it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EmbeddingOptions {
     /// The largest table read whole at open; a larger one is sharded.
     pub budget: u64,

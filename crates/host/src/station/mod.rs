@@ -9,7 +9,10 @@
 //! into one distribution and a three-way verdict ([`gather`]), which station runs which layers
 //! ([`placement`]), and how many stations a model needs for every isolate to fit a memory
 //! budget ([`plan`]). The coordinator's embedding rows are [`embedding`]'s: read whole at open
-//! when they fit, otherwise handed over by the head stations — never read per token.
+//! when they fit, otherwise handed over by the head stations — never read per token. The
+//! coordinator runs every generation as one of its [`sequences`], each able to resume a
+//! conversation the layer stations kept; every station, the coordinator and the plan read their
+//! options through [`options`].
 
 pub mod bundle;
 pub mod coordinator;
@@ -17,6 +20,7 @@ pub mod embedding;
 pub mod gather;
 pub mod head;
 pub mod layers;
+pub mod options;
 pub mod placement;
 pub mod plan;
 pub mod rows;

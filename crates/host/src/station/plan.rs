@@ -15,19 +15,18 @@ use std::ops::Range;
 
 use engine::kv::{KvShape, KvType};
 use engine::model::ConfigExt;
-use engine::options::{to_usize, Fields, OptionsError};
+use engine::options::{Fields, OptionsError};
 use engine::{EngineError, ResidentLayout, Session};
 use knot::{Knot, ModelConfig};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::embedding;
 use super::gather::vocab_slices;
+use super::options::StationOptions;
 use super::placement::{layer_ranges, VIRTUAL_SHARDS};
 use super::wire::HEADER_BYTES;
 use crate::error::ErrorCode;
 use crate::memory::{CONSTRAINT_BYTES_PER_TOKEN, FIXED_OVERHEAD, TOKENIZER_BYTES_PER_BLOB_BYTE};
-use crate::reader::ReadConcurrency;
 
 /// The most head stations a plan tries: past this, each station's fixed part (overhead, the
 /// output norm, a message) is what is over the budget, not its slice of the LM head.
@@ -58,17 +57,23 @@ pub struct StationInput {
 }
 
 impl StationInput {
+    /// A plan for `budget` with the stations' defaults.
     pub fn new(budget: u64) -> Self {
+        Self::of(budget, &StationOptions::default())
+    }
+
+    /// A plan for `budget` of stations opened with `o`.
+    pub fn of(budget: u64, o: &StationOptions) -> Self {
         StationInput {
             budget,
-            context: 2048,
-            kv_type: KvType::F32,
-            max_batch: 64,
-            conversations: 4,
-            max_read_bytes: 4 << 20,
-            read_concurrency: ReadConcurrency::DEFAULT.get() as u64,
-            embedding_budget: embedding::DEFAULT_BUDGET,
-            row_cache_bytes: embedding::DEFAULT_CACHE_BYTES,
+            context: o.max_context,
+            kv_type: o.kv_type,
+            max_batch: o.max_batch,
+            conversations: o.max_conversations,
+            max_read_bytes: o.max_read_bytes,
+            read_concurrency: o.read_policy.concurrency.get() as u64,
+            embedding_budget: o.embedding.budget,
+            row_cache_bytes: o.embedding.cache_bytes,
         }
     }
 
@@ -80,46 +85,19 @@ impl StationInput {
     }
 }
 
-/// Parses `planStations`' options object: `memoryBudget` (bytes, required), `maxContext`,
-/// `kvCache` (`'f32'` | `'f16'`), `maxBatch`, `maxConversations`, `maxReadBytes`; any other
-/// key is refused.
+/// Parses `planStations`' options object: `memoryBudget` (bytes, required) and the stations'
+/// own options (`super::options`: `maxContext`, `kvCache`, `maxBatch`, `maxConversations`,
+/// `maxReadBytes`, …), with their defaults; any other key is refused.
 pub fn plan_options(json: &str) -> Result<StationInput, OptionsError> {
     let v: Value =
         serde_json::from_str(json).map_err(|e| OptionsError::NotAnObject(e.to_string()))?;
     let f = Fields::new(&v, "")?;
-    let any = u64::MAX;
     let budget = f
-        .integer_in("memoryBudget", 1, any)?
+        .integer_in("memoryBudget", 1, u64::MAX)?
         .ok_or_else(|| f.invalid("memoryBudget", "an integer >= 1 (bytes)", &Value::Null))?;
-    let d = StationInput::new(budget);
-    let kv_type = crate::options::kv_cache(&f, d.kv_type)?;
-    let input = StationInput {
-        budget,
-        context: f
-            .integer_in("maxContext", 1, any)?
-            .map_or(d.context, to_usize),
-        kv_type,
-        max_batch: f
-            .integer_in("maxBatch", 1, any)?
-            .map_or(d.max_batch, to_usize),
-        conversations: f
-            .integer_in("maxConversations", 1, any)?
-            .map_or(d.conversations, to_usize),
-        max_read_bytes: f
-            .integer_in("maxReadBytes", 1, any)?
-            .unwrap_or(d.max_read_bytes),
-        read_concurrency: f
-            .integer_in("readConcurrency", 1, u64::from(ReadConcurrency::MAX))?
-            .unwrap_or(d.read_concurrency),
-        embedding_budget: f
-            .integer_in("embeddingBudget", 0, any)?
-            .unwrap_or(d.embedding_budget),
-        row_cache_bytes: f
-            .integer_in("rowCacheBytes", 0, any)?
-            .unwrap_or(d.row_cache_bytes),
-    };
+    let o = StationOptions::read(&f)?;
     f.finish()?;
-    Ok(input)
+    Ok(StationInput::of(budget, &o))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -793,7 +771,7 @@ mod tests {
             ),
             (
                 r#"{"memoryBudget": 1, "maxConversations": 0}"#,
-                "maxConversations must be an integer >= 1",
+                "maxConversations must be an integer in [1, 64]",
             ),
             (
                 r#"{"memoryBudget": 1, "readConcurrency": 7}"#,
@@ -922,7 +900,7 @@ mod tests {
         assert_eq!(layout.stations[0].kv_cache, 16 * 2048 * 192 * 2 * 2);
         // The head: the whole q8_0 embedding (tied) and the output norm.
         assert_eq!(layout.stations[2].weights, 30081024 + 2304);
-        // The stations' own defaults (f32, 4 conversations) need more layer stations.
+        // The stations' own defaults (f16, 4 conversations) need more layer stations.
         let stations = StationInput::new(96 * MIB);
         let layout = plan_stations(&knot, &stations).unwrap();
         check(&knot, &stations, &layout);
@@ -938,16 +916,16 @@ mod tests {
         let layout = plan_stations(&knot, &input).unwrap();
         check(&knot, &input, &layout);
         // 178 MB of q8_0 rows: a half (89 MB) and the 16 MiB of pieces in flight while it is
-        // read (4 of 4 MiB) do not fit a 96 MiB station, a third does; 18 layers with f32 KV
-        // caches for 4 conversations of 2048 positions take 3 stations (6 layers each).
-        assert_eq!((layout.layers, layout.heads), (3, 3), "{layout:#?}");
-        assert_eq!(layout.stations[3].rows, Some([0, 87382]));
+        // read (4 of 4 MiB) do not fit a 96 MiB station, a third does; 18 layers with f16 KV
+        // caches for 4 conversations of 2048 positions take 2 stations (9 layers each).
+        assert_eq!((layout.layers, layout.heads), (2, 3), "{layout:#?}");
+        assert_eq!(layout.stations[2].rows, Some([0, 87382]));
         // One piece at a time, two halves fit.
         let one = StationInput {
             read_concurrency: 1,
             ..input
         };
         let layout = plan_stations(&knot, &one).unwrap();
-        assert_eq!((layout.layers, layout.heads), (3, 2), "{layout:#?}");
+        assert_eq!((layout.layers, layout.heads), (2, 2), "{layout:#?}");
     }
 }

@@ -1,34 +1,117 @@
-//! Several conversations run together over the stations: each step is one hop through the chain
-//! carrying every active conversation's rows in one bundle ([`super::bundle`]) — each decoding
-//! conversation's picked token, and one chunk of the oldest prompt still running, the step
-//! holding at most `max_batch` positions — so the round trips per step do not grow with the
-//! number of conversations. The layer stations run the bundle's rows together, the head shards
-//! answer every conversation that wants logits in one matmul, and each conversation picks its
-//! token with its own decode state: what it gives alone, token for token.
+//! The coordinator's sequences: every generation over the stations is one of them (one at a
+//! time is a batch of one). Each step is one hop through the chain carrying every running
+//! sequence's rows in one bundle ([`super::bundle`]) — each decoding sequence's picked token, and
+//! one chunk of the oldest prompt still running, the step holding at most `max_batch` positions
+//! — so the round trips per step do not grow with the number of sequences. The layer stations
+//! run the bundle's rows together, the head shards answer every sequence that wants logits in
+//! one matmul, and each sequence picks its token with its own decode state: what it gives
+//! alone, token for token.
+//!
+//! Prefix replay, per sequence: a sequence that ends (run to its end, or left by its consumer
+//! between steps) leaves its conversation on the layer stations, kept ([`PrefixTable`]); a
+//! prompt admitted with `reusePrefix` takes the kept conversation sharing most of it, and the
+//! caller asks every layer station to claim that prefix before the sequence's first step
+//! ([`Sequences::claims`], [`Sequences::claimed`]): granted by all, only the rest of the prompt
+//! is carried; refused by any, the stations forget the conversation and the prompt runs whole.
+//! A claim changes nothing a station computes, so the tokens are those of a cold run.
 //!
 //! A step is [`Sequences::plan`] (the rows to fetch), [`Sequences::message`] (the bundle to
 //! carry), then [`Sequences::pick`] with the head shards' answers (or [`Sequences::abandon`]
-//! when the carry failed). Admissions and cancellations happen between steps.
+//! when the carry failed). Admissions, claims and cancellations happen between steps, and
+//! [`Sequences::settle`] says what the layer stations are to keep and forget.
 
 use engine::decode::{Emitted, GenerateOptions};
+use serde::Serialize;
 
 use super::bundle::{self, WANTS_LOGITS};
-use super::coordinator::{Conversation, Model, Pick, RowsWanted};
+use super::coordinator::{
+    replay_verdict, Conversation, Model, Pick, PrefixTable, Replay, RowsWanted,
+};
 use super::gather::Answer;
 use super::rows::RowsMessage;
+use crate::clock::now_ms;
 use crate::error::HostError;
+use crate::host::{
+    DecodeStats, PrefixCounts, PrefixKind, PrefixReport, SequenceCounts, SequenceReport,
+};
+use crate::prefix::PrefixStatus;
 
-/// What a step did for one conversation: the token it picked (none for a prompt chunk whose
-/// logits nobody reads — no event is made for those) or the error that ended it.
+/// What a step did for one sequence: the token it picked (none for a prompt chunk whose logits
+/// nobody reads — no event is made for those) or the error that ended it.
 #[derive(Debug)]
 pub struct StepEvent {
+    /// The sequence, which is the conversation the layer stations know it by.
     pub id: u64,
     pub token: Result<Box<Emitted>, HostError>,
-    /// The conversation ended (its last token, or an error): the stations may forget it.
+    /// The sequence ended (its last token, or an error).
     pub done: bool,
+    /// What it did, once it ended.
+    pub report: Option<SequenceReport>,
 }
 
-/// One conversation's part of the step being prepared or carried.
+/// A sequence admitted: its id (its conversation on the stations), its prompt's length, how the
+/// prompt is to use a kept conversation, and the claim to make before its first step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Admitted {
+    pub id: u64,
+    pub prompt_tokens: usize,
+    /// None when the prompt asked for no reuse.
+    pub prefix: Option<PrefixReport>,
+    pub claim: Option<Claim>,
+}
+
+/// Ask every layer station to claim the first `len` positions of the sequence's conversation,
+/// whose ids hash to `hash` (`super::prefix_hash`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Claim {
+    pub len: usize,
+    #[serde(serialize_with = "hex")]
+    pub hash: u64,
+}
+
+/// A hash as the stations' `claim` takes it: 16 hex digits.
+fn hex<S: serde::Serializer>(h: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{h:016x}"))
+}
+
+/// What a claim's answers decided: how the prompt is served now, and whether the layer stations
+/// must forget the conversation before the sequence's first step (some may hold part of it; the
+/// next [`Sequences::settle`] says so too).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimOutcome {
+    pub prefix: Option<PrefixReport>,
+    pub forget: bool,
+}
+
+/// What the layer stations are to be told between steps: conversations to keep (with the ids
+/// their KV holds, for a later claim) and conversations to forget.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settlement {
+    pub keep: Vec<KeepOrder>,
+    pub forget: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeepOrder {
+    pub conversation: u64,
+    pub ids: Vec<u32>,
+}
+
+/// The sequences and the kept conversations, for `stats()`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SequencesStats {
+    pub sequences: SequenceCounts,
+    /// How admitted prompts used the kept conversations; `windows`: how many may be kept,
+    /// `windowsHeld`: how many are.
+    pub prefix_reuse: PrefixCounts,
+}
+
+/// One sequence's part of the step being prepared or carried.
 #[derive(Debug, Clone, Copy)]
 struct Part {
     id: u64,
@@ -36,13 +119,74 @@ struct Part {
     logits: bool,
 }
 
-/// The conversations a coordinator runs together, in the order they were admitted.
+/// One running sequence.
+struct Sequence {
+    conversation: Conversation,
+    /// The kept prefix it resumes, until every layer station has answered the claim.
+    claim: Option<Replay>,
+    prompt_tokens: usize,
+    prefix: Option<PrefixReport>,
+    admitted_ms: f64,
+    /// When it made its latest token; `prefill_ms` its first.
+    last_ms: Option<f64>,
+    prefill_ms: f64,
+    token_ms: Vec<f64>,
+    tokens: u64,
+}
+
+impl Sequence {
+    fn id(&self) -> u64 {
+        self.conversation.id
+    }
+
+    fn report(&self) -> SequenceReport {
+        let reused = self.prefix.as_ref().map_or(0, |p| p.reused);
+        SequenceReport {
+            prompt_tokens: self.prompt_tokens as u64,
+            prefix: self.prefix.clone(),
+            prefill_ms: self.prefill_ms,
+            prefill_tokens: self.prompt_tokens as u64 - reused,
+            token_ms: self.token_ms.clone(),
+            // Nothing is read on the way: every layer is a station's.
+            decode_layer_reads: 0,
+            layer_reads_per_token: 0.0,
+            decode: DecodeStats {
+                decode_tokens: self.tokens,
+                forward_passes: self.tokens,
+                tokens_per_pass: if self.tokens > 0 { 1.0 } else { 0.0 },
+                ..DecodeStats::default()
+            },
+        }
+    }
+}
+
+/// How a prompt of `prompt` tokens used the kept conversations.
+fn prefix_report(status: PrefixStatus, reused: usize, prompt: usize) -> PrefixReport {
+    PrefixReport {
+        status,
+        reused: reused as u64,
+        prefilled: (prompt - reused) as u64,
+        // The kept conversations are not numbered windows: the claim names the conversation.
+        window: 0,
+        kind: PrefixKind::Implicit,
+        id: None,
+    }
+}
+
+/// The sequences a coordinator runs, in the order they were admitted, and the conversations
+/// kept on the layer stations.
 pub struct Sequences {
-    list: Vec<Conversation>,
+    list: Vec<Sequence>,
     max: usize,
     /// The step planned (and, once `carried`, handed out as a message).
     parts: Vec<Part>,
     carried: bool,
+    kept: PrefixTable,
+    /// The id the next new conversation takes.
+    next_id: u64,
+    settlement: Settlement,
+    counts: SequenceCounts,
+    prefix_counts: PrefixCounts,
 }
 
 fn in_flight() -> HostError {
@@ -52,13 +196,27 @@ fn in_flight() -> HostError {
 }
 
 impl Sequences {
-    /// Room for `max` conversations at once (at least 1).
-    pub fn new(max: usize) -> Self {
+    /// Room for `max` sequences at once (at least 1) and `kept` conversations kept for prefix
+    /// replay; new conversations are numbered from `first_id` (unique among the coordinators
+    /// sharing the stations).
+    pub fn new(max: usize, kept: usize, first_id: u64) -> Self {
+        let max = max.max(1);
         Sequences {
             list: Vec::new(),
-            max: max.max(1),
+            max,
             parts: Vec::new(),
             carried: false,
+            kept: PrefixTable::new(kept),
+            next_id: first_id,
+            settlement: Settlement::default(),
+            counts: SequenceCounts {
+                max,
+                ..SequenceCounts::default()
+            },
+            prefix_counts: PrefixCounts {
+                windows: kept,
+                ..PrefixCounts::default()
+            },
         }
     }
 
@@ -66,57 +224,238 @@ impl Sequences {
         self.max
     }
 
-    /// Conversations admitted and not ended.
+    /// Sequences admitted and not ended.
     pub fn active(&self) -> usize {
         self.list.len()
     }
 
-    /// Admits conversation `id` with `prompt` between steps (see [`Conversation::start`]).
+    /// Conversations kept on the layer stations now.
+    pub fn kept(&self) -> usize {
+        self.kept.len()
+    }
+
+    pub fn stats(&self) -> SequencesStats {
+        SequencesStats {
+            sequences: SequenceCounts {
+                active: self.list.len(),
+                ..self.counts.clone()
+            },
+            prefix_reuse: PrefixCounts {
+                windows_held: self.kept.len(),
+                ..self.prefix_counts.clone()
+            },
+        }
+    }
+
+    /// Admits a sequence with `prompt` between steps (its prompt and options checked as
+    /// [`Conversation::new`] checks them; refused `busy` past the count). With `reusePrefix`,
+    /// it takes the kept conversation sharing the most with the prompt, whose prefix every
+    /// layer station is to claim before the sequence's first step.
     pub fn admit(
         &mut self,
         model: &Model,
-        id: u64,
         prompt: &[u32],
         opts: &GenerateOptions,
-    ) -> Result<(), HostError> {
+    ) -> Result<Admitted, HostError> {
         if self.carried {
             return Err(in_flight());
         }
         if self.list.len() >= self.max {
             return Err(HostError::SequencesFull { max: self.max });
         }
-        if self.list.iter().any(|c| c.id == id) {
-            return Err(HostError::InvalidArgument(format!(
-                "conversation {id} is already running"
-            )));
+        // The best kept prefix (put back if the prompt or the options are refused).
+        let explicit = opts.prefill_window.clone();
+        let replay = match (&explicit, opts.reuse_prefix) {
+            (None, true) => self.kept.take_best(prompt),
+            _ => None,
+        };
+        let (id, kept) = replay
+            .as_ref()
+            .map_or((self.next_id, 0), |r| (r.conversation, r.len));
+        let conversation = match Conversation::new(model, id, prompt, kept, opts) {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(r) = replay {
+                    self.kept.put_back(r.kept);
+                }
+                return Err(e);
+            }
+        };
+        if replay.is_none() {
+            self.next_id += 1;
         }
-        self.list
-            .push(Conversation::start(model, id, prompt, opts)?);
-        Ok(())
+        let prefix = match (&explicit, &replay) {
+            // A split model has no explicit prefill windows: served cold, as by a host without.
+            (Some(id), _) => Some(PrefixReport {
+                kind: PrefixKind::Explicit,
+                id: Some(id.clone()),
+                ..prefix_report(PrefixStatus::Disabled, 0, prompt.len())
+            }),
+            (None, Some(r)) => Some(prefix_report(r.status, r.len, prompt.len())),
+            (None, None) if opts.reuse_prefix => {
+                Some(prefix_report(PrefixStatus::Miss, 0, prompt.len()))
+            }
+            (None, None) => None,
+        };
+        model.mark_generation();
+        let claim = replay.as_ref().map(|r| Claim {
+            len: r.len,
+            hash: r.hash,
+        });
+        self.counts.admitted += 1;
+        self.list.push(Sequence {
+            conversation,
+            claim: replay,
+            prompt_tokens: prompt.len(),
+            prefix: prefix.clone(),
+            admitted_ms: now_ms(),
+            last_ms: None,
+            prefill_ms: 0.0,
+            token_ms: Vec::new(),
+            tokens: 0,
+        });
+        Ok(Admitted {
+            id,
+            prompt_tokens: prompt.len(),
+            prefix,
+            claim,
+        })
     }
 
-    /// Ends conversation `id` between steps; whether it was running.
+    /// The claims to make before the next step: `(sequence, claim)` for each sequence admitted
+    /// with a kept prefix whose stations have not answered yet.
+    pub fn claims(&self) -> Vec<(u64, Claim)> {
+        (self.list.iter())
+            .filter_map(|s| {
+                let r = s.claim.as_ref()?;
+                Some((
+                    s.id(),
+                    Claim {
+                        len: r.len,
+                        hash: r.hash,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// The layer stations' answers to sequence `id`'s claim (`Some(true)` granted, `Some(false)`
+    /// refused, `None` no answer): granted by all, the sequence carries only the rest of its
+    /// prompt; otherwise it runs the whole prompt, after the stations forget the conversation
+    /// (settle before the next step).
+    pub fn claimed(
+        &mut self,
+        id: u64,
+        answers: &[Option<bool>],
+    ) -> Result<ClaimOutcome, HostError> {
+        if self.carried {
+            return Err(in_flight());
+        }
+        let s = (self.list.iter_mut())
+            .find(|s| s.id() == id && s.claim.is_some())
+            .ok_or_else(|| {
+                HostError::InvalidArgument(format!("sequence {id} has no claim to answer"))
+            })?;
+        s.claim = None;
+        let granted = replay_verdict(answers);
+        if !granted {
+            s.conversation.start_cold();
+            s.prefix = Some(prefix_report(PrefixStatus::Miss, 0, s.prompt_tokens));
+            self.settlement.forget.push(id);
+        }
+        Ok(ClaimOutcome {
+            prefix: s.prefix.clone(),
+            forget: !granted,
+        })
+    }
+
+    /// Ends sequence `id` between steps (its consumer left): its conversation is kept for
+    /// prefix replay, the stations holding what it carried. Whether it was running.
     pub fn cancel(&mut self, id: u64) -> Result<bool, HostError> {
         if self.carried {
             return Err(in_flight());
         }
         self.parts.clear();
-        let before = self.list.len();
-        self.list.retain(|c| c.id != id);
-        Ok(self.list.len() < before)
+        let Some(at) = self.list.iter().position(|s| s.id() == id) else {
+            return Ok(false);
+        };
+        let s = self.list.remove(at);
+        self.end(s, true);
+        Ok(true)
     }
 
-    /// Plans the next step: every decoding conversation's token, then as much of the oldest
-    /// prompt still running as the batch has room for. Returns the rows it needs that are not
-    /// here (see [`Model::rows_wanted`]), or `None` when nothing runs.
+    /// A sequence leaves. `consistent`: the stations hold exactly the positions it carried, so
+    /// its conversation is kept (the oldest kept one forgotten when the table is full);
+    /// otherwise what they hold of it is unknown, and they forget it.
+    fn end(&mut self, s: Sequence, consistent: bool) {
+        self.counts.ended += 1;
+        if let Some(p) = &s.prefix {
+            self.prefix_counts.count(p);
+        }
+        let id = s.id();
+        if let Some(replay) = s.claim {
+            // Never claimed: the stations still keep it as it was.
+            let out = self.kept.put_back(replay.kept);
+            self.settlement.forget.extend(out);
+            return;
+        }
+        let held = s.conversation.held();
+        if !consistent {
+            self.settlement.forget.push(id);
+        } else if !held.is_empty() {
+            let out = self
+                .kept
+                .remember(id, held.to_vec(), s.prompt_tokens.min(held.len()));
+            if out.contains(&id) {
+                // A table of none keeps nothing.
+                self.settlement.forget.push(id);
+            } else {
+                self.settlement.keep.push(KeepOrder {
+                    conversation: id,
+                    ids: held.to_vec(),
+                });
+            }
+            self.settlement
+                .forget
+                .extend(out.into_iter().filter(|&c| c != id));
+        }
+    }
+
+    /// What the layer stations are to be told now: the conversations to keep and to forget
+    /// (each sequence that ended since the last call, and those pushed out of the table).
+    pub fn settle(&mut self) -> Settlement {
+        std::mem::take(&mut self.settlement)
+    }
+
+    /// A layer station did not keep `conversation` (or did not answer): no claim may count on
+    /// it, and the stations forget it.
+    pub fn keep_failed(&mut self, conversation: u64) {
+        self.kept.remove(conversation);
+        if self.list.iter().all(|s| s.id() != conversation) {
+            self.settlement.forget.push(conversation);
+        }
+    }
+
+    /// Plans the next step: every decoding sequence's token, then as much of the oldest prompt
+    /// still running as the batch has room for. Returns the rows it needs that are not here
+    /// (see [`Model::rows_wanted`]), or `None` when nothing runs.
     pub fn plan(&mut self, model: &Model) -> Result<Option<RowsWanted>, HostError> {
         if self.carried {
             return Err(in_flight());
         }
+        if let Some(s) = self.list.iter().find(|s| s.claim.is_some()) {
+            return Err(HostError::InvalidArgument(format!(
+                "sequence {} waits for its claim: hand the stations' answers to claimed first",
+                s.id()
+            )));
+        }
         self.parts.clear();
         let mut ids = Vec::new();
         let mut miss = false;
-        for c in self.list.iter().filter(|c| c.decoding()) {
+        for c in self.list.iter().map(|s| &s.conversation) {
+            if !c.decoding() {
+                continue;
+            }
             self.parts.push(Part {
                 id: c.id,
                 positions: 1,
@@ -127,7 +466,8 @@ impl Sequences {
         }
         let room = model.max_batch.saturating_sub(self.parts.len());
         if room > 0 || self.parts.is_empty() {
-            if let Some(c) = self.list.iter().find(|c| !c.decoding()) {
+            let mut running = self.list.iter().map(|s| &s.conversation);
+            if let Some(c) = running.find(|c| !c.decoding()) {
                 let left = c.pending().len();
                 let positions = left.min(room.max(1));
                 self.parts.push(Part {
@@ -135,7 +475,8 @@ impl Sequences {
                     positions,
                     logits: positions == left,
                 });
-                ids.extend_from_slice(&c.pending()[..positions]);
+                // The rows of the whole rest of the prompt: one round for all its chunks.
+                ids.extend_from_slice(c.pending());
             }
         }
         if self.parts.is_empty() {
@@ -153,9 +494,8 @@ impl Sequences {
         }
         let mut messages = Vec::with_capacity(self.parts.len());
         for p in &self.parts {
-            let c = self
-                .list
-                .iter_mut()
+            let c = (self.list.iter_mut())
+                .map(|s| &mut s.conversation)
                 .find(|c| c.id == p.id)
                 .ok_or(HostError::NoContext)?;
             let Some((pos, ids)) = c.take(p.positions) else {
@@ -164,8 +504,9 @@ impl Sequences {
             match model.message(p.id, pos, &ids) {
                 Ok(m) => messages.push((if p.logits { WANTS_LOGITS } else { 0 }, m)),
                 Err(e) => {
-                    // Ids were taken and nothing was carried: these conversations cannot go on.
+                    // Ids were taken and nothing was carried: these sequences cannot go on.
                     model.release_rows();
+                    self.carried = true;
                     self.abandon();
                     return Err(e);
                 }
@@ -183,8 +524,8 @@ impl Sequences {
 
     /// The step's outcome from the head shards' answers (slot `i` answering `model.slices[i]`,
     /// each a bundle of one answer per part wanting logits; `None` when no part wanted them):
-    /// one event per conversation that picked a token or ended. A conversation whose answers
-    /// fail ends with that error, alone.
+    /// one event per sequence that picked a token or ended. A sequence whose answers fail ends
+    /// with that error, alone.
     pub fn pick(
         &mut self,
         model: &Model,
@@ -203,50 +544,74 @@ impl Sequences {
                 vec![vec![Answer::Failed(lost.into()); wanting]; model.slices.len()]
             }
             None => Vec::new(),
-            Some(answers) => answers
-                .into_iter()
-                .enumerate()
+            Some(answers) => (answers.into_iter().enumerate())
                 .map(|(slot, a)| split_answer(model, slot, a, wanting))
                 .collect(),
         };
+        let now = now_ms();
         let mut events = Vec::new();
         let mut k = 0;
         for p in parts {
-            let Some(at) = self.list.iter().position(|c| c.id == p.id) else {
+            let Some(at) = self.list.iter().position(|s| s.id() == p.id) else {
                 continue;
             };
+            let s = &mut self.list[at];
             if !p.logits {
-                self.list[at].advance(p.positions);
+                s.conversation.advance(p.positions);
                 continue;
             }
-            let answers: Vec<_> = per_shard.iter().map(|s| s[k].clone()).collect();
+            let answers: Vec<_> = per_shard.iter().map(|a| a[k].clone()).collect();
             k += 1;
-            let token = match self.list[at].pick(model, answers, p.positions) {
+            let token = match s.conversation.pick(model, answers, p.positions) {
                 Ok(Pick::Token(e)) => Ok(e),
                 Ok(Pick::Retry(slots)) => Err(HostError::Station(format!(
                     "head shards {slots:?} gave no answer"
                 ))),
                 Err(e) => Err(e),
             };
+            if token.is_ok() {
+                match s.last_ms {
+                    None => s.prefill_ms = now - s.admitted_ms,
+                    Some(t) => s.token_ms.push(now - t),
+                }
+                s.last_ms = Some(now);
+                s.tokens += 1;
+            }
             let done = token.as_ref().map_or(true, |e| e.finish_reason.is_some());
+            let report = done.then(|| s.report());
             if done {
-                self.list.remove(at);
+                let s = self.list.remove(at);
+                // A part whose answers failed went through the layer stations all the same:
+                // they hold positions it never counted.
+                self.end(s, token.is_ok());
             }
             events.push(StepEvent {
                 id: p.id,
                 token,
                 done,
+                report,
             });
         }
         Ok(events)
     }
 
-    /// Ends every conversation (the step could not be carried, or the caller gives up): their
-    /// ids, for the stations to forget.
+    /// Ends the sequences of the step planned or carried (it could not be carried, or the caller
+    /// gave up on it) — every sequence when no step is planned: their ids. What the stations
+    /// hold of them is unknown: they forget them.
     pub fn abandon(&mut self) -> Vec<u64> {
-        self.parts.clear();
+        let parts = std::mem::take(&mut self.parts);
         self.carried = false;
-        self.list.drain(..).map(|c| c.id).collect()
+        let in_step = |s: &Sequence| parts.is_empty() || parts.iter().any(|p| p.id == s.id());
+        let (ended, running): (Vec<Sequence>, Vec<Sequence>) =
+            self.list.drain(..).partition(in_step);
+        self.list = running;
+        let ids = ended.iter().map(Sequence::id).collect();
+        for mut s in ended {
+            // A claim may have been made: not kept as it was.
+            s.claim = None;
+            self.end(s, false);
+        }
+        ids
     }
 }
 

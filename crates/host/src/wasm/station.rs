@@ -1,5 +1,6 @@
 //! The stations' JS boundary: `WasmLayerStation` and `WasmHeadStation` (each in a Durable
-//! Object of the Worker) and `WasmCoordinator` (in the Worker that serves the OpenAI routes).
+//! Object of the Worker) and `WasmCoordinator` (under the package's stations backend, in the
+//! Worker that serves the OpenAI routes).
 //! Hidden states cross it as wire messages (`station::wire`), embedding rows and the logits they
 //! ride with as rows messages (`station::rows`). Nothing here may panic: a panic aborts the wasm
 //! instance, i.e. the station.
@@ -8,120 +9,33 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use engine::decode::GenerateOptions;
-use engine::KvType;
 use js_sys::{Array, Promise, Uint32Array, Uint8Array};
 use knot::ReadOptions;
-use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
-use super::convert::{chat_prompt, check_count, to_js};
+use super::convert::{chat_prompt, check_count, prompt_ids, to_js};
 use super::errors::{host_error, invalid_argument, js_error};
 use super::source::JsSource;
 use crate::error::ErrorCode;
-use crate::reader::{ReadConcurrency, ReadPolicy, Reader};
-use crate::station::coordinator::{
-    replay_verdict, Conversation, Model, ModelOptions, Pick, PrefixTable,
-};
-use crate::station::embedding::{EmbeddingOptions, DEFAULT_BUDGET, DEFAULT_CACHE_BYTES};
+use crate::reader::Reader;
+use crate::station::coordinator::Model;
 use crate::station::gather::Answer;
-use crate::station::head::MAX_BUNDLE_PARTS;
+use crate::station::options::StationOptions;
 use crate::station::sequences::Sequences;
 use crate::station::{
     open_index, placement, HeadShard, HeadStation, LayerShard, LayerStation, StationError,
 };
 
-/// A station's options (JSON), each with its default.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-struct StationOptions {
-    max_context: usize,
-    max_batch: usize,
-    kv_cache: String,
-    max_conversations: usize,
-    /// Long spans are read in pieces of this many bytes (each R2 answer is a JS buffer).
-    max_read_bytes: u64,
-    read_timeout_ms: u64,
-    head_shards: usize,
-    /// Finished conversations the coordinator asks the stations to keep for prefix replay.
-    kept_conversations: usize,
-    /// Pieces of one long read in flight at once (1 to 6).
-    read_concurrency: u64,
-    /// The coordinator reads the embedding table whole at open when it is at most this many
-    /// bytes; otherwise the head stations hand its rows over.
-    embedding_budget: u64,
-    /// Bytes of rows the coordinator keeps across requests when the table is sharded.
-    row_cache_bytes: u64,
-    /// Rows of its top-scoring ids each head station sends with its logits (sharded table).
-    logit_rows: usize,
-    /// Conversations the coordinator runs together (`admit` / `plan` / `message` / `pickStep`).
-    max_sequences: usize,
+/// A station's options (`station::options`), a refusal naming the option.
+fn station_options(json: &str) -> Result<StationOptions, JsValue> {
+    StationOptions::from_json(json).map_err(host_error)
 }
 
-impl Default for StationOptions {
-    fn default() -> Self {
-        StationOptions {
-            max_context: 2048,
-            max_batch: 64,
-            kv_cache: "f32".into(),
-            max_conversations: 4,
-            max_read_bytes: 4 << 20,
-            read_timeout_ms: 30_000,
-            head_shards: 1,
-            kept_conversations: 2,
-            read_concurrency: ReadConcurrency::DEFAULT.get() as u64,
-            embedding_budget: DEFAULT_BUDGET,
-            row_cache_bytes: DEFAULT_CACHE_BYTES,
-            logit_rows: ModelOptions::default().logit_rows,
-            max_sequences: 1,
-        }
-    }
-}
-
-impl StationOptions {
-    fn parse(json: &str) -> Result<Self, JsValue> {
-        let o: StationOptions =
-            serde_json::from_str(if json.trim().is_empty() { "{}" } else { json })
-                .map_err(|e| js_error(ErrorCode::InvalidOption, format!("station options: {e}")))?;
-        if o.max_context == 0 || o.max_batch == 0 || o.max_conversations == 0 {
-            return Err(js_error(
-                ErrorCode::InvalidOption,
-                "station options: maxContext, maxBatch and maxConversations must be at least 1",
-            ));
-        }
-        if !(1..=MAX_BUNDLE_PARTS).contains(&o.max_sequences) || o.max_sequences > o.max_batch {
-            return Err(js_error(
-                ErrorCode::InvalidOption,
-                format!(
-                    "station options: maxSequences must be in 1..={MAX_BUNDLE_PARTS} and at most \
-                     maxBatch ({}), got {}",
-                    o.max_batch, o.max_sequences
-                ),
-            ));
-        }
-        Ok(o)
-    }
-
-    fn reader(&self, source: JsValue) -> Result<Reader, JsValue> {
-        let concurrency = ReadConcurrency::new(self.read_concurrency)
-            .map_err(|e| js_error(ErrorCode::InvalidOption, format!("station options: {e}")))?;
-        let policy = ReadPolicy {
-            timeout_ms: self.read_timeout_ms,
-            concurrency,
-            ..ReadPolicy::default()
-        };
-        Ok(Reader::new(Rc::new(JsSource::new(source)?), policy))
-    }
-
-    fn kv_type(&self) -> Result<KvType, JsValue> {
-        KvType::parse(&self.kv_cache).ok_or_else(|| {
-            js_error(
-                ErrorCode::InvalidOption,
-                format!("kvCache must be f32 or f16, got {:?}", self.kv_cache),
-            )
-        })
-    }
+/// The reader a station's open reads through: its source, with the options' read policy.
+fn reader(o: &StationOptions, source: JsValue) -> Result<Reader, JsValue> {
+    Ok(Reader::new(Rc::new(JsSource::new(source)?), o.read_policy))
 }
 
 /// A station's failure: bad wire bytes or a batch the station cannot take are the caller's
@@ -172,9 +86,9 @@ impl WasmLayerStation {
     /// Opens layers `start..end` of the knot file behind `source` (a `KnotByteSource`).
     pub fn open(source: JsValue, start: f64, end: f64, options_json: String) -> Promise {
         future_to_promise(async move {
-            let o = StationOptions::parse(&options_json)?;
+            let o = station_options(&options_json)?;
             let layers = range(start, end, "layer")?;
-            let reader = o.reader(source)?;
+            let reader = reader(&o, source)?;
             let knot = open_index(&reader, &ReadOptions::default())
                 .await
                 .map_err(host_error)?;
@@ -185,7 +99,7 @@ impl WasmLayerStation {
                 &knot.meta.config,
                 layers,
                 o.max_context,
-                o.kv_type()?,
+                o.kv_type,
                 o.max_batch,
                 o.max_conversations,
             )
@@ -272,9 +186,9 @@ impl WasmHeadStation {
     /// Opens rows `start..end` of the LM head of the knot file behind `source`.
     pub fn open(source: JsValue, start: f64, end: f64, options_json: String) -> Promise {
         future_to_promise(async move {
-            let o = StationOptions::parse(&options_json)?;
+            let o = station_options(&options_json)?;
             let slice = range(start, end, "row")?;
-            let reader = o.reader(source)?;
+            let reader = reader(&o, source)?;
             let knot = open_index(&reader, &ReadOptions::default())
                 .await
                 .map_err(host_error)?;
@@ -333,14 +247,16 @@ impl WasmHeadStation {
     }
 }
 
-/// The coordinator: tokenizer, chat template, decode loop, embedding rows.
+/// The coordinator: tokenizer, chat template, decode loop and embedding rows, and the sequences
+/// it runs over the stations (`station::sequences`: one bundle per step for all of them, each
+/// able to resume a conversation the layer stations kept). The package's stations backend
+/// (pkg/src/stations) is what drives it: the calls to the stations are its.
 #[wasm_bindgen]
 pub struct WasmCoordinator {
     model: Model,
-    conversation: RefCell<Option<Conversation>>,
-    kept: RefCell<PrefixTable>,
-    /// Conversations run together, one bundle per step (`admit` and after).
     sequences: RefCell<Sequences>,
+    /// `info()`'s object, as JSON.
+    info: String,
 }
 
 #[wasm_bindgen]
@@ -350,27 +266,30 @@ impl WasmCoordinator {
     /// vocabulary is cut into. Nothing after this reads the file.
     pub fn open(source: JsValue, options_json: String) -> Promise {
         future_to_promise(async move {
-            let o = StationOptions::parse(&options_json)?;
-            let reader = o.reader(source)?;
-            let opts = ModelOptions {
-                context: o.max_context,
-                max_batch: o.max_batch,
-                head_shards: o.head_shards,
-                embedding: EmbeddingOptions {
-                    budget: o.embedding_budget,
-                    cache_bytes: o.row_cache_bytes,
-                },
-                logit_rows: o.logit_rows,
-                piece: Some(o.max_read_bytes).filter(|&p| p > 0),
-            };
-            let model = Model::open(reader, &ReadOptions::default(), opts)
+            let o = station_options(&options_json)?;
+            let reader = reader(&o, source)?;
+            let model = Model::open(reader, &ReadOptions::default(), o.model_options())
                 .await
                 .map_err(host_error)?;
+            let m = &model.knot.meta;
+            let info = serde_json::json!({
+                "name": m.name,
+                "architecture": m.architecture,
+                "config": m.config,
+                "contextLength": model.context,
+                "maxSequences": o.max_sequences,
+                "chatTemplate": model.chat_template,
+                "embedding": model.stats().embedding.mode,
+            })
+            .to_string();
+            // Conversation ids unique across the coordinators sharing the stations: a random
+            // base (below 2^50, which a JS number holds exactly), counted up from.
+            let first = (js_sys::Math::random() * 2f64.powi(40)).floor() as u64 * 1024;
+            let sequences = Sequences::new(o.max_sequences, o.kept_conversations, first);
             Ok(WasmCoordinator {
                 model,
-                conversation: RefCell::new(None),
-                kept: RefCell::new(PrefixTable::new(o.kept_conversations)),
-                sequences: RefCell::new(Sequences::new(o.max_sequences)),
+                sequences: RefCell::new(sequences),
+                info,
             }
             .into())
         })
@@ -396,25 +315,31 @@ impl WasmCoordinator {
         Uint32Array::from(self.model.config().eos_ids.as_slice())
     }
 
-    /// `{ name, architecture, config, contextLength, embedding }` as JSON (`embedding`:
+    /// Sequences run together at most (`maxSequences` of the options).
+    #[wasm_bindgen(getter, js_name = maxSequences)]
+    pub fn max_sequences(&self) -> u32 {
+        self.sequences.borrow().max() as u32
+    }
+
+    /// `{ name, architecture, config, contextLength, maxSequences, chatTemplate, embedding }`
+    /// (`chatTemplate`: where the template came from, as a host reports it; `embedding`:
     /// `resident` or `sharded`).
-    pub fn info(&self) -> String {
-        let m = &self.model.knot.meta;
-        serde_json::json!({
-            "name": m.name,
-            "architecture": m.architecture,
-            "config": m.config,
-            "contextLength": self.model.context,
-            "embedding": self.model.stats().embedding.mode,
-        })
-        .to_string()
+    pub fn info(&self) -> Result<JsValue, JsValue> {
+        js_sys::JSON::parse(&self.info)
     }
 
     /// Reads of the file at open and since (0 after open, on every path), the embedding's mode
-    /// and rows held, and the rounds of rows fetched (since open, and for the latest generation).
+    /// and rows held, and the rounds of rows fetched (since open, and for the latest admission).
     #[wasm_bindgen(unchecked_return_type = "import('../../src/types/reports.js').CoordinatorStats")]
     pub fn stats(&self) -> Result<JsValue, JsValue> {
         to_js(&self.model.stats())
+    }
+
+    /// The sequences (`{ max, active, admitted, ended }`) and how prompts used the kept
+    /// conversations (`prefixReuse`, as a host counts its windows).
+    #[wasm_bindgen(js_name = sequenceStats, unchecked_return_type = "import('../../src/types/stations.js').SequenceStats")]
+    pub fn sequence_stats(&self) -> Result<JsValue, JsValue> {
+        to_js(&self.sequences.borrow().stats())
     }
 
     /// Rows of its top-scoring ids each head shard is to send with its logits (`?top=` of
@@ -479,35 +404,127 @@ impl WasmCoordinator {
         ))
     }
 
-    /// Begins generating for conversation `conversation` from `ids` (checking the options);
-    /// then `rowsWanted` and `next` give the prompt's messages. `kept`: positions every station
-    /// still holds of it (a replayed prefix; 0 for a new one).
-    pub fn start(
-        &self,
-        conversation: f64,
-        ids: Uint32Array,
-        options_json: String,
-        kept: f64,
-    ) -> Result<(), JsValue> {
-        let id = conversation_id(conversation)?;
-        let kept = check_count(kept, "kept")? as usize;
-        let opts = GenerateOptions::from_json(&options_json).map_err(host_error)?;
-        let conv = Conversation::resume(&self.model, id, &ids.to_vec(), kept, &opts)
+    /// The prompt as token ids, the way `admit` reads it.
+    fn ids(&self, prompt: &JsValue) -> Result<Vec<u32>, JsValue> {
+        prompt_ids(
+            prompt,
+            self.model.knot.meta.chat_template.as_deref(),
+            &self.model.tokenizer,
+        )
+    }
+
+    /// How many tokens `prompt` (as `admit` takes it) is.
+    #[wasm_bindgen(js_name = countTokens)]
+    pub fn count_tokens(&self, prompt: JsValue) -> Result<u32, JsValue> {
+        Ok(self.ids(&prompt)?.len() as u32)
+    }
+
+    /// Admits a sequence between steps: `prompt` is token ids (`Uint32Array`), text, or `{ chat:
+    /// messagesJson, tools?: toolsJson, addGenerationPrompt?, suffix? }` (rendered and encoded
+    /// here, as `WasmHost.admit` does), `optionsJson` the generation options. Returns `{ id,
+    /// promptTokens, prefix, claim }`: `id` is the sequence, and the conversation the layer
+    /// stations know it by; `claim: { len, hash }` (or null) asks every layer station to claim
+    /// that prefix of conversation `id` before the sequence's first step (`claimed`).
+    #[wasm_bindgen(
+        unchecked_return_type = "import('../../src/types/stations.js').CoordinatorAdmitted"
+    )]
+    pub fn admit(&self, prompt: JsValue, options_json: &str) -> Result<JsValue, JsValue> {
+        let ids = self.ids(&prompt)?;
+        let opts = GenerateOptions::from_json(options_json).map_err(host_error)?;
+        let admitted = self
+            .sequences
+            .borrow_mut()
+            .admit(&self.model, &ids, &opts)
             .map_err(host_error)?;
-        *self.conversation.borrow_mut() = Some(conv);
+        to_js(&admitted)
+    }
+
+    /// The claims to make before the next step: `[{ sequence, len, hash }]`.
+    #[wasm_bindgen(
+        unchecked_return_type = "Array<{ sequence: number, len: number, hash: string }>"
+    )]
+    pub fn claims(&self) -> Result<Array, JsValue> {
+        (self.sequences.borrow().claims().into_iter())
+            .map(|(id, c)| {
+                let o = js_sys::Object::new();
+                js_sys::Reflect::set(&o, &"sequence".into(), &(id as f64).into())?;
+                js_sys::Reflect::set(&o, &"len".into(), &(c.len as f64).into())?;
+                js_sys::Reflect::set(&o, &"hash".into(), &format!("{:016x}", c.hash).into())?;
+                Ok(JsValue::from(o))
+            })
+            .collect()
+    }
+
+    /// Every layer station's answer to sequence `sequence`'s claim (`true` granted, `false`
+    /// refused, `null` no answer). Returns `{ prefix, forget }`: how its prompt is served now,
+    /// and whether every layer station must forget the conversation before the next step (a
+    /// claim not granted by all: the prompt runs whole).
+    pub fn claimed(&self, sequence: f64, answers: Array) -> Result<JsValue, JsValue> {
+        let id = conversation_id(sequence)?;
+        let answers: Vec<Option<bool>> = answers.iter().map(|a| a.as_bool()).collect();
+        let outcome = self
+            .sequences
+            .borrow_mut()
+            .claimed(id, &answers)
+            .map_err(host_error)?;
+        to_js(&outcome)
+    }
+
+    /// Ends sequence `sequence` between steps (its consumer left; its conversation is kept for
+    /// prefix replay); whether it was running.
+    pub fn cancel(&self, sequence: f64) -> Result<bool, JsValue> {
+        let id = conversation_id(sequence)?;
+        self.sequences.borrow_mut().cancel(id).map_err(host_error)
+    }
+
+    /// What every layer station is to be told now, and then forgotten here: `{ keep: [{
+    /// conversation, ids }], forget: [conversation] }` — keep `conversation` holding `ids`
+    /// (`/keep`; one that fails goes to `keepFailed`), forget the others.
+    #[wasm_bindgen(
+        unchecked_return_type = "{ keep: { conversation: number, ids: Uint32Array }[], forget: number[] }"
+    )]
+    pub fn settle(&self) -> Result<JsValue, JsValue> {
+        let s = self.sequences.borrow_mut().settle();
+        let keep: Array = (s.keep.iter())
+            .map(|k| {
+                let o = js_sys::Object::new();
+                let conversation = JsValue::from(k.conversation as f64);
+                js_sys::Reflect::set(&o, &"conversation".into(), &conversation)?;
+                let ids = Uint32Array::from(k.ids.as_slice());
+                js_sys::Reflect::set(&o, &"ids".into(), &ids)?;
+                Ok(JsValue::from(o))
+            })
+            .collect::<Result<_, JsValue>>()?;
+        let forget: Array = s.forget.iter().map(|&c| JsValue::from(c as f64)).collect();
+        let o = js_sys::Object::new();
+        js_sys::Reflect::set(&o, &"keep".into(), &keep)?;
+        js_sys::Reflect::set(&o, &"forget".into(), &forget)?;
+        Ok(o.into())
+    }
+
+    /// A layer station did not keep `conversation`: it leaves the kept ones, and the next
+    /// `settle` has every station forget it.
+    #[wasm_bindgen(js_name = keepFailed)]
+    pub fn keep_failed(&self, conversation: f64) -> Result<(), JsValue> {
+        let id = conversation_id(conversation)?;
+        self.sequences.borrow_mut().keep_failed(id);
         Ok(())
     }
 
-    /// The embedding rows the next messages need that are not here, as `[{ slot, ids }]`: ask
-    /// head shard `slot` for `ids` (`/rows`), all at once, and hand each answer to `addRows`.
-    /// Empty when the table is resident, the rows are cached, or they rode with the logits.
-    #[wasm_bindgen(js_name = rowsWanted, unchecked_return_type = "Array<{ slot: number, ids: Uint32Array }>")]
-    pub fn rows_wanted(&self) -> Result<Array, JsValue> {
-        let slot = self.conversation.borrow();
-        let Some(conv) = slot.as_ref() else {
-            return Ok(Array::new());
-        };
-        wanted_array(&conv.rows_wanted(&self.model).map_err(host_error)?)
+    /// Plans the next step: the embedding rows it needs from the head shards, as `[{ slot, ids
+    /// }]` (ask head shard `slot` for `ids` with `/rows`, all at once, and hand each answer to
+    /// `addRows`), or `null` when no sequence runs.
+    #[wasm_bindgen(js_name = planStep, unchecked_return_type = "Array<{ slot: number, ids: Uint32Array }> | null")]
+    pub fn plan_step(&self) -> Result<JsValue, JsValue> {
+        match self
+            .sequences
+            .borrow_mut()
+            .plan(&self.model)
+            .map_err(host_error)?
+        {
+            None => Ok(JsValue::NULL),
+            Some(wanted) => Ok(wanted_array(&wanted)?.into()),
+        }
     }
 
     /// Keeps the rows head shard `slot` answered to `/rows`.
@@ -522,165 +539,8 @@ impl WasmCoordinator {
             .map_err(host_error)
     }
 
-    /// The kept conversation sharing the longest prefix with `ids`, as `{ conversation, len,
-    /// hash }` to claim from every layer station, or `null`. It leaves the table either way.
-    #[wasm_bindgen(js_name = replayFor)]
-    pub fn replay_for(&self, ids: Uint32Array) -> Result<JsValue, JsValue> {
-        match self.kept.borrow_mut().take_best(&ids.to_vec()) {
-            None => Ok(JsValue::NULL),
-            Some(r) => {
-                let o = js_sys::Object::new();
-                js_sys::Reflect::set(&o, &"conversation".into(), &(r.conversation as f64).into())?;
-                js_sys::Reflect::set(&o, &"len".into(), &(r.len as f64).into())?;
-                js_sys::Reflect::set(&o, &"hash".into(), &format!("{:016x}", r.hash).into())?;
-                Ok(o.into())
-            }
-        }
-    }
-
-    /// Whether the claims' answers (`true` hit, `false` miss, `null` no answer) let the prefill
-    /// of the prefix be skipped: only when there are some and all are hits.
-    #[wasm_bindgen(js_name = replayVerdict)]
-    pub fn replay_verdict(&self, answers: Array) -> bool {
-        let answers: Vec<Option<bool>> = answers.iter().map(|a| a.as_bool()).collect();
-        replay_verdict(&answers)
-    }
-
-    /// Picks the next token from the head shards' answers to the last message of `positions`
-    /// positions: each the `Uint8Array` a head station answered to `/logits`, `null` (no answer
-    /// in time) or an error (message).
-    /// Returns `{ id, text, finishReason, step }`, or `{ retry: [slots] }` to ask those again.
-    pub fn pick(&self, answers: Array, positions: f64) -> Result<JsValue, JsValue> {
-        let positions = check_count(positions, "positions")? as usize;
-        let answers = answers
-            .iter()
-            .enumerate()
-            .map(|(slot, a)| answer_of(&a, |b| self.model.read_answer(slot, &b)))
-            .collect();
-        let mut slot = self.conversation.borrow_mut();
-        let conv = slot.as_mut().ok_or_else(|| {
-            js_error(
-                ErrorCode::NoContext,
-                "no generation in progress: start one first",
-            )
-        })?;
-        match conv
-            .pick(&self.model, answers, positions)
-            .map_err(host_error)?
-        {
-            Pick::Token(e) => to_js(&e),
-            Pick::Retry(slots) => {
-                let o = js_sys::Object::new();
-                let list: Array = slots.iter().map(|&s| JsValue::from(s as f64)).collect();
-                js_sys::Reflect::set(&o, &"retry".into(), &list)?;
-                Ok(o.into())
-            }
-        }
-    }
-
-    /// The messages to carry next — the prompt's after `start`, then the token picked last —
-    /// or `null` once the generation has ended. Every row `rowsWanted` asked for must be here.
-    #[wasm_bindgen(unchecked_return_type = "Uint8Array[] | null")]
-    pub fn next(&self) -> Result<JsValue, JsValue> {
-        let mut slot = self.conversation.borrow_mut();
-        let Some((id, pos, ids)) = slot
-            .as_mut()
-            .and_then(|c| c.next_ids().map(|ids| (c.id, c.pos, ids)))
-        else {
-            return Ok(JsValue::NULL);
-        };
-        match self.model.messages(id, pos, &ids) {
-            Ok(messages) => Ok(messages_array(messages).into()),
-            Err(e) => {
-                // Nothing was carried: the generation cannot go on.
-                *slot = None;
-                Err(host_error(e))
-            }
-        }
-    }
-
-    /// Positions the stations hold for the generation in progress.
-    #[wasm_bindgen(getter)]
-    pub fn position(&self) -> f64 {
-        self.conversation
-            .borrow()
-            .as_ref()
-            .map_or(0.0, |c| c.pos as f64)
-    }
-
-    /// Ends the generation in progress (the caller tells the stations to forget it).
-    pub fn end(&self) {
-        *self.conversation.borrow_mut() = None;
-    }
-
-    /// Ends the generation in progress and keeps it for prefix replay: `{ conversation, ids,
-    /// forget }` — tell every layer station to keep `conversation` holding `ids`, and to forget
-    /// the conversations in `forget` (pushed out of the table). `null` when none was running.
-    pub fn finish(&self) -> Result<JsValue, JsValue> {
-        let Some(conv) = self.conversation.borrow_mut().take() else {
-            return Ok(JsValue::NULL);
-        };
-        let held = conv.held().to_vec();
-        let forget = self.kept.borrow_mut().remember(conv.id, held.clone());
-        let o = js_sys::Object::new();
-        js_sys::Reflect::set(&o, &"conversation".into(), &(conv.id as f64).into())?;
-        js_sys::Reflect::set(&o, &"ids".into(), &Uint32Array::from(held.as_slice()))?;
-        let forget: Array = forget.iter().map(|&c| JsValue::from(c as f64)).collect();
-        js_sys::Reflect::set(&o, &"forget".into(), &forget)?;
-        Ok(o.into())
-    }
-}
-
-/// Conversations run together (a coordinator opened with `maxSequences`): each step one bundle
-/// carrying every conversation's rows through the stations (`station::sequences`).
-#[wasm_bindgen]
-impl WasmCoordinator {
-    /// Conversations run together at most (`maxSequences` of the options).
-    #[wasm_bindgen(getter, js_name = maxSequences)]
-    pub fn max_sequences(&self) -> u32 {
-        self.sequences.borrow().max() as u32
-    }
-
-    /// Admits conversation `conversation` with the prompt `ids` between steps (refused `busy`
-    /// past `maxSequences`, and as `start` refuses bad options).
-    pub fn admit(
-        &self,
-        conversation: f64,
-        ids: Uint32Array,
-        options_json: String,
-    ) -> Result<(), JsValue> {
-        let id = conversation_id(conversation)?;
-        let opts = GenerateOptions::from_json(&options_json).map_err(host_error)?;
-        self.sequences
-            .borrow_mut()
-            .admit(&self.model, id, &ids.to_vec(), &opts)
-            .map_err(host_error)
-    }
-
-    /// Ends `conversation` between steps (its consumer left); whether it was running. The
-    /// caller tells the stations to forget it.
-    pub fn cancel(&self, conversation: f64) -> Result<bool, JsValue> {
-        let id = conversation_id(conversation)?;
-        self.sequences.borrow_mut().cancel(id).map_err(host_error)
-    }
-
-    /// Plans the next step: the embedding rows it needs from the head shards, as `rowsWanted`
-    /// gives them (each answer to `addRows`), or `null` when no conversation runs.
-    #[wasm_bindgen(js_name = planStep, unchecked_return_type = "Array<{ slot: number, ids: Uint32Array }> | null")]
-    pub fn plan_step(&self) -> Result<JsValue, JsValue> {
-        match self
-            .sequences
-            .borrow_mut()
-            .plan(&self.model)
-            .map_err(host_error)?
-        {
-            None => Ok(JsValue::NULL),
-            Some(wanted) => Ok(wanted_array(&wanted)?.into()),
-        }
-    }
-
-    /// The planned step as one message (a bundle of every conversation's hidden states) to
-    /// send through the layer stations: `{ message, logits }` — `logits`: on to the head shards.
+    /// The planned step as one message (a bundle of every sequence's hidden states) to send
+    /// through the layer stations: `{ message, logits }` — `logits`: on to the head shards.
     #[wasm_bindgen(js_name = stepMessage, unchecked_return_type = "{ message: Uint8Array, logits: boolean }")]
     pub fn step_message(&self) -> Result<JsValue, JsValue> {
         let (message, logits) = self
@@ -696,8 +556,8 @@ impl WasmCoordinator {
 
     /// The step's outcome from the head shards' answers (each the bundle a shard answered, an
     /// error, or `null`; `null` for all of them when the step wanted no logits): one event per
-    /// conversation that picked a token or ended, `{ sequence, token, done, finishReason,
-    /// error? }` as `WasmHost.step` gives them. A conversation whose answers failed ends alone.
+    /// sequence that picked a token or ended, `{ sequence, token, done, finishReason, report?,
+    /// error? }` as `WasmHost.step` gives them. A sequence whose answers failed ends alone.
     #[wasm_bindgen(js_name = pickStep)]
     pub fn pick_step(&self, answers: JsValue) -> Result<js_sys::Array, JsValue> {
         let answers = if answers.is_null() || answers.is_undefined() {
@@ -719,6 +579,9 @@ impl WasmCoordinator {
             let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&o, &k.into(), v).map(drop);
             set("sequence", &(e.id as f64).into())?;
             set("done", &e.done.into())?;
+            if let Some(r) = &e.report {
+                set("report", &to_js(r)?)?;
+            }
             match e.token {
                 Ok(t) => {
                     set("finishReason", &to_js(&t.finish_reason)?)?;
@@ -735,8 +598,8 @@ impl WasmCoordinator {
         Ok(out)
     }
 
-    /// Ends every conversation run together (a step could not be carried): their ids, for
-    /// the stations to forget.
+    /// Ends every sequence (a step could not be carried, or was given up): their ids. The next
+    /// `settle` has the stations forget them.
     pub fn abandon(&self) -> Array {
         let ids = self.sequences.borrow_mut().abandon();
         ids.iter().map(|&c| JsValue::from(c as f64)).collect()
@@ -766,12 +629,5 @@ fn wanted_array(wanted: &[(usize, Vec<u32>)]) -> Result<Array, JsValue> {
             js_sys::Reflect::set(&o, &"ids".into(), &Uint32Array::from(ids.as_slice()))?;
             Ok(JsValue::from(o))
         })
-        .collect()
-}
-
-fn messages_array(messages: Vec<Vec<u8>>) -> Array {
-    messages
-        .iter()
-        .map(|m| JsValue::from(Uint8Array::from(m.as_slice())))
         .collect()
 }
