@@ -65,6 +65,16 @@ const withThreads = (o, options) => (o.threads === undefined ? options : { ...op
 const entry = (o) => (o.pkg === undefined ? '../src/node.js' : new URL(`file://${o.pkg.replace(/\/$/, '')}/src/node.js`).href);
 
 /**
+ * What the generation that ended last did: its report (`stats().generation`), or, on another
+ * checkout's older package (`--baseline`), the per-generation figures its stats had at the top,
+ * with `tokenMs` from the second token on as the report has it.
+ */
+function lastGeneration(shim) {
+  const s = shim.stats();
+  return s.generation ?? { ...s, tokenMs: s.tokenMs.slice(1) };
+}
+
+/**
  * `runs` generations of n + 1 tokens (the first comes from the prefill's logits); returns median
  * prefill and decode tok/s from the host's own timings.
  */
@@ -74,9 +84,9 @@ async function measure(shim, prompt, o, options) {
   for (let r = 0; r < o.runs; r++) {
     const out = await shim.generate(prompt, o.n + 1, options);
     if (out.length !== o.n + 1) throw new Error(`generation ended after ${out.length - 1} decode tokens (end of text); the figures would be off`);
-    const s = shim.stats();
+    const s = lastGeneration(shim);
     prefill.push(s.prefillTokens / (s.prefillMs / 1000));
-    const steps = s.tokenMs.slice(1);
+    const steps = s.tokenMs;
     decode.push(steps.length / (steps.reduce((a, b) => a + b, 0) / 1000));
   }
   return { prefillTokS: median(prefill), decodeTokS: median(decode) };
@@ -147,8 +157,8 @@ async function draftChild(o) {
         const order = r % 2 === 0 ? [false, true] : [true, false];
         for (const draft of order) {
           const out = await shim.generateText([{ role: 'user', content: text }], { maxTokens: o.n + 1, draftMode: draft });
-          const s = shim.stats();
-          const steps = s.tokenMs.slice(1);
+          const s = lastGeneration(shim);
+          const steps = s.tokenMs;
           const tokS = steps.length / (steps.reduce((a, b) => a + b, 0) / 1000);
           const got = Array.from(out.tokens).join(',');
           if (ids === undefined) ids = got;

@@ -41,8 +41,9 @@ async function once(file, layers, prompt, threads) {
     // A warm-up generation: the first pass pays for allocations.
     await shim.generate(prompt.slice(0, 8), 2, { ignoreEos: true });
     await shim.generate(prompt, n + 1, { ignoreEos: true });
-    const s = shim.stats();
-    const steps = s.tokenMs.slice(1);
+    // The generation's report: the time between its tokens (the first comes from the prefill).
+    const s = shim.stats().generation;
+    const steps = s.tokenMs;
     return {
       prefill: s.prefillTokens / (s.prefillMs / 1000),
       decode: steps.length / (steps.reduce((a, b) => a + b, 0) / 1000),

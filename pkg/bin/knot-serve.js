@@ -10,7 +10,8 @@ import { readFile } from 'node:fs/promises';
 import process from 'node:process';
 import { parseArgs } from 'node:util';
 import { FileKnotSource, HostShim } from '../src/node.js';
-import { createHandler, listen } from '../src/serve.js';
+import { createServer } from '../src/server.js';
+import { listen } from '../src/serve.js';
 import { knotFor } from '../src/gguf-cache.js';
 import { agenticFromEnv, agenticSettings } from '../src/openai/index.js';
 import { autoAudioMode, parseAudioMode, probeAudio, speechPlayback } from '../src/speech-playback.js';
@@ -24,10 +25,15 @@ const HELP = `usage: knot-serve MODEL.knot|MODEL.gguf [options]
   --max-context N          positions of the KV cache (default 4096, capped by the model)
   --kv-cache f16|f32       KV cache type (default f16)
   --memory-budget-mb N     refuse a model whose plan exceeds this (default: none)
-  --chat-template FILE     a Jinja chat template used instead of the file's
-  --parallel N             requests answered at once, their tokens in one batch per step (each
-                           as it would be alone; a KV cache each; default 1)
-  --queue N                requests that may wait for the model (default 8; past it, 429)
+  --chat-template FILE     a Jinja chat template used instead of the file's (a file without one
+                           gets the one its special tokens imply: Gemma turns, ChatML, Llama 3)
+  --parallel N|auto        requests answered at once, their tokens in one batch per step (each
+                           as it would be alone; a KV cache each; default auto: 4, or as many as
+                           --memory-budget-mb holds at the whole context)
+  --prefix-windows N       KV caches kept beyond one per request, for the prefixes of more
+                           conversations than run at once (default 4)
+  --queue N                requests that may wait for the model (default 16; past it, 429)
+  --queue-timeout-ms N     the longest a request waits for the model (default 120000; then 429)
   --terminal-prosody MODE  bias | observe | off (default: TERMINAL_PROSODY or bias)
   --no-prefix-reuse        prefill every prompt from the start
   --no-prefill-windows     turn off /prefill/windows (also KNOT_PREFILL_WINDOWS=0)
@@ -69,8 +75,10 @@ try {
       'kv-cache': { type: 'string', default: 'f16' },
       'memory-budget-mb': { type: 'string' },
       'chat-template': { type: 'string' },
-      queue: { type: 'string', default: '8' },
-      parallel: { type: 'string', default: '1' },
+      queue: { type: 'string', default: '16' },
+      'queue-timeout-ms': { type: 'string', default: '120000' },
+      parallel: { type: 'string', default: 'auto' },
+      'prefix-windows': { type: 'string', default: '4' },
       'terminal-prosody': { type: 'string', default: process.env.TERMINAL_PROSODY || 'bias' },
       'no-prefix-reuse': { type: 'boolean', default: false },
       agentic: { type: 'string' },
@@ -121,30 +129,36 @@ const modelPath = await knotFor(positionals[0], (line) => process.stderr.write(l
 const modelId = o['model-id'] ?? positionals[0].replace(/^.*[\\/]/, '').replace(/\.(knot|gguf)$/, '');
 const source = await FileKnotSource.open(modelPath);
 const t0 = Date.now();
-const parallel = int('parallel', o.parallel, 1);
-if (parallel > 64) fail(`--parallel must be at most 64, got ${parallel}`);
+const parallel = o.parallel === 'auto' ? 'auto' : int('parallel', o.parallel, 1);
+if (parallel !== 'auto' && parallel > 64) fail(`--parallel must be at most 64 or auto, got ${parallel}`);
 let shim;
 try {
   shim = await HostShim.open(source, {
     maxContext: int('max-context', o['max-context'], 1),
     kvCache: o['kv-cache'],
-    ...(parallel > 1 ? { maxSequences: parallel } : {}),
-    // No windows: no KV cache kept for them in the memory plan either. Generations run together
-    // prefill cold (a step is shared), so --parallel turns them off.
-    ...(o['no-prefill-windows'] || parallel > 1 ? { prefillWindows: 0 } : {}),
+    maxSequences: parallel,
+    prefixWindows: int('prefix-windows', o['prefix-windows']),
+    ...(o['no-prefill-windows'] ? { prefillWindows: 0 } : {}),
     ...(o['memory-budget-mb'] === undefined ? {} : { memoryBudget: int('memory-budget-mb', o['memory-budget-mb'], 1) * 2 ** 20 }),
     ...(o['chat-template'] === undefined ? {} : { chatTemplate: await readFile(o['chat-template'], 'utf8') }),
+    maxWaiting: int('queue', o.queue),
+    waitTimeoutMs: int('queue-timeout-ms', o['queue-timeout-ms'], 1),
+    stallMs: 120_000,
   });
 } catch (e) {
   fail(`cannot open ${modelPath}: ${e.message}`);
 }
-const { handler } = createHandler(shim, {
+const info = shim.info();
+if (info.chatTemplate === null) {
+  fail(`${modelPath} has no chat template and its special tokens imply none (not Gemma turns, ChatML or Llama 3 headers): `
+    + 'give one with --chat-template FILE');
+}
+const { fetch: handler } = createServer(shim, {
   modelId,
   maxTokens: int('max-tokens', o['max-tokens'], 1),
   prefixReuse: !o['no-prefix-reuse'],
-  prefillWindows: !o['no-prefill-windows'] && parallel === 1,
+  prefillWindows: !o['no-prefill-windows'],
   terminalProsody: /** @type {any} */ (o['terminal-prosody']),
-  queue: { max: int('queue', o.queue), slots: parallel },
   agentic,
   speech: playback.speech,
 });
@@ -172,9 +186,11 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 server = await listen(handler, { port: int('port', o.port), host: o.host });
 const runtime = globalThis.Bun ? 'Bun' : globalThis.Deno ? 'Deno' : 'Node';
 // One write: whoever waits for the URL reads the whole startup message with it.
+const template = info.chatTemplate.name === null ? `${info.chatTemplate.source} chat template` : `${info.chatTemplate.name} chat template (implied)`;
 process.stdout.write(`knot-serve: ${modelId} on ${server.url} (OpenAI API at ${server.url}/v1; ${runtime}; `
   + `${shim.layerCount} layers resident, context ${shim.contextLength}, `
-  + `${parallel > 1 ? `${parallel} requests at once, ` : ''}opened in ${Date.now() - t0} ms)\n`
+  + `${shim.maxSequences} requests at once, prefix reuse ${o['no-prefix-reuse'] ? 'off' : 'on'}, ${template}, `
+  + `opened in ${Date.now() - t0} ms)\n`
   + (agentic.mode !== 'off' && agentic.servers.length > 0
     ? `knot-serve: agentic loop ${agentic.mode === 'on' ? 'on for every chat request' : 'for requests that ask'}; `
       + `MCP servers: ${agentic.servers.map((s) => s.name).join(', ')}\n`

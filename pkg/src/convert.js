@@ -117,3 +117,34 @@ export function toSignal(signal) {
   }
   return /** @type {AbortSignal | undefined} */ (signal);
 }
+
+/**
+ * A prompt as a model's `admit` takes it (WasmHost's and the stations' WasmCoordinator's): token
+ * ids, text, or chat messages (`{ role, content }[]`, or `{ messages, tools?, suffix?,
+ * addGenerationPrompt? }`) as `{ chat, tools?, addGenerationPrompt?, suffix? }` with the
+ * messages and tools in JSON, rendered and encoded in Rust so that the prompt crosses once.
+ * @param {unknown} prompt
+ * @param {boolean} [addGenerationPrompt] for messages (default true)
+ */
+export function toPrompt(prompt, addGenerationPrompt) {
+  if (ArrayBuffer.isView(prompt)) return toTokenIds(prompt);
+  if (typeof prompt === 'string') return toText(prompt, 'prompt');
+  // A list of numbers is token ids (an empty list too: the empty prompt Rust refuses).
+  if (Array.isArray(prompt) && prompt.every((x) => typeof x === 'number')) return toTokenIds(prompt);
+  if (Array.isArray(prompt)) {
+    return { chat: messagesJson(prompt), ...(addGenerationPrompt === undefined ? {} : { addGenerationPrompt }) };
+  }
+  if (isPlainObject(prompt) && Array.isArray(/** @type {any} */ (prompt).messages)) {
+    const { messages, tools, suffix, addGenerationPrompt: add = addGenerationPrompt } = /** @type {any} */ (prompt);
+    if (add !== undefined && typeof add !== 'boolean') {
+      throw coded('invalid_argument', 'prompt.addGenerationPrompt must be true or false');
+    }
+    return {
+      chat: messagesJson(messages),
+      ...(tools === undefined ? {} : { tools: toJson(tools) }),
+      ...(add === undefined ? {} : { addGenerationPrompt: add }),
+      ...(suffix === undefined ? {} : { suffix: toText(suffix, 'prompt.suffix') }),
+    };
+  }
+  throw coded('invalid_argument', 'a prompt is text, chat messages ({ role, content }[] or { messages, tools }), or token ids');
+}

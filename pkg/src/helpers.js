@@ -17,7 +17,12 @@ export function setHelperBindings(ns) {
   bindings = ns;
 }
 
-function wasm() {
+/**
+ * The entry point's initialized wasm-bindgen namespace (the stations' hop assessments build its
+ * synchronous classes too).
+ * @returns {any}
+ */
+export function initializedWasm() {
   if (bindings === undefined) {
     throw coded('internal', 'knot-wasm: the wasm is not initialized yet; await loadWasm() first', Error);
   }
@@ -31,7 +36,7 @@ function wasm() {
  * @returns {number[]}
  */
 export function createMoaAgents(options = {}) {
-  return Array.from(wasm().moaAgents(optionsJson(options, 'createMoaAgents: options')));
+  return Array.from(initializedWasm().moaAgents(optionsJson(options, 'createMoaAgents: options')));
 }
 
 /**
@@ -44,7 +49,7 @@ export function createMoaAgents(options = {}) {
  */
 export function deficitWeightedMerge(dists, options = {}) {
   optionsJson(options, 'deficitWeightedMerge: options');
-  return wasm().moaMerge(optionsJson({ ...options, dists }));
+  return initializedWasm().moaMerge(optionsJson({ ...options, dists }));
 }
 
 /**
@@ -56,7 +61,7 @@ export function deficitWeightedMerge(dists, options = {}) {
  * @returns {{ preset: 'json', schema?: object } | null}
  */
 export function coltraneFromResponseFormat(responseFormat) {
-  return wasm().coltraneFromResponseFormat(toJson(responseFormat));
+  return initializedWasm().coltraneFromResponseFormat(toJson(responseFormat));
 }
 
 /**
@@ -71,5 +76,5 @@ export function coltraneFromResponseFormat(responseFormat) {
  * @returns {Promise<import('./types/helpers.js').StationLayout>}
  */
 export async function planStations(source, options) {
-  return wasm().planStations(source, optionsJson(options, 'planStations: options'));
+  return initializedWasm().planStations(source, optionsJson(options, 'planStations: options'));
 }

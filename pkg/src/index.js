@@ -3,7 +3,7 @@ export { BufferKnotSource } from './buffer.js';
 export { CachedKnotSource } from './cache.js';
 export { HttpKnotSource } from './http.js';
 export { HostShim } from './shim.js';
-export { SequenceBatch } from './batch.js';
+export { QueueFull, QueueTimeout, Scheduler } from './scheduler.js';
 export { coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge, planStations } from './helpers.js';
 export { ERROR_STATUS, errorStatus } from './errors.js';
 export { convertGguf } from './convert-gguf.js';

@@ -14,12 +14,25 @@
 let wasmResolver;
 
 /**
- * Called by each entry point with its resolver.
- * @param {WasmResolver} resolver
+ * What the entry point's runtime implies for a HostShim: `requestScopedIo` where a request's I/O
+ * and promises belong to it (workerd), so the scheduler polls instead of awaiting other
+ * requests' promises and drains reads every step.
+ * @type {{ requestScopedIo: boolean }}
  */
-export function setWasmResolver(resolver) {
+let runtime = { requestScopedIo: false };
+
+/**
+ * Called by each entry point with its resolver and what its runtime implies.
+ * @param {WasmResolver} resolver
+ * @param {{ requestScopedIo?: boolean }} [defaults]
+ */
+export function setWasmResolver(resolver, defaults = {}) {
   wasmResolver = resolver;
+  runtime = { requestScopedIo: defaults.requestScopedIo ?? false };
 }
+
+/** What the entry point's runtime implies (see setWasmResolver). */
+export const runtimeDefaults = () => runtime;
 
 /**
  * The initialized namespace for `wasm`, one-threaded for the package's own.

@@ -1,37 +1,41 @@
 // HostShim: the people-facing API, a thin class over the wasm-bindgen class `WasmHost`
-// (crates/host/src/wasm/host.rs). The decode loop, its options and the streamed text live in
-// Rust: this class converts arguments (convert.js), runs its wasm calls in order (queue.js),
-// pumps tokens out of the loop, and handles what only JS has (AbortSignal, callbacks). Every
-// failure carries a stable `code` (errors.js, docs/errors.md).
+// (crates/host/src/wasm/host.rs). The decode loop, its options, the prompt's rendering and
+// encoding and the streamed text live in Rust: this class converts arguments (convert.js), puts
+// every call that runs the model through its one line (scheduler.js: generations run together,
+// `maxSequences` at once, each with prefix reuse and prefill windows of its own), and handles what
+// only JS has (AbortSignal, callbacks). Every failure carries a stable `code` (errors.js,
+// docs/errors.md).
 //
 // The WasmHost contract this class calls:
 //   static open(source: KnotByteSource, optionsJson: string,
 //               onProgress: ((p: object) => void) | undefined): Promise<WasmHost>
-//   readonly vocabSize, layerCount, contextLength: number; readonly eosIds: Uint32Array
+//   readonly vocabSize, layerCount, contextLength, maxSequences: number; eosIds: Uint32Array
 //   readonly busy: boolean                      whether an async call has the host
 //   dropReads(): number                         forgets reads in flight (after a reclaim)
 //   encode(text): Uint32Array;  decode(ids: Uint32Array): string
-//   chatPrompt(messagesJson, toolsJson?): string;  chatTemplateTools(): { takesTools, callTag }
-//   start(ids: Uint32Array, optionsJson: string): Promise<void>
-//   next(): Promise<{ id, text, finishReason, step, constraint? } | null>
-//   reset(): void;  prefetchLayer(layer: number): Promise<void>;  drainReads(): Promise<void>
-//   createPrefillWindow(ids: Uint32Array, optionsJson): Promise<{ id, tokens, expiresAt, replaced }>
-//   updatePrefillWindow(id, ids: Uint32Array | undefined, optionsJson): Promise<{ id, tokens, expiresAt }>
+//   chatPrompt(messagesJson, toolsJson?, addGenerationPrompt?): string
+//   chatTemplateTools(): { takesTools, callTag }
+//   admit(prompt: Uint32Array | string | { chat, tools?, addGenerationPrompt?, suffix? },
+//     optionsJson): { id, promptTokens, prefix }   between steps; the prompt crosses once
+//   countTokens(prompt): number
+//   cancel(id): boolean;  step(): Promise<{ sequence, token, done, finishReason, report?, error? }[]>
+//   reset(): void;  prefetchLayer(layer): Promise<void>;  drainReads(): Promise<void>
+//   createPrefillWindow(prompt, optionsJson): Promise<{ id, tokens, expiresAt, replaced }>
+//   updatePrefillWindow(id, prompt | undefined, optionsJson): Promise<{ id, tokens, expiresAt }>
 //   prefillWindow(id): object | null;  prefillWindows(): object[];  deletePrefillWindow(id): boolean
 //   stats(): object;  info(): object            (encode … info also answer during a call)
 //   abort(): void                               the call in flight rejects (AbortError)
-//   readonly maxSequences: number | undefined   opened with maxSequences: many generations
-//   admit(ids: Uint32Array, optionsJson): number;  cancel(sequence: number): boolean
-//   step(): Promise<{ sequence, token: object | null, done, finishReason, error? }[]>
 //   free(): void
 import { coded } from './errors.js';
 import {
-  isPlainObject, messagesJson, optionsJson, toCallback, toJson, toSignal, toText, toTokenIds,
+  isPlainObject, messagesJson, optionsJson, toCallback, toJson, toPrompt, toSignal, toText, toTokenIds,
 } from './convert.js';
-import { CallQueue, SUPERSEDED } from './queue.js';
-import { SequenceBatch } from './batch.js';
-import { resolveHostWasm, wasmMemory } from './resolver.js';
+import { Scheduler } from './scheduler.js';
+import { resolveHostWasm, runtimeDefaults, wasmMemory } from './resolver.js';
 import { checkThreads } from './threads.js';
+
+/** The options HostShim.open keeps in JS (the rest go to Rust). */
+const LINE_OPTIONS = ['maxWaiting', 'waitTimeoutMs', 'stallMs', 'preemptMs', 'requestScopedIo', 'onTurn'];
 
 export class HostShim {
   /** @type {any} the wasm-bindgen WasmHost */
@@ -41,25 +45,24 @@ export class HostShim {
   #freed;
   /** @type {() => void} */
   #resolveFreed = () => {};
-  #calls = new CallQueue(
-    () => this.#live(),
-    () => {
-      if (this.#disposed) this.#free();
-    },
-  );
+  /** @type {Scheduler} the one line every call that runs the model goes through */
+  #line;
   #vocabSize;
   #layerCount;
   #contextLength;
+  #maxSequences;
   /** @type {WebAssembly.Memory | undefined} */
   #memory;
-  /** @type {SequenceBatch | undefined} generations run together (opened with maxSequences) */
-  #batch;
-
   /** @type {any} the wasm-bindgen namespace the host runs on */
   #ns;
 
-  /** Use HostShim.open. @param {any} host @param {WebAssembly.Memory} [memory] @param {any} [ns] */
-  constructor(host, memory, ns) {
+  /**
+   * Use HostShim.open.
+   * @param {any} host @param {WebAssembly.Memory} [memory] @param {any} [ns]
+   * @param {{ maxWaiting?: number, waitTimeoutMs?: number, stallMs?: number, preemptMs?: number,
+   *   requestScopedIo?: boolean, onTurn?: (tag: unknown) => void }} [line]
+   */
+  constructor(host, memory, ns, line = {}) {
     this.#host = host;
     this.#memory = memory;
     this.#ns = ns;
@@ -69,14 +72,36 @@ export class HostShim {
     this.#vocabSize = host.vocabSize;
     this.#layerCount = host.layerCount;
     this.#contextLength = host.contextLength;
-    const max = host.maxSequences;
-    if (typeof max === 'number') this.#batch = new SequenceBatch(this.#calls, max);
+    this.#maxSequences = host.maxSequences ?? 1;
+    const shim = this;
+    // What the line runs calls on: the host while it lives.
+    const target = {
+      admit: (prompt, json) => shim.#live().admit(prompt, json),
+      cancel: (id) => shim.#host?.cancel(id) ?? false,
+      step: () => shim.#live().step(),
+      drainReads: () => shim.#host?.drainReads() ?? Promise.resolve(),
+      abort: () => shim.#host?.abort(),
+      dropReads: () => shim.#host?.dropReads(),
+      get busy() {
+        return shim.#host?.busy ?? false;
+      },
+    };
+    this.#line = new Scheduler(target, {
+      slots: this.#maxSequences,
+      ...line,
+      requestScopedIo: line.requestScopedIo ?? runtimeDefaults().requestScopedIo,
+      onIdle: () => {
+        if (this.#disposed) this.#free();
+      },
+    });
   }
 
   /**
    * Opens a knot model. `wasm` (optional) is the wasm-bindgen namespace: omit it to use the
    * package's own (`import * as wasm from 'knot-wasm/wasm'` is the same one). The options are
-   * checked in Rust (crates/host/src/options.rs); `onProgress` is the one that stays in JS.
+   * checked in Rust (crates/host/src/options.rs), but for those that stay in JS: `onProgress`,
+   * and the line's (`maxWaiting`, `waitTimeoutMs`, `stallMs`, `preemptMs`, `requestScopedIo`,
+   * `onTurn`; see scheduler.js).
    * @param {{ rangeGet(start: number, end: number): Promise<Uint8Array> }} source
    * @param {object} [wasmOrOptions]
    * @param {object} [maybeOptions]
@@ -98,6 +123,18 @@ export class HostShim {
     if (!isPlainObject(options)) throw coded('invalid_argument', 'HostShim.open: options must be an object');
     const { onProgress, ...rest } = /** @type {Record<string, unknown>} */ (options);
     const progress = toCallback(onProgress, 'onProgress');
+    /** @type {Record<string, any>} */
+    const line = {};
+    for (const key of LINE_OPTIONS) {
+      if (!(key in rest)) continue;
+      const v = rest[key];
+      delete rest[key];
+      const rule = key === 'requestScopedIo' ? 'true or false' : key === 'onTurn' ? 'a function' : 'an integer >= 0';
+      const ok = key === 'requestScopedIo' ? typeof v === 'boolean' : key === 'onTurn' ? typeof v === 'function'
+        : Number.isSafeInteger(v) && /** @type {number} */ (v) >= 0;
+      if (!ok) throw coded('invalid_option', `HostShim.open: ${key} must be ${rule}, got ${String(v)}`);
+      line[key] = v;
+    }
     // Which build runs (threaded where threads exist and more than one is asked or available)
     // decides the threads the host is opened with.
     const asked = checkThreads(rest.threads);
@@ -105,7 +142,7 @@ export class HostShim {
     const { ns, threads } = await resolveHostWasm(wasm, asked);
     const opened = threads === undefined ? json : JSON.stringify({ ...JSON.parse(json), threads });
     const host = await ns.WasmHost.open(source, opened, progress);
-    return new HostShim(host, wasmMemory(ns), ns);
+    return new HostShim(host, wasmMemory(ns), ns, line);
   }
 
   /**
@@ -129,23 +166,20 @@ export class HostShim {
     return this.#layerCount;
   }
 
-  /** Positions the context holds (under `memoryBudget`, as many as fit). */
+  /** Positions a generation's context holds (under `memoryBudget`, as many as fit). */
   get contextLength() {
     return this.#contextLength;
   }
 
-  /**
-   * The most generations that run at once (the `maxSequences` option); undefined when the shim
-   * runs one at a time.
-   * @returns {number | undefined}
-   */
+  /** The most generations that run at once (`maxSequences`; the others wait in line). */
   get maxSequences() {
-    return this.#host?.maxSequences;
+    return this.#maxSequences;
   }
 
-  /** Generations running now and waiting for a slot (with `maxSequences`). */
+  /** Generations running now and waiting in line. */
   get sequences() {
-    return { active: this.#batch?.active ?? 0, waiting: this.#batch?.waiting ?? 0 };
+    const s = this.#line.stats;
+    return { active: s.active, waiting: s.waiting };
   }
 
   #live() {
@@ -191,6 +225,15 @@ export class HostShim {
   }
 
   /**
+   * How many tokens `prompt` is (as a generation would run it: a chat rendered and encoded).
+   * @param {Prompt} prompt
+   * @returns {number}
+   */
+  countTokens(prompt) {
+    return this.#live().countTokens(this.#prompt(prompt));
+  }
+
+  /**
    * Generates up to `n` tokens after `tokens`; stops after an end-of-text id (included).
    * @param {Uint32Array | number[]} tokens
    * @param {number} n
@@ -211,40 +254,36 @@ export class HostShim {
   }
 
   /**
-   * @param {string | { role: string, content: string }[] | Uint32Array} prompt text, chat
-   *   messages, or token ids
+   * @param {Prompt} prompt text, chat messages (or `{ messages, tools }`), or token ids
    * @param {Record<string, unknown>} [options] sampling, moa, maxTokens (default 256), signal,
    *   onToken, onStep
    * @returns {Promise<{ text: string, tokens: Uint32Array, finishReason: 'stop' | 'length',
-   *   steps: object[], constraint?: object, health?: object }>}
+   *   steps: object[], constraint?: object, health?: object, promptTokens: number,
+   *   prefix: object | null, report?: object }>}
    */
   async generateText(prompt, options = {}) {
     let text = '';
     const tokens = [];
     const steps = [];
     let finishReason = /** @type {'stop' | 'length'} */ ('length');
-    /** @type {object | undefined} */
-    let constraint;
-    /** @type {object | undefined} */
-    let health;
+    /** @type {Record<string, unknown>} */
+    const more = { promptTokens: 0, prefix: null };
     for await (const e of this.#pieces(prompt, options)) {
       text += e.text;
       steps.push(e.step);
       if (e.finishReason === 'stop') finishReason = 'stop';
       else tokens.push(e.id);
-      if (e.constraint !== undefined) constraint = e.constraint;
-      if (e.health !== undefined) health = e.health;
+      if (e.prompt !== undefined) Object.assign(more, { promptTokens: e.prompt.tokens, prefix: e.prompt.prefix });
+      for (const key of ['constraint', 'health', 'report']) {
+        if (e[key] !== undefined) more[key] = e[key];
+      }
     }
-    return {
-      text, tokens: Uint32Array.from(tokens), finishReason, steps,
-      ...(constraint === undefined ? {} : { constraint }),
-      ...(health === undefined ? {} : { health }),
-    };
+    return { text, tokens: Uint32Array.from(tokens), finishReason, steps, ...more };
   }
 
   /**
    * Streams text pieces as they are generated.
-   * @param {string | { role: string, content: string }[] | Uint32Array} prompt
+   * @param {Prompt} prompt
    * @param {Record<string, unknown>} [options]
    * @returns {AsyncGenerator<string>}
    */
@@ -256,9 +295,10 @@ export class HostShim {
 
   /**
    * Streams every token as it is generated: `{ id, text, finishReason }` (an end-of-text token
-   * comes last, with no text and `finishReason: 'stop'`). Leaving the loop early ends the
-   * generation cleanly.
-   * @param {string | { role: string, content: string }[] | Uint32Array} prompt
+   * comes last, with no text and `finishReason: 'stop'`); the first also says how its prompt was
+   * served (`prompt: { tokens, prefix }`), the last what the generation did (`report`, and
+   * `constraint` / `health` when they ran). Leaving the loop early ends the generation cleanly.
+   * @param {Prompt} prompt
    * @param {Record<string, unknown>} [options]
    * @returns {AsyncGenerator<{ id: number, text: string, finishReason: 'stop' | 'length' | null }>}
    */
@@ -267,131 +307,69 @@ export class HostShim {
   }
 
   /**
+   * The prompt as the host's `admit` takes it: token ids, text, or chat messages (rendered and
+   * encoded in Rust, so the prompt crosses into wasm once).
+   * @param {unknown} prompt
+   * @param {boolean} [addGenerationPrompt] for messages (default true)
+   */
+  #prompt(prompt, addGenerationPrompt) {
+    return toPrompt(prompt, addGenerationPrompt);
+  }
+
+  /**
    * The tokens of a generation, `onToken` told of each (`{ id, text, finishReason }`, the
-   * shape `streamTokens` yields). The prompt is token ids, text, or chat messages.
+   * shape `streamTokens` yields), through the line.
    * @param {unknown} prompt
    * @param {unknown} options
-   * @param {boolean} [preemptible] a later call may take over while the consumer is away
+   * @param {boolean} [preemptible] it gives way when its consumer stops pulling while others wait
    */
   async *#pieces(prompt, options, preemptible = false) {
-    const host = this.#live();
-    const { onToken, ...rest } = asOptions(options);
+    this.#live();
+    const { onToken, onStep, signal, priority, tag, ...rest } = asOptions(options);
     const tell = toCallback(onToken, 'onToken');
-    const ids = ArrayBuffer.isView(prompt)
-      ? toTokenIds(prompt)
-      : host.encode(typeof prompt === 'string'
-        ? toText(prompt, 'prompt')
-        : host.chatPrompt(messagesJson(prompt)));
-    for await (const e of this.#run(ids, rest, preemptible)) {
+    const step = toCallback(onStep, 'onStep');
+    const abort = toSignal(signal);
+    if (priority !== undefined && typeof priority !== 'boolean') throw coded('invalid_option', 'priority must be true or false');
+    const p = this.#prompt(prompt);
+    const json = optionsJson(rest);
+    for await (const e of this.#line.generate(p, json, { signal: abort, priority: priority === true, preemptible, tag })) {
+      if (step !== undefined) step(e.step);
       if (tell !== undefined) tell(token(e));
       yield e;
     }
   }
 
   /**
-   * The decode loop, run in Rust: `start` (options checked there, prompt prefilled), then one
-   * `next` per token until the loop says it finished, one call into wasm at a time.
-   *
-   * One generation runs at a time. A second one is refused while the first is working, but a
-   * preemptible one (a stream) that is waiting for its consumer gives way: its iterator then
-   * throws a "superseded" error, so a stream dropped without `return()` blocks nothing. An
-   * AbortSignal aborts the wasm call in flight (its reads are abandoned at once) and the
-   * generation rejects with the signal's reason.
-   * @param {Uint32Array} ids
-   * @param {Record<string, unknown>} options
-   * @param {boolean} preemptible
-   * @returns {AsyncGenerator<{ id: number, text: string, finishReason: 'stop' | 'length' | null,
-   *   step: object, constraint?: object }>}
-   */
-  async *#run(ids, options, preemptible) {
-    this.#live();
-    if (this.#batch !== undefined) {
-      yield* this.#runTogether(this.#batch, ids, options);
-      return;
-    }
-    const { signal, onStep, ...rest } = options;
-    const abort = toSignal(signal);
-    const step = toCallback(onStep, 'onStep');
-    const json = optionsJson(rest);
-    abort?.throwIfAborted();
-    const onAbort = () => {
-      if (this.#calls.calling === run) this.#host?.abort?.();
-    };
-    const run = this.#calls.begin(preemptible, () => abort?.removeEventListener?.('abort', onAbort));
-    abort?.addEventListener?.('abort', onAbort);
-    /** @param {(host: any) => Promise<any>} fn */
-    const call = (fn) => this.#calls.call(run, fn, abort);
-    try {
-      await call((host) => host.start(ids, json));
-      for (;;) {
-        const e = await call((host) => host.next());
-        if (e === null) return;
-        if (step !== undefined) step(e.step);
-        run.suspended = true;
-        yield e;
-        run.suspended = false;
-        if (run.superseded) throw new Error(SUPERSEDED);
-        if (e.finishReason !== null) return;
-      }
-    } finally {
-      run.detach();
-      // Reads still in flight (layers prefetched for a token that never came) finish within
-      // this generation: in workerd a read begun by one request can never complete inside the
-      // next, so none may outlive the request that started it. What they bring stays cached.
-      if (this.#calls.current(run) && !this.#disposed) {
-        await this.#calls.run((host) => host.drainReads()).catch(() => {});
-      }
-      this.#calls.end(run);
-    }
-  }
-
-  /**
-   * The decode loop of a shim opened with `maxSequences`: the generation is one sequence of
-   * the batch (batch.js), stepped with the others; its signal or its consumer leaving ends it
-   * alone (cancelled at the next step), and a failure of its own ends it alone.
-   * @param {SequenceBatch} batch
-   * @param {Uint32Array} ids
-   * @param {Record<string, unknown>} options
-   */
-  async *#runTogether(batch, ids, options) {
-    const { signal, onStep, ...rest } = options;
-    const abort = toSignal(signal);
-    const step = toCallback(onStep, 'onStep');
-    for await (const e of batch.run(ids, optionsJson(rest), abort)) {
-      if (step !== undefined) step(e.step);
-      yield e;
-    }
-  }
-
-  /**
-   * Prefills `prompt` (token ids) into a new prefill window pinned for `ttlMs` (default 15000,
-   * checked in Rust with any other key refused); a generation names it with the option
-   * `prefillWindow`. It runs a prefill, so it takes the model as a generation does.
-   * @param {Uint32Array | number[]} prompt
-   * @param {{ ttlMs?: number }} [options]
+   * Prefills `prompt` into a new prefill window pinned for `ttlMs` (default 15000, checked in
+   * Rust with any other key refused); a generation names it with the option `prefillWindow`. The
+   * prompt is token ids, text, or chat messages (rendered without the assistant turn's opening:
+   * the conversation so far). It runs at a step boundary, in line like a generation.
+   * @param {Prompt} prompt
+   * @param {{ ttlMs?: number, signal?: AbortSignal }} [options]
    * @returns {Promise<{ id: string, tokens: number, expiresAt: number, replaced: string | null }>}
    */
   async createPrefillWindow(prompt, options = {}) {
     this.#live();
-    const ids = toTokenIds(prompt);
-    const json = optionsJson(asOptions(options));
-    return this.#prefill((host) => host.createPrefillWindow(ids, json));
+    const { signal, tag, ...rest } = asOptions(options);
+    const p = this.#prompt(prompt, false);
+    const json = optionsJson(rest);
+    return this.#line.exclusive(() => this.#live().createPrefillWindow(p, json), { signal: toSignal(signal), tag });
   }
 
   /**
    * Extends window `id` to `prompt` (which must start with its tokens; only the new ones are
    * prefilled) and/or gives it `ttlMs` more from now.
    * @param {string} id
-   * @param {{ prompt?: Uint32Array | number[], ttlMs?: number }} [update]
+   * @param {{ prompt?: Prompt, ttlMs?: number, signal?: AbortSignal }} [update]
    * @returns {Promise<{ id: string, tokens: number, expiresAt: number }>}
    */
   async updatePrefillWindow(id, update = {}) {
     this.#live();
     const key = windowId(id);
-    const { prompt, ...rest } = asOptions(update);
-    const ids = prompt === undefined || prompt === null ? undefined : toTokenIds(prompt);
+    const { prompt, signal, tag, ...rest } = asOptions(update);
+    const p = prompt === undefined || prompt === null ? undefined : this.#prompt(prompt, false);
     const json = optionsJson(rest);
-    return this.#prefill((host) => host.updatePrefillWindow(key, ids, json));
+    return this.#line.exclusive(() => this.#live().updatePrefillWindow(key, p, json), { signal: toSignal(signal), tag });
   }
 
   /**
@@ -417,94 +395,41 @@ export class HostShim {
   }
 
   /**
-   * A call that runs a prefill outside a generation: it takes the model as a generation does
-   * (refused while another works, superseding a stream waiting for its consumer), and its reads
-   * in flight end with it.
-   * @template T
-   * @param {(host: any) => Promise<T>} fn
-   * @returns {Promise<T>}
-   */
-  async #prefill(fn) {
-    const run = this.#calls.begin(false, () => {});
-    try {
-      return await this.#calls.call(run, fn);
-    } finally {
-      if (this.#calls.current(run) && !this.#disposed) {
-        await this.#calls.run((host) => host.drainReads()).catch(() => {});
-      }
-      this.#calls.end(run);
-    }
-  }
-
-  /**
-   * Fetches a layer ahead of need; resolves once it is resident. Queued behind earlier calls.
+   * Fetches a layer ahead of need; resolves once it is resident. In line like a generation.
    * @param {number} layer
    * @returns {Promise<void>}
    */
   async prefetchLayer(layer) {
     this.#live();
     if (typeof layer !== 'number') throw coded('invalid_argument', `prefetchLayer: layer must be a number, got ${typeof layer}`);
-    await this.#calls.run((host) => host.prefetchLayer(layer));
+    await this.#line.exclusive(() => this.#live().prefetchLayer(layer));
   }
 
   /**
-   * Aborts the call in flight, whoever began it: its reads are abandoned at once and it
-   * rejects with an AbortError (a generation with its signal's reason, if it has one). No-op
-   * when idle.
+   * Forgets the conversations kept for prefix reuse and the prefill windows (cached layers and
+   * running generations stay).
+   */
+  reset() {
+    this.#live().reset();
+  }
+
+  /**
+   * Aborts the call in flight, whoever began it: its reads are abandoned at once and it rejects
+   * with an AbortError (a step aborted ends every generation in it). No-op when idle.
    */
   abort() {
     this.#live().abort();
   }
 
   /**
-   * Takes the shim back from a call whose caller will never resume it. In Cloudflare Workers a
-   * request's pending work is canceled when its client goes away (unless it was handed to
-   * `ctx.waitUntil`): a generation it was running then never ends, and the shim would stay busy
-   * forever. `reclaim()` aborts the call in flight, waits (up to `graceMs`) for it to unwind on
-   * its own, and otherwise releases its place itself and forgets its reads in flight, so the
-   * next call runs normally. Resolves true when it had to take the shim back, false when there
-   * was nothing to take or the call unwound by itself.
-   * @param {{ graceMs?: number }} [options]
-   * @returns {Promise<boolean>}
-   */
-  async reclaim(options = {}) {
-    const host = this.#live();
-    const graceMs = asOptions(options).graceMs ?? 200;
-    if (!Number.isSafeInteger(graceMs) || /** @type {number} */ (graceMs) < 0) {
-      throw coded('invalid_argument', `graceMs must be an integer >= 0, got ${String(graceMs)}`, RangeError);
-    }
-    if (this.#calls.idle) return false;
-    host.abort();
-    const deadline = Date.now() + /** @type {number} */ (graceMs);
-    // Timers of this caller's own, so the wait is this request's I/O in workerd.
-    const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
-    do {
-      if (this.#calls.settled) {
-        // It unwound (or is a stream waiting for its consumer): the next call may take over.
-        this.#calls.supersede();
-        return false;
-      }
-      await tick();
-    } while (Date.now() < deadline);
-    if (host.busy) {
-      // The wasm side still has the call: it is awaiting something the abort did not reach.
-      throw coded('busy', 'HostShim.reclaim: the call in flight did not unwind after abort()', Error);
-    }
-    // The wasm side has unwound, but the JS continuations of the call never ran: release its
-    // place here, and forget the reads it began (they can never complete).
-    this.#calls.release();
-    host.dropReads();
-    return true;
-  }
-
-  /**
-   * Cache and timing counters (see index.d.ts HostStats), plus the wasm instance's memory size
-   * (it only grows, so it is also the peak). During an async call, the counters are those from
-   * when it began.
+   * Cache, I/O, memory, sequences and prefix-reuse figures (see index.d.ts HostStats), the
+   * line's (`queue`), and the wasm instance's memory size (it only grows, so it is also the
+   * peak). Read now, during a step too.
    */
   stats() {
     const s = this.#live().stats();
     s.wasmMemoryBytes = this.#memory?.buffer.byteLength;
+    s.queue = this.#line.stats;
     return s;
   }
 
@@ -514,24 +439,26 @@ export class HostShim {
   }
 
   /**
-   * Frees the wasm-side model; idempotent. A call in flight is aborted (its reads abandoned, even
-   * one that never settles) and rejects as used after dispose(); the model is freed once it has
-   * unwound, which the returned promise waits for.
+   * Frees the wasm-side model; idempotent. Generations waiting or running fail as used after
+   * dispose(); a call in flight is aborted, and the model is freed once it has unwound, which the
+   * returned promise waits for.
    * @returns {Promise<void>}
    */
   dispose() {
     if (!this.#disposed) {
       this.#disposed = true;
-      if (this.#calls.pending === 0) this.#free();
-      else this.#host?.abort?.();
+      this.#line.dispose(coded('disposed', 'HostShim: used after dispose()', Error));
+      if (this.#host?.busy) this.#host.abort();
+      else this.#free();
     }
     return this.#freed;
   }
 
   #free() {
     const host = this.#host;
+    if (host === undefined) return;
     this.#host = undefined;
-    host?.free?.();
+    host.free?.();
     this.#resolveFreed();
   }
 
@@ -539,6 +466,12 @@ export class HostShim {
     this.dispose();
   }
 }
+
+/**
+ * @typedef {Uint32Array | string | { role: string, content: string | null }[] |
+ *   { messages: { role: string, content: string | null }[], tools?: object[],
+ *     addGenerationPrompt?: boolean, suffix?: string }} Prompt
+ */
 
 /**
  * An options argument: an object (absent is empty).
@@ -554,7 +487,6 @@ function asOptions(options) {
 /**
  * A prefill window's id: a string (what it means, Rust checks).
  * @param {unknown} id
- * @returns {string}
  */
 function windowId(id) {
   if (typeof id !== 'string') throw coded('invalid_argument', `a prefill window id must be a string, got ${typeof id}`);
@@ -566,12 +498,15 @@ function windowId(id) {
  * @param {{ id: number, text: string, finishReason: 'stop' | 'length' | null }} e
  */
 function token(e) {
-  const t = { id: e.id, text: e.text, finishReason: e.finishReason };
-  // On the last token: what COLTRANE did over the generation (when a constraint ran) and what
-  // the health monitor saw (when one watched).
+  const t = /** @type {any} */ (e);
+  // On the first token: how the prompt was served; on the last: what COLTRANE did over the
+  // generation (when a constraint ran), what the health monitor saw (when one watched), and the
+  // generation's report.
   return {
-    ...t,
-    ...(e.constraint === undefined ? {} : { constraint: e.constraint }),
-    ...(e.health === undefined ? {} : { health: e.health }),
+    id: t.id, text: t.text, finishReason: t.finishReason,
+    ...(t.prompt === undefined ? {} : { prompt: t.prompt }),
+    ...(t.constraint === undefined ? {} : { constraint: t.constraint }),
+    ...(t.health === undefined ? {} : { health: t.health }),
+    ...(t.report === undefined ? {} : { report: t.report }),
   };
 }

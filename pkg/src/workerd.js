@@ -4,7 +4,6 @@ import * as bindings from '../dist/wasm/host.js';
 import wasmModule from '../dist/wasm/host_bg.wasm';
 import { setWasmResolver } from './resolver.js';
 import { setHelperBindings } from './helpers.js';
-import { setRequestScopedIo } from './batch.js';
 
 export * from './index.js';
 
@@ -17,14 +16,12 @@ export async function loadWasm() {
   return bindings;
 }
 
-// A request's I/O and promises belong to it: generations run together poll instead of awaiting
-// each other, and drain their reads every step (batch.js).
-setRequestScopedIo(true);
-
-// Workers have no threads: the one-thread build, whatever `threads` asks.
+// Workers have no threads: the one-thread build, whatever `threads` asks. A request's I/O and
+// promises belong to it: a shim's waiters poll instead of awaiting each other, and each step
+// drains its reads (scheduler.js).
 setWasmResolver(async (wasm, threads) => (wasm === undefined || wasm === bindings
   ? { ns: await loadWasm(), threads: 1 }
-  : { ns: wasm, threads }));
+  : { ns: wasm, threads }), { requestScopedIo: true });
 
 // Synchronous classes: initialized at import (the module is already compiled in Workers).
 bindings.initSync({ module: wasmModule });

@@ -2,7 +2,7 @@
 // generations of different prompt lengths, started at different times, one aborted mid-way, each
 // equal to the same generation on a one-at-a-time shim — greedy, seeded sampling, MOA and
 // COLTRANE, on SmolLM2 and Gemma-3-270M. Then the edges: waiting for a slot, a stream left early
-// freeing its slot, a bad request failing alone, refused options.
+// freeing its slot, a bad request failing alone, `continue` beside others, refused options.
 // Skipped without the models unless KNOT_REQUIRE_MODELS is set (then it fails).
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -93,7 +93,7 @@ describe('many generations at once (maxSequences)', () => {
     await checkModel(GEMMA, 'Gemma');
   });
 
-  test('waiting for a slot, a stream left early, a bad request alone, refused options', async () => {
+  test('waiting for a slot, a stream left early, a bad request alone, continue, refused options', async () => {
     const file = await FileKnotSource.open(TINY);
     try {
       for (const maxSequences of [0, 65, 1.5, 'two']) {
@@ -107,7 +107,8 @@ describe('many generations at once (maxSequences)', () => {
       const shim = await HostShim.open(file, { maxSequences: 2 });
       const one = await HostShim.open(file, {});
       assert.equal(shim.maxSequences, 2);
-      assert.equal(one.maxSequences, undefined);
+      assert.equal(one.maxSequences, 1);
+      assert.equal(shim.info().maxSequences, 2);
       const opts = { maxTokens: 8, ignoreEos: true };
       const want = [];
       for (const p of [[1, 2, 3], [4, 5], [6]]) want.push(await one.generate(p, 8, {}));
@@ -124,7 +125,11 @@ describe('many generations at once (maxSequences)', () => {
       assert.equal(/** @type {any} */ (bad).reason.code, 'invalid_option');
       assert.equal(/** @type {any} */ (bad).reason.param, 'temperature');
       assert.deepEqual(/** @type {any} */ (good).value, want[1], 'the good one beside it runs');
-      await assert.rejects(shim.generateText(Uint32Array.of(1), { continue: true }), (e) => e.code === 'invalid_option' && e.param === 'continue');
+      // `continue` appends to the conversation that ended last (here [4, 5] and its tokens), as
+      // on a shim running one at a time.
+      await one.generate([4, 5], 8, {});
+      const continued = await one.generate([1], 4, { continue: true, ignoreEos: true });
+      assert.deepEqual(await shim.generate([1], 4, { continue: true, ignoreEos: true }), continued);
       await assert.rejects(shim.generate([1, 999999], 4), (e) => e.code === 'token_out_of_range');
       // An abort before the start, and the shim keeps serving.
       await assert.rejects(shim.generate([1], 4, { signal: AbortSignal.abort() }), (e) => e.name === 'AbortError');

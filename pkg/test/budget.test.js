@@ -1,6 +1,6 @@
 // What a long-lived host (a Workers isolate) needs from the package: a memory budget checked at
 // open, the f16 KV cache, prefill in chunks, prefix reuse across turns, token streams, and a
-// shim that can be taken back from a call whose caller went away.
+// line that takes the model back from a step whose caller went away (`stallMs`).
 // Skipped without the models unless KNOT_REQUIRE_MODELS is set (then it fails).
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -61,13 +61,14 @@ describe('memory budget, KV cache and prefix reuse', () => {
       assert.equal(shim.stats().kvCacheBytes, plan.kvCache);
       // A long prompt (prefilled in chunks of 256), a constraint and a long generation.
       const long = 'Here is a list: ' + Array.from({ length: 120 }, (_, i) => `item ${i}`).join(', ');
-      await shim.generateText(long, { maxTokens: 16, coltrane: { preset: 'balanced' } });
-      assert.ok(shim.stats().prefillTokens > 256, `prefill ${shim.stats().prefillTokens}`);
+      const chunked = await shim.generateText(long, { maxTokens: 16, coltrane: { preset: 'balanced' } });
+      assert.ok(chunked.report.prefillTokens > 256, `prefill ${chunked.report.prefillTokens}`);
+      assert.equal(shim.stats().generation.prefillTokens, chunked.report.prefillTokens);
       await shim.generateText(CHAT, { maxTokens: 256, ignoreEos: true });
       // A full prefill window, used by a generation.
       const w = await shim.createPrefillWindow(new Uint32Array(512).fill(28));
       await shim.generate(new Uint32Array(520).fill(28), 8, { prefillWindow: w.id });
-      assert.equal(shim.stats().prefix.status, 'hit');
+      assert.equal(shim.stats().generation.prefix.status, 'hit');
       const s = shim.stats();
       assert.ok(s.wasmMemoryBytes <= plan.total, `wasm ${s.wasmMemoryBytes} > plan ${plan.total}`);
       // A prompt longer than the context that fits is refused.
@@ -80,7 +81,7 @@ describe('memory budget, KV cache and prefix reuse', () => {
 
   test('options the JS side lets through are checked in Rust', async () => {
     const source = new BufferKnotSource(readFileSync(TINY));
-    await assert.rejects(HostShim.open(source, { prefixWindows: 17 }), /prefixWindows must be an integer in \[1, 16\], got 17/);
+    await assert.rejects(HostShim.open(source, { prefixWindows: 65 }), /prefixWindows must be an integer in \[0, 64\], got 65/);
     await assert.rejects(HostShim.open(source, { memoryBudget: 1000 }), /does not fit the memory budget of 1000 bytes/);
   });
 
@@ -104,19 +105,27 @@ describe('memory budget, KV cache and prefix reuse', () => {
     const cold = await open(SMOL, { lruCapacity: 30, kvCache: 'f16' });
     try {
       const first = await shim.generateText(CHAT, { maxTokens: 32, reusePrefix: true });
-      assert.equal(shim.stats().prefix.status, 'miss');
+      assert.equal(first.prefix.status, 'miss');
       const turn2 = [...CHAT, { role: 'assistant', content: first.text }, { role: 'user', content: 'And of Italy?' }];
       const warm = await shim.generateText(turn2, { maxTokens: 32, reusePrefix: true });
-      const p = shim.stats().prefix;
+      const p = warm.prefix;
       assert.equal(p.status, 'hit');
       assert.ok(p.reused > 40 && p.prefilled < 20, JSON.stringify(p));
-      assert.equal(shim.stats().prefillTokens, p.prefilled);
+      // The whole of the first turn's prompt was reused, and only the rest prefilled.
+      assert.ok(p.reused >= first.promptTokens, `${p.reused} of ${first.promptTokens}`);
+      assert.equal(warm.report.prefillTokens, p.prefilled);
+      assert.deepEqual(warm.report.prefix, p);
+      assert.deepEqual(shim.stats().generation.prefix, p);
+      assert.equal(shim.stats().prefixReuse.hits, 1);
       const again = await cold.shim.generateText(turn2, { maxTokens: 32 });
       assert.equal(warm.text, again.text);
       assert.deepEqual(Array.from(warm.tokens), Array.from(again.tokens));
       // Another conversation does not match the window.
-      await shim.generateText([{ role: 'user', content: 'Name a colour.' }], { maxTokens: 4, reusePrefix: true });
-      assert.equal(shim.stats().prefix.status, 'mismatch');
+      // Another conversation shares only the template's opening with the one kept: the tokens
+      // they share are reused, and it says mismatch.
+      const other = await shim.generateText([{ role: 'user', content: 'Name a colour.' }], { maxTokens: 4, reusePrefix: true });
+      assert.equal(other.prefix.status, 'mismatch');
+      assert.equal(shim.stats().prefixReuse.mismatches, 1);
       await assert.rejects(shim.generateText(CHAT, { reusePrefix: true, continue: true }), /reusePrefix must be false with continue/);
     } finally {
       await close();
@@ -147,28 +156,37 @@ describe('memory budget, KV cache and prefix reuse', () => {
     }
   });
 
-  testIf(haveSmol(), 'reclaim: nothing to take back when idle; a hung read is aborted and the shim goes on', async () => {
+  testIf(haveSmol(), 'stallMs: nothing taken back while steps progress; a step stalled on a hung read is taken back and the next generation is right', async () => {
     const file = await FileKnotSource.open(SMOL);
     let hang = false;
     const source = {
       size: file.size,
       rangeGet: (start, end) => (hang ? new Promise(() => {}) : file.rangeGet(start, end)),
     };
-    const shim = await HostShim.open(source, { lruCapacity: 1, readTimeoutMs: 0 });
+    const shim = await HostShim.open(source, { lruCapacity: 1, readTimeoutMs: 0, stallMs: 300 });
     try {
-      assert.equal(await shim.reclaim(), false);
+      const want = (await shim.generateText(CHAT, { maxTokens: 64 })).text;
+      assert.equal(want, 'The capital of France is Paris.');
+      // Steps that progress (every layer read from the file, ~10 ms each) are never taken back.
+      assert.equal(shim.stats().queue.reclaimed, 0);
       hang = true;
       const stuck = shim.generateText(CHAT, { maxTokens: 8 });
       const failed = stuck.then(() => 'resolved', (e) => e.name);
       await new Promise((resolve) => setTimeout(resolve, 50));
-      // Here the caller's continuations do run, so the call unwinds by itself.
-      assert.equal(await shim.reclaim(), false);
-      assert.equal(await failed, 'AbortError');
+      assert.equal(shim.stats().queue.busy, true);
+      // The next generation waits its turn; past stallMs the stalled step is taken back (its
+      // read abandoned), its generation fails, and the next one runs.
       hang = false;
-      assert.equal((await shim.generateText(CHAT, { maxTokens: 64 })).text, 'The capital of France is Paris.');
+      const t0 = Date.now();
+      const next = await shim.generateText(CHAT, { maxTokens: 64 });
+      assert.equal(next.text, want);
+      assert.ok(Date.now() - t0 >= 200, `answered after ${Date.now() - t0} ms`);
+      assert.equal(await failed, 'AbortError');
+      assert.equal(shim.stats().queue.reclaimed, 1);
+      assert.deepEqual(shim.sequences, { active: 0, waiting: 0 });
       // abort() with nothing running changes nothing.
       shim.abort();
-      assert.equal((await shim.generateText(CHAT, { maxTokens: 64 })).text, 'The capital of France is Paris.');
+      assert.equal((await shim.generateText(CHAT, { maxTokens: 64 })).text, want);
     } finally {
       await shim.dispose();
       await file.close();

@@ -2,8 +2,8 @@
 // package reports (numbers zeroed, arrays cut to one element); `npm run typecheck` checks
 // them against src/types/reports.d.ts. Do not edit: rerun the test with KNOT_BLESS=1.
 import type {
-  ColtraneMetrics, CoordinatorStats, HostStats, KnotErrorCode, MemoryPlan, MoaStepReport,
-  PrefillWindowCreated, PrefixReport,
+  Admitted, ColtraneMetrics, CoordinatorStats, HostStats, KnotErrorCode, MemoryPlan,
+  MoaStepReport, PrefillWindowCreated, PrefixReport, SequenceReport,
   StationLayout, StepInfo,
 } from '../src/index.js';
 
@@ -13,18 +13,36 @@ export const sameErrorCodes: [RustCode] extends [KnotErrorCode]
   ? ([KnotErrorCode] extends [RustCode] ? true : never)
   : never = true;
 
-export const hostStats: Required<Omit<HostStats, 'wasmMemoryBytes'>> = {
-  "accepted": 0,
+export const hostStats: Required<Omit<HostStats, 'wasmMemoryBytes' | 'queue'>> = {
   "bytesFetched": 0,
   "contextLength": 0,
-  "decodeLayerReads": 0,
-  "decodeTokens": 0,
-  "drafted": 0,
   "evictions": 0,
-  "forwardPasses": 0,
+  "generation": {
+    "accepted": 0,
+    "decodeLayerReads": 0,
+    "decodeTokens": 0,
+    "drafted": 0,
+    "forwardPasses": 0,
+    "layerReadsPerToken": 0,
+    "prefillMs": 0,
+    "prefillTokens": 0,
+    "prefix": {
+      "id": "pw-1-00000000",
+      "kind": "explicit",
+      "prefilled": 0,
+      "reused": 0,
+      "status": "hit",
+      "window": 0
+    },
+    "promptTokens": 0,
+    "tokenMs": [
+      0
+    ],
+    "tokensPerPass": 0,
+    "verifyPasses": 0
+  },
   "hits": 0,
   "kvCacheBytes": 0,
-  "layerReadsPerToken": 0,
   "memoryPlan": {
     "activations": 0,
     "context": 0,
@@ -43,8 +61,6 @@ export const hostStats: Required<Omit<HostStats, 'wasmMemoryBytes'>> = {
   "openMs": 0,
   "peakLayerBytes": 0,
   "peakResidentBytes": 0,
-  "prefillMs": 0,
-  "prefillTokens": 0,
   "prefillWindows": {
     "count": 0,
     "kvBytes": 0,
@@ -58,6 +74,45 @@ export const hostStats: Required<Omit<HostStats, 'wasmMemoryBytes'>> = {
       }
     ]
   },
+  "prefixReuse": {
+    "expired": 0,
+    "hits": 0,
+    "mismatches": 0,
+    "misses": 0,
+    "prefilledTokens": 0,
+    "reusedTokens": 0,
+    "windows": 0,
+    "windowsHeld": 0
+  },
+  "rangeReads": 0,
+  "readRetries": 0,
+  "readTimeouts": 0,
+  "residentBytes": 0,
+  "residentLayerBytes": 0,
+  "residentLayers": 0,
+  "sequences": {
+    "active": 0,
+    "admitted": 0,
+    "ended": 0,
+    "max": 0
+  },
+  "steps": {
+    "positions": 0,
+    "steps": 0,
+    "tokens": 0,
+    "tokensPerStep": 0
+  }
+};
+
+export const sequenceReport: Required<SequenceReport> = {
+  "accepted": 0,
+  "decodeLayerReads": 0,
+  "decodeTokens": 0,
+  "drafted": 0,
+  "forwardPasses": 0,
+  "layerReadsPerToken": 0,
+  "prefillMs": 0,
+  "prefillTokens": 0,
   "prefix": {
     "id": "pw-1-00000000",
     "kind": "explicit",
@@ -66,17 +121,25 @@ export const hostStats: Required<Omit<HostStats, 'wasmMemoryBytes'>> = {
     "status": "hit",
     "window": 0
   },
-  "rangeReads": 0,
-  "readRetries": 0,
-  "readTimeouts": 0,
-  "residentBytes": 0,
-  "residentLayerBytes": 0,
-  "residentLayers": 0,
+  "promptTokens": 0,
   "tokenMs": [
     0
   ],
   "tokensPerPass": 0,
   "verifyPasses": 0
+};
+
+export const admitted: Required<Admitted> = {
+  "id": 0,
+  "prefix": {
+    "id": "pw-1-00000000",
+    "kind": "explicit",
+    "prefilled": 0,
+    "reused": 0,
+    "status": "hit",
+    "window": 0
+  },
+  "promptTokens": 0
 };
 
 export const prefixReport: Required<PrefixReport> = {

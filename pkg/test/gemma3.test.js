@@ -29,7 +29,7 @@ describe('Gemma-3-270M through the wasm package', () => {
         // Speculative decoding: the same tokens (its verify passes are bit-identical to steps).
         const spec = Array.from(await shim.generate(c.prompt_ids, 16, { draftMode: { ngram: 2, adaptive: false, maxDraft: 4 } }));
         assert.deepEqual(spec, got, `case ${c.name} with draftMode`);
-        verified += shim.stats().verifyPasses;
+        verified += shim.stats().generation.verifyPasses;
       }
       assert.ok(verified > 0, 'some draft was verified');
       // The SentencePiece tokenizer inside wasm: ids identical to HF.

@@ -1,91 +1,173 @@
-// knot-wasm/openai's pure parts, without a model: the generation queue, stop sequences, request
-// checking (tools and tool histories included), the tool-call reader and the envelope's messages.
+// knot-wasm/openai without a model: the model's line as the module answers it (over a HostShim on
+// a stand-in WasmHost), stop sequences, request checking (tools and tool histories included), the
+// tool-call reader and the envelope's messages.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ApiError, CallReader, GenerationQueue, QueueFull, QueueTimeout, StopMatcher, parseChatRequest, parseCompletionRequest } from '../src/openai/index.js';
+import { ApiError, CallReader, StopMatcher, openaiResponse, parseChatRequest, parseCompletionRequest } from '../src/openai/index.js';
 import { envelopeMessages, envelopeSchema, toolPlan } from '../src/openai/tools.js';
 import { BACKEND_METHODS } from '../src/openai/index.js';
 import { HostShim } from '../src/shim.js';
+import { admits, hangingHost, recordingHost } from './fake-host.js';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const queue = (options = {}) => new GenerationQueue({ max: 2, timeoutMs: 5000, stallMs: 5000, pollMs: 2, onStall: async () => {}, ...options });
 
-describe('GenerationQueue', () => {
-  test('one holder at a time, the others in order; past the bound, QueueFull with a Retry-After', async () => {
-    const q = queue();
-    const a = await q.acquire();
-    const order = [];
-    const b = q.acquire().then((l) => { order.push('b'); return l; });
-    const c = q.acquire().then((l) => { order.push('c'); return l; });
-    await sleep(10);
-    await assert.rejects(q.acquire(), (e) => e instanceof QueueFull && e.retryAfter >= 1);
-    a.release();
-    const lb = await b;
-    assert.deepEqual(order, ['b']);
-    lb.release();
-    lb.release(); // idempotent
-    (await c).release();
-    assert.deepEqual(order, ['b', 'c']);
-    assert.equal(q.holders.size, 0);
-    assert.equal(q.waiting.length, 0);
+/**
+ * POST /v1/completions over token ids on `shim` (the stand-in answers with its reply's bytes).
+ * @param {HostShim} shim
+ * @param {number[]} ids
+ * @param {{ signal?: AbortSignal, maxTokens?: number }} [o]
+ */
+const complete = (shim, ids, o = {}) => openaiResponse(shim, new Request('http://knot/v1/completions', {
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ model: 'm', prompt: ids, max_tokens: o.maxTokens ?? 4, temperature: 0 }),
+  signal: o.signal,
+}), { modelId: 'm', terminalProsody: 'off' });
+
+/**
+ * Starts a request and waits until it is in the shim's line (admitted or waiting); resolves with
+ * `{ response }`, the response's promise.
+ * @param {HostShim} shim
+ * @param {() => Promise<Response>} start
+ */
+async function enter(shim, start) {
+  const count = () => shim.sequences.active + shim.sequences.waiting;
+  const before = count();
+  const response = start();
+  while (count() === before) await sleep(1);
+  return { response };
+}
+
+/** @param {Response} res */
+const answer = async (res) => ({ status: res.status, body: await res.json(), retryAfter: res.headers.get('retry-after') });
+
+describe("the model's line, as the OpenAI module answers it", () => {
+  test('one slot: requests run one at a time, in order; past maxWaiting a 429 with Retry-After', async () => {
+    const host = recordingHost('abcd');
+    const shim = new HostShim(host, undefined, undefined, { maxWaiting: 2 });
+    // The first request's first step waits until the others are in line.
+    host.holdNext = true;
+    const { response: a } = await enter(shim, () => complete(shim, [1]));
+    const { response: b } = await enter(shim, () => complete(shim, [2]));
+    const { response: c } = await enter(shim, () => complete(shim, [3]));
+    const refused = await answer(await complete(shim, [4]));
+    host.release();
+    assert.equal(refused.status, 429);
+    assert.deepEqual([refused.body.error.type, refused.body.error.code], ['rate_limit_error', 'server_busy']);
+    assert.match(refused.body.error.message, /too many requests are waiting/);
+    assert.ok(Number(refused.retryAfter) >= 1, String(refused.retryAfter));
+    for (const r of await Promise.all([a, b, c])) {
+      const { status, body } = await answer(r);
+      assert.equal(status, 200);
+      assert.equal(body.choices[0].text, 'abcd');
+    }
+    assert.deepEqual(admits(host).map(([p]) => p[0]), [1, 2, 3]);
+    // Each admitted after the one before it ended: one sequence in every step.
+    const firstSteps = host.calls.findIndex((c) => c === 'step');
+    assert.deepEqual(host.calls.slice(firstSteps - 1, firstSteps + 5).map((c) => (Array.isArray(c) ? c[0] : c)),
+      ['admit', 'step', 'step', 'step', 'step', 'admit']);
   });
 
-  test('with slots, that many hold the model at once and the rest wait in order', async () => {
-    const q = queue({ slots: 2 });
-    const a = await q.acquire();
-    const b = await q.acquire();
-    assert.equal(q.busy, true);
-    const order = [];
-    const c = q.acquire().then((l) => { order.push('c'); return l; });
-    const d = q.acquire().then((l) => { order.push('d'); return l; });
-    await sleep(10);
-    assert.deepEqual(order, []);
-    b.release();
-    const lc = await c;
-    assert.deepEqual(order, ['c']);
-    a.release();
-    (await d).release();
-    lc.release();
-    assert.deepEqual(order, ['c', 'd']);
-    assert.equal(q.holders.size, 0);
+  test('with maxSequences, that many run at once and the rest wait in order', async () => {
+    const host = recordingHost('abcd', { maxSequences: 2 });
+    const shim = new HostShim(host);
+    // The first request's first step waits until the others are in line.
+    host.holdNext = true;
+    const started = [];
+    for (const id of [1, 2, 3, 4]) started.push((await enter(shim, () => complete(shim, [id]))).response);
+    // The first one or two admitted before the held step, the rest waiting.
+    const { active, waiting } = shim.sequences;
+    assert.ok(active >= 1 && active <= 2 && active + waiting === 4, JSON.stringify(shim.sequences));
+    host.release();
+    // Every one answered (the stand-in refuses an admission past its two slots).
+    for (const r of await Promise.all(started)) assert.equal((await answer(r)).body.choices[0].text, 'abcd');
+    assert.deepEqual(admits(host).map(([p]) => p[0]), [1, 2, 3, 4]);
+    // Two at once, never more; four steps for each, the steps shared.
+    assert.equal(host.calls.filter((c) => c === 'step').length, active === 2 ? 8 : 9);
+    assert.equal(shim.stats().queue.peakActive, 2);
+    assert.ok(shim.stats().queue.peakWaiting >= 2);
   });
 
-  test('a waiter that leaves (signal) or waits too long gives up its place', async () => {
-    const q = queue({ timeoutMs: 30 });
-    const a = await q.acquire();
+  test('a waiting request that leaves (its signal) or waits past waitTimeoutMs gives up its place', async () => {
+    const host = recordingHost('abcdefghijklmnop');
+    const shim = new HostShim(host, undefined, undefined, { waitTimeoutMs: 40 });
+    // The first request's first step waits until the others gave up.
+    host.holdNext = true;
+    const { response: long } = await enter(shim, () => complete(shim, [1], { maxTokens: 16 }));
     const gone = new AbortController();
-    const leaving = q.acquire(gone.signal);
-    const timing = q.acquire();
-    await sleep(5);
-    gone.abort(new Error('client left'));
-    await assert.rejects(leaving, /client left/);
-    await assert.rejects(timing, (e) => e instanceof QueueTimeout);
-    assert.equal(q.waiting.length, 0);
-    a.release();
-    (await q.acquire()).release();
+    const { response: leaving } = await enter(shim, () => complete(shim, [2], { signal: gone.signal }));
+    const { response: timing } = await enter(shim, () => complete(shim, [3]));
+    gone.abort(new DOMException('The client went away', 'AbortError'));
+    const left = await answer(await leaving);
+    assert.equal(left.status, 499, JSON.stringify(left.body));
+    const late = await answer(await timing);
+    assert.equal(late.status, 429);
+    assert.match(late.body.error.message, /waited too long/);
+    assert.ok(Number(late.retryAfter) >= 1);
+    host.release();
+    assert.equal((await answer(await long)).body.choices[0].text, 'abcdefghijklmnop');
+    // Neither was ever admitted, and the next request is served at once.
+    assert.equal((await answer(await complete(shim, [4]))).body.choices[0].text, 'abcd');
+    assert.deepEqual(admits(host).map(([p]) => p[0]), [1, 4]);
+    assert.deepEqual([shim.stats().queue.timedOut, shim.stats().queue.served], [1, 2]);
   });
 
-  test('a holder silent for stallMs is taken back, and the line moves on', async () => {
-    let stalled = 0;
-    const q = queue({ stallMs: 20, onStall: async () => { stalled++; } });
-    const dead = await q.acquire(); // never released, as if its request died
-    const next = await q.acquire();
-    assert.equal(stalled, 1);
-    assert.equal(dead.released, true);
-    assert.equal(q.reclaimed, 1);
-    // The dead holder's late release does not free the new holder's lease.
-    dead.release();
-    assert.deepEqual([...q.holders], [next]);
-    // Progress keeps a holder alive.
-    const q2 = queue({ stallMs: 40, onStall: async () => { stalled++; } });
-    const busy = await q2.acquire();
-    const timer = setInterval(busy.progress, 5);
-    const waiter = q2.acquire();
-    await sleep(120);
-    assert.equal(stalled, 1);
-    clearInterval(timer);
-    busy.release();
-    (await waiter).release();
+  test('a step whose request never comes back is taken back after stallMs; steps that progress never are', async () => {
+    const host = recordingHost('abcdefghijklmnop', { stepMs: 5 });
+    const shim = new HostShim(host, undefined, undefined, { stallMs: 40 });
+    // Sixteen steps of 5 ms (80 ms in all) while another request waits: each step progresses.
+    const { response: long } = await enter(shim, () => complete(shim, [1], { maxTokens: 16 }));
+    const { response: next } = await enter(shim, () => complete(shim, [2]));
+    assert.equal((await answer(await long)).body.choices[0].text, 'abcdefghijklmnop');
+    assert.equal((await answer(await next)).body.choices[0].text, 'abcd');
+    assert.equal(shim.stats().queue.reclaimed, 0);
+    // A step that never comes back (its request was canceled mid-call, as workerd does).
+    const stuckHost = hangingHost('abcd');
+    stuckHost.unwindOnAbort = false;
+    const stuck = new HostShim(stuckHost, undefined, undefined, { stallMs: 40 });
+    void complete(stuck, [1]);
+    while (!stuckHost.calls.includes('step')) await sleep(1);
+    const after = await answer(await complete(stuck, [2]));
+    assert.equal(after.body.choices[0].text, 'abcd');
+    assert.equal(stuck.stats().queue.reclaimed, 1);
+  });
+});
+
+describe("a request's later generations", () => {
+  test('the phases after a request\'s first generation (here a tool call\'s) wait in line with priority, past its bounds', async () => {
+    // A backend that records each generation's prompt and options: the first writes a call, the
+    // next (whether another call follows) says something else.
+    const seen = [];
+    const backend = {
+      chatTemplateTools: () => ({ takesTools: true, callTag: '<tool_call>' }),
+      countTokens: () => 3,
+      async *streamTokens(prompt, options) {
+        seen.push({ suffix: prompt.suffix, priority: options.priority });
+        const text = seen.length === 1 ? '{"name": "f", "arguments": {}}' : 'Done.';
+        for (const [i, ch] of [...text].entries()) {
+          yield { id: 1, text: ch, finishReason: null, ...(i === 0 ? { prompt: { tokens: 3, prefix: null } } : {}) };
+        }
+        yield { id: 0, text: '', finishReason: 'stop' };
+      },
+      stats: () => ({}),
+      info: () => ({}),
+    };
+    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }];
+    const res = await openaiResponse(/** @type {any} */ (backend), new Request('http://knot/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], tools, tool_choice: 'required' }),
+    }), { modelId: 'm' });
+    const body = await res.json();
+    assert.equal(body.choices[0].finish_reason, 'tool_calls');
+    assert.equal(body.choices[0].message.tool_calls[0].function.name, 'f');
+    // Both prompts are the chat with what follows it so far (rendered in the backend); only the
+    // second continues the request, so only it passes the line's bounds.
+    assert.deepEqual(seen, [
+      { suffix: '<tool_call>\n', priority: undefined },
+      { suffix: '<tool_call>\n{"name":"f","arguments":{}}\n</tool_call>\n', priority: true },
+    ]);
+    assert.equal(body.usage.prompt_tokens, 6);
   });
 });
 

@@ -1,6 +1,6 @@
 // The real wasm package against sources and callers that misbehave: reads that never settle,
 // aborts and dispose() during a read, failed prefetches, queries during a call, streams dropped
-// unfinished, oversized answers, bad sizes and limits, lone surrogates, a full context, and a
+// unfinished while others wait, oversized answers, bad sizes and limits, lone surrogates, a full context, and a
 // short soak through a fault-injecting source. Every "never settles" case ends because of a
 // timeout or an abort; before those existed it hung.
 import assert from 'node:assert/strict';
@@ -175,20 +175,32 @@ describe('prefetch, queries during a call, streams left unfinished', () => {
     }
   });
 
-  test('a stream dropped without return() gives way to the next call; it then says superseded', async () => {
-    const shim = await HostShim.open(new BufferKnotSource(layout.bytes), { lruCapacity: 1 });
+  test('a stream dropped without return() gives way, past preemptMs, to the call waiting for its slot; it then says superseded', async () => {
+    // Layer reads that take a few milliseconds: the dropped stream is still running when its
+    // time is up.
+    const source = countingSource(new BufferKnotSource(layout.bytes), { latencyMs: 2 });
+    const shim = await HostShim.open(source, { lruCapacity: 1, preemptMs: 20 });
     try {
-      const dropped = shim.stream('abc', { maxTokens: 20, ignoreEos: true })[Symbol.asyncIterator]();
+      const dropped = shim.stream('abc', { maxTokens: 100, ignoreEos: true })[Symbol.asyncIterator]();
       assert.equal((await dropped.next()).done, false);
-      // A generation while the stream waits for its consumer: it takes over.
+      // A generation waits for the one slot: the stream, no longer pulled, gives way to it.
       const r = await shim.generateText('abc', { maxTokens: 6 });
-      assert.equal(r.tokens.length + (r.finishReason === 'stop' ? 0 : 0), r.tokens.length);
+      assert.ok(r.tokens.length > 0);
       assert.deepEqual(Array.from(await shim.generate(PROMPT, 5)), await reference(PROMPT, 5));
-      await assert.rejects(dropped.next(), /superseded by a later call/);
+      await assert.rejects(dropped.next(), /superseded: its consumer stopped pulling while others waited for its slot/);
+      assert.deepEqual(await dropped.next(), { value: undefined, done: true });
+      assert.equal(shim.stats().queue.superseded, 1);
       // A stream pulled to its end is unaffected, and so is the shim.
       let text = '';
       for await (const piece of shim.stream('abc', { maxTokens: 6 })) text += piece;
       assert.equal(text, r.text);
+      // A stream not pulled while nobody waits keeps its slot: it goes on when pulled again.
+      const paused = shim.stream('abc', { maxTokens: 6 })[Symbol.asyncIterator]();
+      let again = (await paused.next()).value;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      for (let p = await paused.next(); !p.done; p = await paused.next()) again += p.value;
+      assert.equal(again, r.text);
+      assert.equal(shim.stats().queue.superseded, 1);
     } finally {
       shim.dispose();
     }
@@ -332,10 +344,11 @@ describe('soak through a fault-injecting source', () => {
 describe('no read outlives the generation that began it', () => {
   // In workerd a read begun by one request can never complete inside the next: a layer
   // prefetched for a token that never came (a consumer that stopped, an end-of-text token) would
-  // hang the next request. Each generation ends only once its reads have finished.
-  test('a stream left early with break leaves no read in flight, and the next call is right', async () => {
+  // hang the next request. With request-scoped I/O (workerd's default) every step ends only once
+  // its reads have finished.
+  test('with requestScopedIo, a stream left early with break leaves no read in flight, and the next call is right', async () => {
     const source = countingSource(new BufferKnotSource(layout.bytes), { latencyMs: 5 });
-    const shim = await HostShim.open(source, { lruCapacity: 1, prefetchDepth: 1 });
+    const shim = await HostShim.open(source, { lruCapacity: 1, prefetchDepth: 1, requestScopedIo: true });
     try {
       let pieces = 0;
       for await (const _ of shim.stream('abc', { maxTokens: 20, ignoreEos: true })) {

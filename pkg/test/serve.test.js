@@ -1,7 +1,8 @@
 // knot-serve, started as a user starts it (the package's bin, in the runtime running this file:
 // Node, Bun or Deno), answering the OpenAI API test file the Worker runs too; then its own parts:
 // the tool-call tag path (a template that takes tools, given with --chat-template), bad
-// command lines, and a graceful shutdown on SIGTERM.
+// command lines, a model without a chat template refused, and a graceful shutdown on SIGTERM;
+// then several requests at once, and four multi-turn chats at once with no flags at all.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -11,7 +12,8 @@ import { after, before, describe, test } from './harness.js';
 const describeIf = (condition, name, fn) => (condition ? describe(name, fn) : describe.skip(name, fn));
 import { openaiApiSuite } from './openai-api.js';
 import { FOUR_ASKS, answerTogether, nativeGenerator, post, runtimeCommand, startServer } from './servers.js';
-import { KNOT_BIN, ROOT, SMOL, haveNative, haveSmol } from './support.js';
+import { CHATS, atOnceAndAlone, problems } from './chats.js';
+import { KNOT_BIN, ROOT, SMOL, TINY, haveNative, haveSmol } from './support.js';
 
 const BIN = `${ROOT}pkg/bin/knot-serve.js`;
 const MODEL = 'SmolLM2-135M-Instruct';
@@ -42,16 +44,18 @@ describeIf(ready, 'knot-serve', () => {
   });
   after(() => server?.child.kill('SIGKILL'));
 
-  test('the startup line names the URL', () => {
+  test('the startup line names the URL, the requests at once and the chat template', () => {
     assert.match(server.line, /^knot-serve: SmolLM2-135M-Instruct on http:\/\/127\.0\.0\.1:\d+ \(OpenAI API at http:\/\/127\.0\.0\.1:\d+\/v1; (Node|Bun|Deno); 30 layers resident/);
+    assert.match(server.line, /context 2048, 4 requests at once, prefix reuse on, file chat template, opened in \d+ ms\)$/);
   });
 
   test('GET /health', async () => {
     const h = await (await fetch(`${server.url}/health`)).json();
-    assert.deepEqual({ ...h, context_length: undefined }, {
-      status: 'ok', model: MODEL, hidden_dim: 576, vocab_size: 49152, layers: '0-30', context_length: undefined,
+    assert.deepEqual(h, {
+      status: 'ok', model: MODEL, architecture: 'llama', hidden_dim: 576, vocab_size: 49152, layers: 30, context_length: 2048,
+      max_sequences: 4, prefix_reuse: true, prefill_windows: true, chat_template: { source: 'file', name: null },
+      queue: { active: 0, waiting: 0 },
     });
-    assert.equal(h.context_length, 2048);
   });
 
   // Node runs the whole API file; Bun and Deno the quick subset (the same server code).
@@ -97,6 +101,10 @@ describeIf(ready, 'knot-serve: its own parts', () => {
     assert.match(s.stderr(), /SIGTERM, shutting down\nknot-serve: stopped\n$/);
     const [cmd, argv] = runtime(BIN, [SMOL, '--terminal-prosody', 'loud']);
     await assert.rejects(run(cmd, argv), (e) => e.code === 2 && /--terminal-prosody must be bias, observe or off/.test(e.stderr));
+    // A model with no chat template, whose special tokens imply none, is refused at start.
+    const [tcmd, targv] = runtime(BIN, [TINY, '--port', '0']);
+    await assert.rejects(run(tcmd, targv), (e) => e.code === 2
+      && /has no chat template and its special tokens imply none .* give one with --chat-template FILE/.test(e.stderr));
   });
 });
 
@@ -124,12 +132,42 @@ describeIf(ready && g.Bun === undefined && g.Deno === undefined, 'knot-serve --p
       const answers = await answerTogether(openai, MODEL, asks, 24);
       assert.equal(await leaving, 3);
       answers.forEach((a, i) => assert.equal(a, want[i].text, `request ${i}`));
-      // Every slot is free again, and the prefill windows are off (generations run together).
-      const stats = await (await fetch(`${s.url}/stats`)).json();
-      assert.equal(stats.queue.holders, 0);
-      assert.equal((await post(s.url, '/prefill/windows', { prompt: 'x' })).status, 404);
+      // Every slot is free again, and the prefill windows work beside generations run together.
+      let stats = await (await fetch(`${s.url}/stats`)).json();
+      for (let i = 0; i < 50 && (stats.sequences.active > 0 || stats.queue.busy); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        stats = await (await fetch(`${s.url}/stats`)).json();
+      }
+      assert.deepEqual([stats.sequences.active, stats.queue.active, stats.queue.waiting], [0, 0, 0], JSON.stringify(stats.queue));
+      assert.equal(stats.queue.peakActive, 4);
+      assert.equal((await post(s.url, '/prefill/windows', { prompt: 'x' })).status, 201);
       const [cmd, argv] = runtime(BIN, [SMOL, '--parallel', '0']);
       await assert.rejects(run(cmd, argv), (e) => e.code === 2 && /--parallel must be an integer >= 1/.test(e.stderr));
+    } finally {
+      s.child.kill('SIGKILL');
+    }
+  });
+});
+
+// Four people each holding a four-turn chat with one knot-serve started with no flags but its port
+// and the model's id (Node only, as above): every later turn reuses the conversation so far, and
+// every answer equals the same chat's run alone.
+describeIf(ready && g.Bun === undefined && g.Deno === undefined, 'knot-serve as shipped: four chats at once', () => {
+  test('4 clients x 4 turns at once: every later turn a prefix hit reusing the previous prompt, answers equal alone', async () => {
+    const s = await startServer(...runtime(BIN, [SMOL, '--port', '0', '--model-id', 'm']));
+    try {
+      const run = await atOnceAndAlone(s.url, CHATS, { maxTokens: 12 });
+      const later = run.together.flatMap((turns) => turns.slice(1));
+      const hits = later.filter((t) => t.prefill === 'hit').length;
+      const reused = later.reduce((n, t) => n + t.reused, 0);
+      const prompts = later.reduce((n, t) => n + t.promptTokens, 0);
+      console.log(`knot-serve, 4 chats x 4 turns: at once ${run.togetherMs} ms, one after another ${run.aloneMs} ms `
+        + `(${(run.togetherMs / run.aloneMs).toFixed(3)}x); later turns ${hits}/${later.length} hits, `
+        + `${reused} of their ${prompts} prompt tokens reused`);
+      assert.deepEqual(problems(run), []);
+      const stats = await (await fetch(`${s.url}/stats`)).json();
+      assert.equal(stats.sequences.max, 4);
+      assert.ok(stats.prefixReuse.hits >= later.length, JSON.stringify(stats.prefixReuse));
     } finally {
       s.child.kill('SIGKILL');
     }

@@ -61,7 +61,7 @@ describe('SmolLM2 through the wasm package', () => {
         const want = Array.from(await plain.shim.generate(c.prompt_ids, 32));
         assert.deepEqual(want, c.greedy_ids.slice(0, want.length), `case ${c.name}`);
         assert.deepEqual(Array.from(await spec.shim.generate(c.prompt_ids, 32)), want, `case ${c.name}`);
-        verified += spec.shim.stats().verifyPasses;
+        verified += spec.shim.stats().generation.verifyPasses;
       }
       assert.ok(verified > 0, 'some draft was verified');
       // A copy-heavy chat prompt, streamed through 2 layers: fewer passes, fewer layer reads.
@@ -71,7 +71,7 @@ describe('SmolLM2 through the wasm package', () => {
       const a = await plain.shim.generateText(ask, { maxTokens: 48 });
       const b = await spec.shim.generateText(ask, { maxTokens: 48 });
       assert.equal(b.text, a.text);
-      const [p, s] = [plain.shim.stats(), spec.shim.stats()];
+      const [p, s] = [a.report, b.report];
       assert.ok(s.tokensPerPass > 3, `tokens per pass ${s.tokensPerPass}`);
       assert.ok(s.layerReadsPerToken < p.layerReadsPerToken / 3, `${s.layerReadsPerToken} vs ${p.layerReadsPerToken}`);
     } finally {
@@ -89,7 +89,7 @@ describe('SmolLM2 through the wasm package', () => {
       const got = await shim.generate(ids, 24, { temperature: 0.7, topK: 40, seed: 9, draftMode: { maxDraft: 6, adaptive: false } });
       assert.deepEqual(Array.from(got), nativeGenerate(SMOL, ids, 24, flags));
       assert.deepEqual(Array.from(got), nativeGenerate(SMOL, ids, 24, flags.slice(0, -2)), 'and without --draft');
-      assert.ok(shim.stats().accepted > 0, JSON.stringify(shim.stats()));
+      assert.ok(shim.stats().generation.accepted > 0, JSON.stringify(shim.stats().generation));
     } finally {
       await close();
     }
@@ -177,7 +177,8 @@ describe('SmolLM2 through the wasm package', () => {
         source.latencyMs = latency;
         const readsAt = [];
         await shim.generate(prompt, 6, { onToken: () => readsAt.push(source.reads.length) });
-        const steps = shim.stats().tokenMs.slice(1); // the first step only samples the prefill
+        // The time between its tokens (from the first on: the first comes from the prompt's pass).
+        const steps = shim.stats().generation.tokenMs;
         const ms = steps.reduce((a, b) => a + b, 0) / steps.length;
         const reads = (readsAt[readsAt.length - 1] - readsAt[0]) / (readsAt.length - 1);
         return { ms, reads, serial: reads * latency };
@@ -202,6 +203,9 @@ describe('SmolLM2 through the wasm package', () => {
       const pieces = [];
       const result = await shim.generateText(messages, { maxTokens: 16, onToken: (t) => pieces.push(t.text) });
       assert.deepEqual(Array.from(result.tokens), c.greedy_ids.slice(0, result.tokens.length));
+      // Rendered and encoded in Rust as the template wrote it (no extra BOS), as HF does.
+      assert.equal(result.promptTokens, c.prompt_ids.length);
+      assert.equal(shim.countTokens(messages), c.prompt_ids.length);
       assert.equal(result.text, shim.decode(result.tokens));
       assert.equal(pieces.join(''), result.text);
       let streamed = '';

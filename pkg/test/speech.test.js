@@ -1,5 +1,6 @@
 // POST /v1/audio/speech: the WAV encoder on its own, knot-serve's playback choices, then the
-// route in a real knot-serve (file mode, the tiny model) through the official client and raw
+// route in a real knot-serve (file mode, the tiny model with a chat template given: knot-serve
+// refuses a model without one) through the official client and raw
 // requests: the audio's header, length, loudness and formats, every refused field, requests at
 // once; and the answers without eSpeak NG (not installed, or turned off).
 import assert from 'node:assert/strict';
@@ -19,6 +20,8 @@ import { ROOT, TINY } from './support.js';
 
 const BIN = `${ROOT}pkg/bin/knot-serve.js`;
 const run = promisify(execFile);
+/** The tiny model has no chat template (and its vocabulary implies none): knot-serve needs one. */
+const TEMPLATE = ['--chat-template', `${ROOT}tests/fixtures/chat/chatml-tools.jinja`];
 
 const rms = (s) => Math.sqrt(s.reduce((a, x) => a + x * x, 0) / s.length);
 const peak = (s) => s.reduce((a, x) => Math.max(a, Math.abs(x)), 0);
@@ -100,7 +103,7 @@ describe('POST /v1/audio/speech in knot-serve (file mode)', () => {
   /** @type {OpenAI} */
   let client;
   before(async () => {
-    server = await startServer(...runtimeCommand(BIN, [TINY, '--port', '0']), { KNOT_TTS_AUDIO_MODE: 'file', KNOT_TTS_AUDIO_DIR: dir });
+    server = await startServer(...runtimeCommand(BIN, [TINY, '--port', '0', ...TEMPLATE]), { KNOT_TTS_AUDIO_MODE: 'file', KNOT_TTS_AUDIO_DIR: dir });
     client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'not-needed', maxRetries: 0 });
   });
   after(() => server?.child.kill('SIGKILL'));

@@ -145,20 +145,22 @@ describe('tiny model through the wasm package', () => {
     try {
       source.latencyMs = LATENCY;
       const n = 16;
-      // Steps that ran after the consumer's pause (stream skips pieces that are not text yet;
-      // greedy 'abc' gives text at most steps).
-      const afterPause = [];
-      for await (const piece of shim.stream('abc', { maxTokens: n })) {
-        void piece;
-        afterPause.push(shim.stats().tokenMs.length);
+      // How long each token after the first takes from the consumer's asking for it, after a
+      // pause of LATENCY ms (a step runs when its consumer asks: the line has no pump of its own).
+      const paused = [];
+      const tokens = shim.streamTokens('abc', { maxTokens: n })[Symbol.asyncIterator]();
+      for (let first = true; ; first = false) {
+        const asked = performance.now();
+        if ((await tokens.next()).done) break;
+        if (!first) paused.push(performance.now() - asked);
         await sleep(LATENCY);
       }
-      const tokenMs = shim.stats().tokenMs;
-      const paused = afterPause.filter((k) => k < tokenMs.length).map((k) => tokenMs[k]);
       assert.ok(paused.length >= 4, `only ${paused.length} steps followed a pause`);
       const slowConsumer = median(paused);
-      await shim.generate(PROMPT, n);
-      const backToBack = median(shim.stats().tokenMs.slice(1));
+      // Back to back: the generation's own figures (the time between its tokens).
+      const { report } = await shim.generateText(Uint32Array.from(PROMPT), { maxTokens: n, ignoreEos: true });
+      assert.equal(report.tokenMs.length, n - 1);
+      const backToBack = median(report.tokenMs);
       assert.ok(slowConsumer < 0.75 * LAYERS * LATENCY,
         `token took ${slowConsumer.toFixed(1)} ms with layer 0 prefetched; ${LAYERS} layers x ${LATENCY} ms = ${LAYERS * LATENCY} ms`);
       // Back to back, every layer's read is waited for (prefetch depth is one layer).
@@ -390,9 +392,10 @@ describe('argument errors and dispose, on the real package', () => {
     try {
       for (const opts of [{}, { temperature: 0.9, topK: 40, seed: 5 }, { moa: true, seed: 2 }]) {
         const want = Array.from(await plain.generate(ids, 24, opts));
-        const base = plain.stats();
+        const base = plain.stats().generation;
         assert.deepEqual(Array.from(await spec.generate(ids, 24, opts)), want, JSON.stringify(opts));
-        const s = spec.stats();
+        // The report of the generation that ended last.
+        const s = spec.stats().generation;
         for (const key of ['decodeTokens', 'forwardPasses', 'verifyPasses', 'drafted', 'accepted',
           'tokensPerPass', 'layerReadsPerToken', 'decodeLayerReads']) {
           assert.equal(typeof s[key], 'number', key);
@@ -407,9 +410,9 @@ describe('argument errors and dispose, on the real package', () => {
       // Per call: on for a shim opened without it, off for one opened with it.
       const want = Array.from(await plain.generate(ids, 16));
       assert.deepEqual(Array.from(await plain.generate(ids, 16, { draftMode: { maxDraft: 4, ngram: 2, adaptive: false } })), want);
-      assert.ok(plain.stats().drafted > 0, 'drafts when asked per call');
+      assert.ok(plain.stats().generation.drafted > 0, 'drafts when asked per call');
       assert.deepEqual(Array.from(await spec.generate(ids, 16, { draftMode: false })), want);
-      assert.equal(spec.stats().drafted, 0);
+      assert.equal(spec.stats().generation.drafted, 0);
       await assert.rejects(plain.generate(ids, 4, { draftMode: { maxDraft: 40 } }),
         /draftMode\.maxDraft must be an integer in \[1, 32\], got 40/);
       assert.deepEqual(Array.from(await plain.generate(ids, 16)), want, 'usable after a bad option');

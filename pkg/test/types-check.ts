@@ -33,9 +33,9 @@ export async function readApi(source: KnotByteSource): Promise<number> {
 export async function draftApi(source: KnotByteSource): Promise<number> {
   const shim = await HostShim.open(source, { lruCapacity: 2, draftMode: { ngram: 3, maxDraft: 8, adaptive: true } });
   await shim.generate([1, 2, 3], 16, { draftMode: false });
-  await shim.generateText('Once', { draftMode: { maxDraft: 4, margin: 0.5 } });
-  const s = shim.stats();
-  return s.tokensPerPass + s.layerReadsPerToken + s.verifyPasses + s.accepted / Math.max(1, s.drafted);
+  const r = (await shim.generateText('Once', { draftMode: { maxDraft: 4, margin: 0.5 } })).report;
+  const s = shim.stats().generation;
+  return (r?.tokensPerPass ?? 0) + (s?.layerReadsPerToken ?? 0) + (s?.verifyPasses ?? 0) + (s?.accepted ?? 0) / Math.max(1, s?.drafted ?? 0);
 }
 
 export async function textApi(): Promise<string> {
@@ -89,22 +89,30 @@ export async function longLivedApi(source: KnotByteSource): Promise<number> {
     n += e.id + e.text.length + (e.finishReason === 'stop' ? 1 : 0);
   }
   const s = shim.stats();
-  n += (s.prefix?.reused ?? 0) + (s.prefix?.status === 'hit' ? 1 : 0) + (s.memoryPlan?.total ?? 0) + s.kvCacheBytes;
+  const prefix = s.generation?.prefix;
+  n += (prefix?.reused ?? 0) + (prefix?.status === 'hit' ? 1 : 0) + (s.memoryPlan?.total ?? 0) + s.kvCacheBytes;
+  n += s.prefixReuse.hits + s.sequences.max + (s.queue?.waiting ?? 0);
   shim.abort();
-  const reclaimed: boolean = await shim.reclaim({ graceMs: 100 });
-  return n + Number(reclaimed) + shim.info().contextLength;
+  shim.reset();
+  const info = shim.info();
+  return n + info.contextLength + info.maxSequences + (info.chatTemplate?.name?.length ?? 0);
 }
 
-/** A split model's coordinator (stations mode): its rows protocol and its counters. */
+/** A split model's coordinator (stations mode): a step's protocol and its counters. */
 export function coordinatorApi(c: WasmCoordinator, headAnswer: Uint8Array): number {
-  c.start(1, new Uint32Array([1, 2]), '{}', 0);
-  let n = 0;
-  for (const { slot, ids } of c.rowsWanted()) n += slot + ids.length;
+  const admitted = c.admit(new Uint32Array([1, 2]), '{}');
+  let n = admitted.id + admitted.promptTokens + (admitted.claim?.len ?? 0) + (admitted.prefix?.reused ?? 0);
+  for (const { sequence, len, hash } of c.claims()) n += sequence + len + hash.length;
+  for (const { slot, ids } of c.planStep() ?? []) n += slot + ids.length;
   c.addRows(0, headAnswer);
-  const messages: Uint8Array[] | null = c.next();
+  const { message, logits } = c.stepMessage();
+  const events: unknown[] = c.pickStep(logits ? [headAnswer] : null);
+  const { keep, forget } = c.settle();
   const s: CoordinatorStats = c.stats();
   const mode: 'resident' | 'sharded' = s.embedding.mode;
-  return n + (messages?.length ?? 0) + s.readsSinceOpen + (s.generation?.rows.misses ?? 0) + mode.length + c.logitRows;
+  const seqs = c.sequenceStats();
+  return n + message.length + events.length + keep.length + forget.length + s.readsSinceOpen
+    + (s.generation?.rows.misses ?? 0) + mode.length + c.logitRows + seqs.sequences.active + seqs.prefixReuse.hits;
 }
 
 export function meshApi(alpha: Uint8Array): number {

@@ -347,38 +347,28 @@ export function agenticDrive(a) {
         const plan = toolPlan({
           messages, tools: answerOnly === null ? tools : [], toolChoice: answerOnly === null ? choice : 'answer', parallelToolCalls: req.parallelToolCalls,
         }, a.template);
-        const prompt = backend.applyChatTemplate(plan.messages, plan.templateTools === undefined ? {} : { tools: plan.templateTools });
-        const ids = backend.encode(prompt);
+        const prompt = { messages: plan.messages, ...(plan.templateTools === undefined ? {} : { tools: plan.templateTools }) };
+        const promptTokens = backend.countTokens(prompt);
         const record = { step, tools_offered: plan.tools.length, tool_choice: answerOnly !== null ? 'answer' : typeof choice === 'object' ? { name: choice.name } : choice };
         // C3 before the turn: the budgets that forbid starting it.
         const elapsed = Date.now() - session.startedAt;
-        const why = totalTokens + ids.length > budgets.maxTotalTokens ? 'token_budget'
+        const why = totalTokens + promptTokens > budgets.maxTotalTokens ? 'token_budget'
           : elapsed > budgets.maxMs ? 'time_budget'
             : ctx.remaining() <= 0 ? 'max_tokens' : null;
         if (why !== null) {
           const skipped = { ...record, skipped: true };
           steps.push(skipped);
-          endStep(skipped, { verdict: 'stop', reason: why }, why === 'token_budget' ? `${totalTokens} tokens used, the next prompt has ${ids.length}`
+          endStep(skipped, { verdict: 'stop', reason: why }, why === 'token_budget' ? `${totalTokens} tokens used, the next prompt has ${promptTokens}`
             : why === 'time_budget' ? `${elapsed} ms elapsed` : 'max_tokens reached');
-          break;
-        }
-        try {
-          await ctx.acquire();
-        } catch (e) {
-          if (ctx.signal.aborted) throw e;
-          const skipped = { ...record, skipped: true };
-          steps.push(skipped);
-          endStep(skipped, { verdict: 'stop', reason: 'server_busy' }, String(e?.message ?? e));
           break;
         }
         ctx.emit({ agentic: { event: 'step', ...record } });
         const stepStart = Date.now();
         const before = ctx.remaining();
-        const turn = await ctx.turn(ids, prompt, plan);
-        ctx.release();
+        const turn = await ctx.turn(prompt, plan);
         const generated = before - ctx.remaining();
-        totalTokens += ids.length + generated;
-        const entry = { ...record, prompt_tokens: ids.length, completion_tokens: generated, model_ms: Date.now() - stepStart, calls: [] };
+        totalTokens += promptTokens + generated;
+        const entry = { ...record, prompt_tokens: promptTokens, completion_tokens: generated, model_ms: Date.now() - stepStart, calls: [] };
         steps.push(entry);
         if (turn.calls.length === 0 && turn.content.trim() === '' && turn.finish !== 'length' && answerOnly === null && step > 1) {
           // Nothing said and no call (a model may end its turn right after a result): one more

@@ -2,7 +2,7 @@
 // A failure of the package carries a stable `code`; its status comes from the one code → status
 // table (../errors.js, docs/errors.md), never from its wording.
 import { ERROR_STATUS, errorStatus } from '../errors.js';
-import { QueueFull, QueueTimeout } from './queue.js';
+import { QueueFull, QueueTimeout } from '../scheduler.js';
 
 /** An error answered as OpenAI does. */
 export class ApiError extends Error {

@@ -9,15 +9,8 @@ import { callSchema, envelopeSchema } from './tools.js';
 
 const encoder = new TextEncoder();
 
-/**
- * Gives the event loop a turn between tokens, so that a generation whose reads all complete at
- * once (layers resident, or an in-process store) still lets the runtime take new requests, run
- * timers and notice a client that went away.
- */
-const yieldToEventLoop = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 /**
- * @typedef {{ since: number, progress(): void, release(): void }} Lease
  * @typedef {import('./tools.js').Tool} Tool
  * @typedef {{ mode: 'plain' | 'envelope' | 'tag', tools: Tool[], forced: boolean,
  *   callTag: string | null, closeTag: string | null, maxCalls: number }} Plan
@@ -73,42 +66,41 @@ class Calls {
 }
 
 /**
- * Runs one completion under `lease` (released whatever happens): one model turn (`knot`: more
- * of the project's figures for the response). `started`
- * settles at the first token (with how the prompt's prefill went) or the first failure; `done`
- * with the result; a streaming request reads `body`, whose cancellation (the client going away)
- * aborts the work.
+ * Runs one completion: one model turn (`knot`: more of the project's figures for the response).
+ * `started` settles at the first token (with how the prompt's prefill went) or the first
+ * failure; `done` with the result; a streaming request reads `body`, whose cancellation (the
+ * client going away) aborts the work.
  * @param {Job} job
  * @param {object} [knot]
  */
 export function runCompletion(job, knot = {}) {
   return respond(job, async (ctx) => {
-    const turn = await ctx.turn(job.ids, job.prompt, job.plan);
+    const turn = await ctx.turn(job.prompt, job.plan);
     return { finish: turn.finish, toolCalls: turn.calls, knot };
   });
 }
 
 /**
+ * A prompt as the backend takes it: token ids, text, or chat messages with the tools the template
+ * is given (`suffix`: text after the rendered chat, for a call phase's opening).
+ * @typedef {Uint32Array | string | { messages: object[], tools?: object[], suffix?: string }} Prompt
  * @typedef {{
  *   backend: import('./index.js').Backend, kind: 'chat' | 'completion', modelId: string,
  *   req: { options: Record<string, unknown>, stream: boolean, includeUsage: boolean, stop: string[], maxTokens: number },
- *   ids: Uint32Array, prompt: string | null, plan: Plan, lease: Lease, signal?: AbortSignal,
- *   acquire?: (signal: AbortSignal) => Promise<Lease>,
+ *   prompt: Prompt, plan: Plan, signal?: AbortSignal,
  *   generation: Record<string, unknown>, prosody: string,
  * }} Job
  * @typedef {{ content: string, calls: import('./shapes.js').ToolCall[], invalid: number, finish: string, promptTokens: number }} Turn
  * @typedef {{
- *   turn(ids: Uint32Array, prompt: string | null, plan: Plan): Promise<Turn>,
+ *   turn(prompt: Prompt, plan: Plan): Promise<Turn>,
  *   emit(event: object): void,
- *   release(): void,
- *   acquire(): Promise<void>,
  *   remaining(): number,
  *   signal: AbortSignal,
  * }} Turns
  */
 
 /**
- * The response around model turns: the stream (or the one answer), the lease, the stop
+ * The response around model turns: the stream (or the one answer), the stop
  * sequences, the usage. `drive` runs the turns (one, or an agentic loop's several) and says how
  * the response ends: its finish reason, the tool calls its message carries, and any more of the
  * project's figures.
@@ -117,7 +109,6 @@ export function runCompletion(job, knot = {}) {
  */
 export function respond(job, drive) {
   const { backend, kind, req, signal } = job;
-  let lease = /** @type {Lease | null} */ (job.lease);
   const promptField = kind === 'chat' ? 'messages' : 'prompt';
   const shape = shapes(kind, job.modelId);
   const abort = new AbortController();
@@ -149,7 +140,6 @@ export function respond(job, drive) {
   const begin = () => {
     if (!first) return;
     first = false;
-    prefix = backend.stats().prefix ?? null;
     resolveStarted(prefix);
     send(shape.first());
   };
@@ -176,23 +166,30 @@ export function respond(job, drive) {
     callArguments: (i, text) => send(shape.callArguments(i, text)),
   });
 
+  /** Generations after the request's first continue it: they wait in line without its bounds. */
+  let continuing = false;
   /**
-   * One generation over `ids`, each token's text handed to `onText` (true from it stops). Resolves
-   * with its tokens' text and how it ended.
-   * @param {Uint32Array} ids
+   * One generation over `prompt`, each token's text handed to `onText` (true from it stops).
+   * Resolves with its tokens' text and how it ended.
+   * @param {Prompt} prompt
    * @param {Record<string, unknown>} extra options of this phase
    * @param {(text: string) => boolean} onText
    */
-  const phase = async (ids, extra, onText) => {
+  const phase = async (prompt, extra, onText) => {
     let raw = '';
     let ended = 'length';
     const options = {
       ...job.generation, ...extra,
       maxTokens: Math.max(1, req.maxTokens - completion),
       signal: abort.signal,
+      ...(continuing ? { priority: true } : {}),
     };
-    for await (const e of backend.streamTokens(ids, options)) {
-      lease?.progress();
+    continuing = true;
+    for await (const e of backend.streamTokens(prompt, options)) {
+      if (e.prompt !== undefined) {
+        promptTokens += e.prompt.tokens;
+        prefix ??= e.prompt.prefix ?? null;
+      }
       begin();
       completion++;
       if (e.constraint !== undefined) constraint = e.constraint;
@@ -203,7 +200,8 @@ export function respond(job, drive) {
         break;
       }
       if (e.finishReason !== null) ended = e.finishReason;
-      await yieldToEventLoop();
+      // (The backend's line yields to the event loop before every step: new requests get in
+      // and a client that left is noticed between tokens.)
     }
     return { raw, ended };
   };
@@ -214,47 +212,37 @@ export function respond(job, drive) {
   };
 
   /** @type {Turns['turn']} */
-  const turn = async (ids, prompt, plan) => {
-    if (lease === null) throw new Error('respond: a turn without the model (acquire first)');
+  const turn = async (prompt, plan) => {
     const before = calls.done.length;
     const invalidBefore = calls.invalid;
+    const promptBefore = promptTokens;
     said = '';
-    promptTokens += ids.length;
     let finish;
     if (plan.mode === 'plain') {
-      const r = await phase(ids, withProsody(req.options), say);
+      const r = await phase(prompt, withProsody(req.options), say);
       finish = r.ended === 'stop_sequence' ? 'stop' : r.ended;
     } else if (plan.mode === 'envelope') {
       const reader = new CallReader('envelope');
       const coltrane = { preset: 'json_schema', schema: envelopeSchema(plan.tools, !plan.forced) };
-      const r = await phase(ids, { ...req.options, coltrane }, (text) => say(calls.take(reader.push(text))));
+      const r = await phase(prompt, { ...req.options, coltrane }, (text) => say(calls.take(reader.push(text))));
       // A stop sequence ends the response's text; otherwise an envelope that did not close was
       // cut by the budget.
       finish = calls.done.length > before ? 'tool_calls'
         : r.ended === 'stop_sequence' ? 'stop'
           : reader.done ? r.ended : 'length';
     } else {
-      finish = await tagPhases({ ...job, ids, prompt }, plan, {
+      finish = await tagPhases({ ...job, prompt }, plan, {
         phase, withProsody, say, calls, remaining: () => req.maxTokens - completion,
       });
     }
     if (plan.mode !== 'plain') toolPath = plan.mode;
-    return { content: said, calls: calls.done.slice(before), invalid: calls.invalid - invalidBefore, finish, promptTokens: ids.length };
+    return { content: said, calls: calls.done.slice(before), invalid: calls.invalid - invalidBefore, finish, promptTokens: promptTokens - promptBefore };
   };
 
   /** @type {Turns} */
   const ctx = {
     turn,
     emit: (event) => send(shape.event(event)),
-    release: () => {
-      lease?.release();
-      lease = null;
-    },
-    acquire: async () => {
-      if (lease !== null) return;
-      if (job.acquire === undefined) throw new Error('respond: no line to acquire the model from');
-      lease = await job.acquire(abort.signal);
-    },
     remaining: () => req.maxTokens - completion,
     signal: abort.signal,
   };
@@ -305,7 +293,6 @@ export function respond(job, drive) {
       throw e;
     } finally {
       signal?.removeEventListener('abort', onClientGone);
-      lease?.release();
     }
   })();
   return { started, done, body, shape, aborted: () => abort.signal.aborted, completion: () => completion };
@@ -319,10 +306,11 @@ export function respond(job, drive) {
 async function tagPhases(job, plan, { phase, withProsody, say, calls, remaining }) {
   const open = /** @type {string} */ (plan.callTag);
   const close = /** @type {string} */ (plan.closeTag);
-  // The conversation so far as text: each call phase starts from it, re-encoded (the prompt's
-  // own tokens are reused by prefix reuse).
-  let text = /** @type {string} */ (job.prompt);
-  let ids = job.ids;
+  // What follows the rendered chat so far: each phase's prompt is the chat with it (rendered and
+  // encoded in the backend; the tokens before it are reused by prefix reuse).
+  const chat = /** @type {{ messages: object[], tools?: object[] }} */ (job.prompt);
+  let suffix = '';
+  const prompt = () => (suffix === '' ? chat : { ...chat, suffix });
   let inCall = plan.forced;
   const coltrane = { preset: 'json_schema', schema: callSchema(plan.tools) };
   for (;;) {
@@ -332,7 +320,7 @@ async function tagPhases(job, plan, { phase, withProsody, say, calls, remaining 
       // not an answer).
       let seen = '';
       let again = false;
-      await phase(ids, job.req.options, (t) => {
+      await phase(prompt(), job.req.options, (t) => {
         seen += t;
         const start = seen.trimStart();
         again = start.startsWith(open);
@@ -342,7 +330,7 @@ async function tagPhases(job, plan, { phase, withProsody, say, calls, remaining 
     } else if (!inCall) {
       // Free text: the call tag ends it like a stop sequence, held back from the content.
       const tag = new StopMatcher([open]);
-      const r = await phase(ids, withProsody(job.req.options), (t) => {
+      const r = await phase(prompt(), withProsody(job.req.options), (t) => {
         const out = tag.push(t);
         return (out !== '' && say(out)) || tag.stopped;
       });
@@ -351,23 +339,21 @@ async function tagPhases(job, plan, { phase, withProsody, say, calls, remaining 
         if (rest !== '') say(rest);
         return r.ended === 'stop_sequence' ? 'stop' : r.ended;
       }
-      text += r.raw.slice(0, r.raw.indexOf(open));
+      suffix += r.raw.slice(0, r.raw.indexOf(open));
     }
     if (remaining() <= 0) return 'length';
-    text += `${open}\n`;
-    ids = job.backend.encode(text);
+    suffix += `${open}\n`;
     const reader = new CallReader('call');
     const before = calls.done.length;
-    const r = await phase(ids, { ...job.req.options, coltrane }, (t) => {
+    const r = await phase(prompt(), { ...job.req.options, coltrane }, (t) => {
       calls.take(reader.push(t));
       return false;
     });
     if (calls.done.length === before) return 'length';
     const call = calls.done[calls.done.length - 1];
-    text += `${JSON.stringify({ name: call.function.name, arguments: JSON.parse(call.function.arguments) })}\n${close}\n`;
+    suffix += `${JSON.stringify({ name: call.function.name, arguments: JSON.parse(call.function.arguments) })}\n${close}\n`;
     if (r.ended === 'length') return 'length';
     if (calls.done.length >= plan.maxCalls || remaining() <= 0) return 'tool_calls';
-    ids = job.backend.encode(text);
     inCall = false;
   }
 }

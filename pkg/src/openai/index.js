@@ -9,9 +9,10 @@
 //   POST   /prefill/windows          explicit prefill windows (see windows.js)
 //   GET | PATCH | DELETE /prefill/windows/:id
 //
-// The model is a `Backend` (types/openai.d.ts): HostShim implements it, and so does the Worker's
-// stations coordinator. What a server adds around it — the line of waiting requests, keeping work
-// alive past the response (Workers' waitUntil), its own routes — comes in through the options.
+// The model is a `Backend` (types/openai.d.ts): HostShim implements it, and so does the stations
+// coordinator (knot-wasm/stations). The backend's own line decides who runs when (a request it
+// cannot take is refused with 429 and Retry-After); what a server adds around it — keeping work
+// alive past the response (Workers' waitUntil), its own routes — is ../server.js.
 import { coltraneFromResponseFormat } from '../helpers.js';
 import { ApiError, errorResponse, toApiError } from './errors.js';
 import { admit, agenticDrive, agenticOptIn, agenticSettings, refuseAgentic } from './agentic.js';
@@ -22,16 +23,16 @@ import { toolPlan } from './tools.js';
 import { windowRoute } from './windows.js';
 
 export { ApiError, errorResponse, toApiError } from './errors.js';
-export { GenerationQueue, QueueFull, QueueTimeout } from './queue.js';
+export { QueueFull, QueueTimeout } from '../scheduler.js';
 export { StopMatcher } from './stop.js';
 export { CallReader } from './call-reader.js';
 export { agenticFromEnv, agenticSettings } from './agentic.js';
 export { McpConfigError, parseMcpServers } from './mcp.js';
 export { parseChatRequest, parseCompletionRequest, readJson } from './request.js';
 
-/** The methods of a Backend (declared in types/openai.d.ts); tests hold HostShim and SplitModel to it. */
+/** The methods of a Backend (declared in types/openai.d.ts); tests hold HostShim and the stations backend to it. */
 export const BACKEND_METHODS = Object.freeze([
-  'encode', 'applyChatTemplate', 'chatTemplateTools', 'streamTokens', 'stats',
+  'chatTemplateTools', 'countTokens', 'streamTokens', 'stats', 'info',
   'createPrefillWindow', 'prefillWindow', 'updatePrefillWindow', 'deletePrefillWindow',
 ]);
 
@@ -95,8 +96,8 @@ function settingsOf(options) {
     maxBodyBytes: options.maxBodyBytes ?? 256 * 1024,
     prefixReuse: options.prefixReuse ?? true,
     terminalProsody: options.terminalProsody ?? 'bias',
-    acquire: options.acquire,
     waitUntil: options.waitUntil,
+    tag: options.tag,
     onDone: options.onDone,
     signal: options.signal,
     prefillWindows: options.prefillWindows ?? true,
@@ -135,11 +136,8 @@ function templateTools(backend) {
   return t;
 }
 
-/** A line of one: the backend's own exclusivity decides. */
-const noLine = () => ({ since: Date.now(), progress() {}, release() {} });
-
 /**
- * One completion: parse, wait for the model, generate (streamed as server-sent events, or whole).
+ * One completion: parse, generate (streamed as server-sent events, or whole).
  * @param {import('../types/openai.js').Backend} backend
  * @param {'chat' | 'completion'} kind
  * @param {Request} request
@@ -156,46 +154,38 @@ async function complete(backend, kind, request, s) {
   if (kind !== 'chat') refuseAgentic(request);
   const optIn = kind === 'chat' ? agenticOptIn(s.agentic, request, /** @type {any} */ (req).agentic) : null;
   if (optIn === null && kind === 'chat' && /** @type {any} */ (req).toolChoiceWithoutTools !== null) throw /** @type {any} */ (req).toolChoiceWithoutTools;
-  // C0 runs before the model is asked for: a preflight never holds the line.
+  // C0 runs before the model is asked for: a preflight never waits in the line.
   const session = optIn === null ? null : await admit(s.agentic, optIn, /** @type {any} */ (req), signal);
   let plan = { mode: 'plain', tools: [], forced: false, callTag: null, closeTag: null, maxCalls: 0 };
-  let prompt = null;
-  let ids;
+  /** @type {import('./generate.js').Prompt} */
+  let prompt = '';
   try {
     if (session?.C0.admitted) {
-      ids = new Uint32Array(0);
+      // The loop builds each turn's prompt.
     } else if (kind === 'chat') {
       plan = toolPlan(/** @type {any} */ (req), templateTools(backend));
-      prompt = backend.applyChatTemplate(plan.messages, plan.templateTools === undefined ? {} : { tools: plan.templateTools });
-      ids = backend.encode(prompt);
+      prompt = { messages: plan.messages, ...(plan.templateTools === undefined ? {} : { tools: plan.templateTools }) };
     } else {
-      ids = typeof req.prompt === 'string' ? backend.encode(req.prompt) : Uint32Array.from(req.prompt);
+      prompt = typeof req.prompt === 'string' ? req.prompt : Uint32Array.from(req.prompt);
     }
   } catch (e) {
+    await session?.close();
     throw toApiError(e, promptField);
   }
-  const acquire = s.acquire ?? (async () => noLine());
-  let lease;
-  try {
-    lease = await acquire(signal);
-  } catch (e) {
-    await session?.close();
-    throw e;
-  }
-  const queuedMs = Date.now() - lease.since;
   const generation = {
+    ...(s.tag === undefined ? {} : { tag: s.tag }),
     reusePrefix: s.prefixReuse,
     ...(window !== null && s.prefillWindows ? { prefillWindow: window } : {}),
   };
   const job = {
-    backend, kind, modelId: s.modelId, req, ids, prompt, plan, lease, acquire, signal, generation, prosody: s.terminalProsody,
+    backend, kind, modelId: s.modelId, req, prompt, plan, signal, generation, prosody: s.terminalProsody,
   };
   const run = session?.C0.admitted
     ? respond(job, agenticDrive({ backend, req, template: templateTools(backend), session }))
     : runCompletion(job, session === null ? {} : { agentic: { C0: session.C0 } });
   const t0 = Date.now();
   const record = (finish) => s.onDone?.({
-    id: run.shape.id, tokens: run.completion(), finish: run.aborted() ? 'aborted' : finish, ms: Date.now() - t0 + queuedMs,
+    id: run.shape.id, tokens: run.completion(), finish: run.aborted() ? 'aborted' : finish, ms: Date.now() - t0,
   });
   run.done.then((r) => record(r.finish), () => record('error'));
   s.waitUntil?.(run.done.catch(() => {}));
@@ -203,7 +193,6 @@ async function complete(backend, kind, request, s) {
     'x-knot-prefill': window !== null && !s.prefillWindows ? 'disabled'
       : s.prefixReuse || window !== null ? (prefix?.status ?? 'miss') : 'disabled',
     'x-knot-prefill-reused': String(prefix?.reused ?? 0),
-    'x-knot-queue-ms': String(queuedMs),
   });
   if (!req.stream) {
     const r = await run.done.catch((e) => {

@@ -23,22 +23,19 @@ const shown = (w) => ({
 });
 
 /**
- * The prompt of a window request: chat messages through the template, text, or token ids.
- * @param {import('../types/openai.js').Backend} backend
+ * The prompt of a window request: chat messages (the conversation so far, rendered without the
+ * assistant turn's opening), text, or token ids — as the backend takes it.
  * @param {Record<string, unknown>} body
  */
-function promptIds(backend, body) {
+function promptOf(body) {
   if (body.messages !== undefined) {
     if (!Array.isArray(body.messages) || body.messages.length === 0 || body.messages.some((m) =>
       typeof m !== 'object' || m === null || typeof m.role !== 'string' || typeof m.content !== 'string')) {
       throw badRequest("'messages' must be a non-empty list of { role, content } with text content", 'messages', 'invalid_value');
     }
-    // The chat so far, without the assistant turn's opening: the completion's prompt starts with it.
-    const text = backend.applyChatTemplate(body.messages.map((m) => ({ role: m.role === 'developer' ? 'system' : m.role, content: m.content })),
-      { addGenerationPrompt: false });
-    return backend.encode(text);
+    return { messages: body.messages.map((m) => ({ role: m.role === 'developer' ? 'system' : m.role, content: m.content })), addGenerationPrompt: false };
   }
-  if (typeof body.prompt === 'string' && body.prompt !== '') return backend.encode(body.prompt);
+  if (typeof body.prompt === 'string' && body.prompt !== '') return body.prompt;
   if (Array.isArray(body.prompt) && body.prompt.length > 0 && body.prompt.every((t) => Number.isInteger(t) && t >= 0 && t <= 0xffffffff)) {
     return Uint32Array.from(body.prompt);
   }
@@ -59,7 +56,7 @@ function ttlOf(body) {
  * @param {import('../types/openai.js').Backend} backend
  * @param {Request} request
  * @param {string} pathname
- * @param {{ prefillWindows: boolean, maxBodyBytes: number, acquire?: Function, signal?: AbortSignal, modelId: string }} s
+ * @param {{ prefillWindows: boolean, maxBodyBytes: number, signal?: AbortSignal, tag?: unknown, modelId: string }} s
  */
 export async function windowRoute(backend, request, pathname, s) {
   if (!s.prefillWindows) {
@@ -84,20 +81,19 @@ export async function windowRoute(backend, request, pathname, s) {
   }
   const ttlMs = ttlOf(body);
   const patch = request.method === 'PATCH';
-  const ids = patch && body.messages === undefined && body.prompt === undefined ? null : promptIds(backend, body);
-  // A prefill runs the model: it waits in the line like a generation.
-  const lease = await (s.acquire?.(s.signal ?? request.signal) ?? { progress() {}, release() {} });
+  const prompt = patch && body.messages === undefined && body.prompt === undefined ? null : promptOf(body);
+  // A prefill runs the model: it waits in the backend's line like a generation.
+  const signal = s.signal ?? request.signal;
+  const tag = s.tag;
   try {
     if (patch) {
-      const w = await backend.updatePrefillWindow(/** @type {string} */ (id), { ...(ids === null ? {} : { prompt: ids }), ...(ttlMs === undefined ? {} : { ttlMs }) });
+      const w = await backend.updatePrefillWindow(/** @type {string} */ (id), { ...(prompt === null ? {} : { prompt }), ...(ttlMs === undefined ? {} : { ttlMs }), signal, tag });
       if (w === null) throw missing();
       return Response.json(shown(w));
     }
-    const w = await backend.createPrefillWindow(/** @type {Uint32Array} */ (ids), ttlMs === undefined ? {} : { ttlMs });
+    const w = await backend.createPrefillWindow(/** @type {any} */ (prompt), { ...(ttlMs === undefined ? {} : { ttlMs }), signal, tag });
     return Response.json({ ...shown(w), replaced: w.replaced ?? null }, { status: 201 });
   } catch (e) {
     throw toApiError(e, body.messages !== undefined ? 'messages' : 'prompt');
-  } finally {
-    lease.release();
   }
 }

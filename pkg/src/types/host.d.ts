@@ -1,6 +1,6 @@
 // HostShim, the package's model API (src/shim.js), and loading the wasm.
 import type { KnotByteSource } from './sources.js';
-import type { ChatMessage, ChatTemplateOptions, ChatTemplateTools, GenerateOptions, GenerateTextOptions, HostShimOptions } from './options.js';
+import type { ChatMessage, ChatTemplateOptions, ChatTemplateTools, GenerateOptions, GenerateTextOptions, HostShimOptions, Prompt } from './options.js';
 import type { Backend } from './openai.js';
 import type {
   GenerateTextResult, GeneratedToken, HostStats, ModelInfo, PrefillWindow, PrefillWindowCreated,
@@ -21,15 +21,15 @@ export declare class HostShim implements Disposable, Backend {
   static open(source: KnotByteSource, options?: HostShimOptions): Promise<HostShim>;
   readonly vocabSize: number;
   readonly layerCount: number;
-  /** Positions the context holds (under `memoryBudget`, as many as fit). */
+  /** Positions a generation's context holds (under `memoryBudget`, as many as fit). */
   readonly contextLength: number;
   /** Threads this model's matmuls split across now (1 on the one-thread build). */
   readonly threads: number;
   /** Which wasm build runs this model: the threaded one, or the one-thread one. */
   readonly wasmBuild: 'threads' | 'single';
-  /** The `maxSequences` option: how many generations run at once; undefined: one at a time. */
-  readonly maxSequences: number | undefined;
-  /** Generations running now and waiting for a slot (with `maxSequences`). */
+  /** How many generations run at once (`maxSequences`; the others wait in line). */
+  readonly maxSequences: number;
+  /** Generations running now and waiting in line. */
   readonly sequences: { active: number; waiting: number };
   encode(text: string): Uint32Array;
   decode(ids: Uint32Array | number[]): string;
@@ -40,47 +40,48 @@ export declare class HostShim implements Disposable, Backend {
   applyChatTemplate(messages: ChatMessage[], options?: ChatTemplateOptions): string;
   /** How the chat template handles tools. */
   chatTemplateTools(): ChatTemplateTools;
+  /** How many tokens a prompt is, as a generation would run it (a chat rendered and encoded). */
+  countTokens(prompt: Prompt): number;
   /**
-   * Up to `n` tokens after `tokens`; ends after an end-of-text id (included). One generation runs
-   * at a time: another one while it works is refused.
+   * Up to `n` tokens after `tokens`; ends after an end-of-text id (included). Generations run
+   * together, `maxSequences` at once; the others wait in line.
    */
   generate(tokens: Uint32Array | number[], n: number, options?: GenerateOptions): Promise<Uint32Array>;
-  /** A string prompt is used as is; messages go through the chat template. */
-  generateText(prompt: string | ChatMessage[] | Uint32Array, options?: GenerateTextOptions): Promise<GenerateTextResult>;
+  /** A string prompt is used as is; messages go through the chat template (in Rust). */
+  generateText(prompt: Prompt, options?: GenerateTextOptions): Promise<GenerateTextResult>;
   /**
-   * Text pieces as they are generated. A stream waiting for its consumer gives way to the next
-   * generation (a stream dropped without `return()` blocks nothing); pulling it afterwards throws
-   * a "superseded" Error.
+   * Text pieces as they are generated. A stream whose consumer stops pulling while other
+   * generations wait for its slot gives way (after `preemptMs`); pulling it afterwards throws a
+   * "superseded" Error.
    */
-  stream(prompt: string | ChatMessage[] | Uint32Array, options?: GenerateTextOptions): AsyncGenerator<string, void, undefined>;
+  stream(prompt: Prompt, options?: GenerateTextOptions): AsyncGenerator<string, void, undefined>;
   /**
    * Every token as it is generated, with its text (an end-of-text token comes last, with no text
-   * and `finishReason: 'stop'`); a Uint32Array prompt is token ids. Leaving the loop early ends
-   * the generation cleanly. Gives way to the next generation as `stream` does.
+   * and `finishReason: 'stop'`); the first says how the prompt was served (`prompt`), the last
+   * what the generation did (`report`). Leaving the loop early ends the generation cleanly.
+   * Gives way as `stream` does.
    */
-  streamTokens(prompt: string | ChatMessage[] | Uint32Array, options?: GenerateTextOptions):
+  streamTokens(prompt: Prompt, options?: GenerateTextOptions):
     AsyncGenerator<GeneratedToken, void, undefined>;
   /**
-   * Aborts the call in flight, whoever began it (it rejects with an AbortError, or its signal's
-   * reason). No-op when idle.
+   * Aborts the call in flight, whoever began it (it rejects with an AbortError; a step aborted
+   * ends every generation in it). No-op when idle.
    */
   abort(): void;
   /**
-   * Takes the shim back from a call whose caller will never resume it — in Workers, a request
-   * canceled when its client went away, unless its work was handed to `ctx.waitUntil`. Aborts the
-   * call, waits up to `graceMs` (default 200) for it to unwind, else releases its place and
-   * forgets its reads in flight. Resolves true when it had to take the shim back.
+   * Forgets the conversations kept for prefix reuse and the prefill windows; cached layers and
+   * running generations stay.
    */
-  reclaim(options?: { graceMs?: number }): Promise<boolean>;
+  reset(): void;
   /**
-   * Prefills `prompt` (token ids) into a new prefill window pinned for `ttlMs` (default 15000);
-   * a generation names it with the option `prefillWindow`. When `prefillWindows` are held
-   * already, the least recently used is replaced (`replaced`). Runs a prefill, so it takes the
-   * model as a generation does (`busy` while another works; a stream waiting for its consumer
-   * is superseded). `invalid_argument` over `prefillWindowMaxTokens`; `disabled` with
+   * Prefills `prompt` (token ids, text, or chat messages — the conversation so far, without the
+   * assistant turn's opening) into a new prefill window pinned for `ttlMs` (default 15000); a
+   * generation names it with the option `prefillWindow`. When `prefillWindows` are held already,
+   * the least recently used is replaced (`replaced`). It runs at a step boundary, in line like a
+   * generation. `invalid_argument` over `prefillWindowMaxTokens`; `disabled` with
    * `prefillWindows: 0`.
    */
-  createPrefillWindow(prompt: Uint32Array | number[], options?: { ttlMs?: number }): Promise<PrefillWindowCreated>;
+  createPrefillWindow(prompt: Prompt, options?: { ttlMs?: number; signal?: AbortSignal }): Promise<PrefillWindowCreated>;
   /** The window, or null when there is none with that id (deleted, replaced, expired). */
   prefillWindow(id: string): PrefillWindow | null;
   /** Every window held, oldest first. */
@@ -91,18 +92,18 @@ export declare class HostShim implements Disposable, Backend {
    * alone keeps its expiry). `not_found` when there is none. Takes the model as
    * `createPrefillWindow` does.
    */
-  updatePrefillWindow(id: string, update: { prompt?: Uint32Array | number[]; ttlMs?: number }): Promise<PrefillWindow>;
+  updatePrefillWindow(id: string, update: { prompt?: Prompt; ttlMs?: number; signal?: AbortSignal }): Promise<PrefillWindow>;
   /** Drops a window and frees its KV for the next; false when there was none. */
   deletePrefillWindow(id: string): boolean;
-  /** Fetches a layer ahead of need; resolves once it is resident (queued behind earlier calls). */
+  /** Fetches a layer ahead of need; resolves once it is resident (in line like a generation). */
   prefetchLayer(layer: number): Promise<void>;
-  /** Works during a call too, with the counters from when that call began. */
+  /** Read now, during a step too. */
   stats(): HostStats;
   info(): ModelInfo;
   /**
-   * Idempotent; any later call throws. A call in flight is aborted (even one waiting on a read
-   * that never settles) and rejects as used after dispose(); the promise resolves once the wasm
-   * side is freed.
+   * Idempotent; any later call throws. Generations waiting or running fail as used after
+   * dispose(); a call in flight is aborted (even one waiting on a read that never settles); the
+   * promise resolves once the wasm side is freed.
    */
   dispose(): Promise<void>;
   [Symbol.dispose](): void;
@@ -111,40 +112,72 @@ export declare class HostShim implements Disposable, Backend {
 /** Loads and initializes the package's wasm once. */
 export declare function loadWasm(): Promise<KnotWasmBindings>;
 
-/** A token as a batch step hands it over (what `streamTokens` yields). */
-export interface BatchToken {
-  id: number;
-  text: string;
-  finishReason: 'stop' | 'length' | null;
-  step: object;
-  constraint?: object;
-  health?: object;
+/**
+ * The line in front of a model (src/scheduler.js): generations and jobs first come first served,
+ * `slots` sequences at once, one step for all; HostShim and the stations backend each have one.
+ */
+export declare class Scheduler {
+  constructor(target: SchedulerTarget, options: LineOptions & { slots: number; onIdle?: () => void });
+  readonly slots: number;
+  readonly stats: LineStats;
+  readonly idle: boolean;
+  generate(prompt: unknown, optionsJson: string, options?: { signal?: AbortSignal; priority?: boolean; preemptible?: boolean; tag?: unknown }):
+    AsyncGenerator<GeneratedToken, void, undefined>;
+  exclusive<T>(fn: (target: SchedulerTarget) => Promise<T>, options?: { signal?: AbortSignal; tag?: unknown }): Promise<T>;
+  retryAfter(): number;
+  dispose(error: unknown): void;
 }
 
-/**
- * What a {@link SequenceBatch} steps: a host of several sequences. `WasmHost` opened with
- * `maxSequences` is one; so is a coordinator over stations (examples/worker/src/split.js).
- */
-export interface SequenceTarget {
-  admit(ids: Uint32Array, optionsJson: string): number;
+/** What a Scheduler runs calls on: a WasmHost, or the stations coordinator. */
+export interface SchedulerTarget {
+  admit(prompt: unknown, optionsJson: string): { id: number; promptTokens: number; prefix: object | null };
   cancel(id: number): unknown;
-  /** One step of every sequence: one event per sequence that made a token or ended. */
-  step(): Promise<Array<{ sequence: number; token: BatchToken | null; done: boolean; error?: Error }>>;
-  /** Ends what a step left in flight (reads, station calls). */
-  drainReads(): Promise<unknown>;
+  step(): Promise<Array<{ sequence: number; token: GeneratedToken | null; done: boolean; finishReason: string | null; report?: object; error?: unknown }>>;
+  drainReads?(): Promise<unknown>;
+  abort?(): void;
+  dropReads?(): unknown;
+  readonly busy?: boolean;
 }
 
-/**
- * Many generations stepped together (HostShim's batching, opened with `maxSequences`): no pump
- * of its own — a generation waiting for a token runs the next step itself; past `max`,
- * generations wait in order for a slot; one leaving or aborting ends alone.
- */
-export declare class SequenceBatch {
-  static over(target: SequenceTarget, max: number): SequenceBatch;
-  /** Sequences admitted and not yet ended. */
-  readonly active: number;
-  /** Generations waiting for a slot. */
-  readonly waiting: number;
-  /** One generation in the batch, token by token (`optionsJson`: the generation options). */
-  run(ids: Uint32Array, optionsJson: string, signal?: AbortSignal): AsyncGenerator<BatchToken, void, undefined>;
+/** The line's bounds and behaviour (HostShim.open options that stay in JS). */
+export interface LineOptions {
+  /** Requests that may wait; past it, QueueFull (429). Default unbounded. */
+  maxWaiting?: number;
+  /** The longest a request waits; then QueueTimeout (429). Default unbounded. */
+  waitTimeoutMs?: number;
+  /** A step in flight this long belongs to a request that went away: taken back. Default never. */
+  stallMs?: number;
+  /** A stream not pulled this long gives way when others wait for its slot. Default 500. */
+  preemptMs?: number;
+  /** A request's I/O and promises are its own (workerd): waiters poll, steps drain reads. Default: the entry point's. */
+  requestScopedIo?: boolean;
+  /** Before each turn, the tag of the call that runs it (what its I/O counts against). */
+  onTurn?: (tag: unknown) => void;
+}
+
+/** The line's figures (`stats().queue`). */
+export interface LineStats {
+  slots: number;
+  active: number;
+  waiting: number;
+  busy: boolean;
+  served: number;
+  rejected: number;
+  timedOut: number;
+  reclaimed: number;
+  superseded: number;
+  peakActive: number;
+  peakWaiting: number;
+  steps: number;
+}
+
+/** The line refused a newcomer (429, `code: 'busy'`). */
+export declare class QueueFull extends Error {
+  code: 'busy';
+  retryAfter: number;
+}
+/** A newcomer waited past `waitTimeoutMs` (429). */
+export declare class QueueTimeout extends Error {
+  code: 'busy';
+  retryAfter: number;
 }

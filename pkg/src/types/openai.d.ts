@@ -1,32 +1,31 @@
 // knot-wasm/openai: OpenAI's API over a model, on Fetch API types.
-import type { ChatMessage, ChatTemplateOptions, ChatTemplateTools, GenerateTextOptions } from './options.js';
-import type { GeneratedToken, HostStats, PrefillWindow, PrefillWindowCreated } from './reports.js';
+import type { ChatTemplateTools, GenerateTextOptions, Prompt } from './options.js';
+import type { GeneratedToken, ModelInfo, PrefillWindow, PrefillWindowCreated } from './reports.js';
+import type { LineStats } from './host.js';
 
 /**
- * What the OpenAI module runs on: the package's `HostShim` implements it, and so does the Worker's
- * stations coordinator (examples/worker/src/split.js).
+ * What the OpenAI module and the server run on: the package's `HostShim` implements it, and so
+ * does the stations coordinator (knot-wasm/stations). Its own line decides who runs when: a
+ * generation it cannot take rejects with QueueFull / QueueTimeout (answered 429).
  */
 export interface Backend {
-  encode(text: string): Uint32Array;
-  applyChatTemplate(messages: ChatMessage[], options?: ChatTemplateOptions): string;
   chatTemplateTools(): ChatTemplateTools;
-  /** One generation at a time: the server's line (OpenAIOptions.acquire) keeps them in order. */
-  streamTokens(prompt: Uint32Array, options?: GenerateTextOptions & { prefillWindow?: string }):
+  /** A prompt's length in tokens, as a generation would run it. */
+  countTokens(prompt: Prompt): number;
+  /**
+   * A generation, token by token: the first token says how the prompt was served (`prompt:
+   * { tokens, prefix }`), the last what the generation did (`report`).
+   */
+  streamTokens(prompt: Prompt, options?: GenerateTextOptions):
     AsyncGenerator<GeneratedToken, void, undefined>;
-  /** `prefix`: how the last prompt's prefill used a window. */
-  stats(): Pick<HostStats, 'prefix'>;
-  createPrefillWindow(prompt: Uint32Array, options?: { ttlMs?: number }): Promise<PrefillWindowCreated>;
+  /** The backend's figures (`queue`: its line); a HostShim's are `HostStats`. */
+  stats(): { queue?: LineStats };
+  info(): ModelInfo;
+  createPrefillWindow(prompt: Prompt, options?: { ttlMs?: number; signal?: AbortSignal; tag?: unknown }): Promise<PrefillWindowCreated>;
   prefillWindow(id: string): PrefillWindow | null;
   /** Rejects with code `not_found` for an unknown id. */
-  updatePrefillWindow(id: string, update: { prompt?: Uint32Array; ttlMs?: number }): Promise<PrefillWindow>;
+  updatePrefillWindow(id: string, update: { prompt?: Prompt; ttlMs?: number; signal?: AbortSignal; tag?: unknown }): Promise<PrefillWindow>;
   deletePrefillWindow(id: string): boolean;
-}
-
-/** A place in the server's line of requests: `progress` on every token, `release` at the end. */
-export interface Lease {
-  since: number;
-  progress(): void;
-  release(): void;
 }
 
 /** One finished (or failed, or aborted) generation. */
@@ -50,13 +49,13 @@ export interface OpenAIOptions {
   terminalProsody?: 'bias' | 'observe' | 'off';
   /** The /prefill/windows routes and the x-knot-prefill-window header. Default true. */
   prefillWindows?: boolean;
-  /** The line in front of the backend (default: none, the backend refuses a second generation). */
-  acquire?: (signal: AbortSignal) => Promise<Lease>;
   /** Keeps a generation alive past its response (Workers' `ctx.waitUntil`). */
   waitUntil?: (work: Promise<unknown>) => void;
   onDone?: (record: CompletionRecord) => void;
   /** Aborts the generation (default: the request's signal). */
   signal?: AbortSignal;
+  /** What the steps this request runs count their I/O against (the backend's `onTurn`). */
+  tag?: unknown;
   /**
    * The agentic loop over MCP servers (docs/agentic.md). Keep one object for the server's life:
    * the tools cache lives with it. Default: mode 'request', no servers.
@@ -148,6 +147,7 @@ export declare function openaiResponse(backend: Backend, request: Request, optio
 /** The route a path is (`/prefill/windows/:id` for a window), or null. */
 export declare function openaiRoute(pathname: string): string | null;
 export declare const OPENAI_ROUTES: Readonly<Record<string, readonly string[]>>;
+export { QueueFull, QueueTimeout } from './host.js';
 export declare const BACKEND_METHODS: readonly (keyof Backend)[];
 
 /** An error answered as OpenAI does: `{ error: { message, type, param, code } }`. */
@@ -163,17 +163,6 @@ export declare class ApiError extends Error {
 export declare function errorResponse(error: ApiError): Response;
 /** Any failure as the OpenAI error it is answered with (status from the code table). */
 export declare function toApiError(error: unknown, promptField?: string | null): ApiError;
-
-export declare class QueueFull extends Error { retryAfter: number }
-export declare class QueueTimeout extends Error { retryAfter: number }
-/** One generation at a time, the others waiting in order; past `max` waiting, QueueFull. */
-export declare class GenerationQueue {
-  constructor(options: { max: number; timeoutMs: number; stallMs: number; pollMs?: number; onStall: (lease: Lease) => Promise<void> });
-  acquire(signal?: AbortSignal): Promise<Lease>;
-  readonly waiting: unknown[];
-  readonly served: number;
-  readonly reclaimed: number;
-}
 
 /** OpenAI's `stop` sequences over streamed text. */
 export declare class StopMatcher {

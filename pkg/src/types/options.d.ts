@@ -2,6 +2,7 @@
 // (crates/host/src/options.rs, crates/engine/src/decode/options.rs): an unknown key or a value out
 // of range rejects with code `invalid_option` and `param` naming it.
 import type { GeneratedToken, StepInfo } from './reports.js';
+import type { LineOptions } from './host.js';
 
 /** Passed to `onProgress` after every completed range read (open and layer fetches). */
 export interface HostProgress {
@@ -11,7 +12,7 @@ export interface HostProgress {
   rangeReads: number;
 }
 
-export interface HostShimOptions {
+export interface HostShimOptions extends LineOptions {
   /** Layers kept in memory (integer >= 1). Default: all layers. */
   lruCapacity?: number;
   /** Optional bound on the bytes of cached layers. */
@@ -63,7 +64,12 @@ export interface HostShimOptions {
    * `maxContext` that fits (see `contextLength`), and the KV cache is allocated up front.
    */
   memoryBudget?: number;
-  /** Conversations whose KV caches are kept for `reusePrefix` (1..16). Default 1. */
+  /**
+   * KV caches kept beyond one per generation (0..64): a generation that ends parks its
+   * conversation in its cache for `reusePrefix` and `continue`, so more caches keep the
+   * prefixes of more conversations than run at once. Each counts in the memory plan at the
+   * whole context. Default 0.
+   */
   prefixWindows?: number;
   /** A prefix window unused for this long (ms) is forgotten instead of reused. Default: never. */
   prefixTtlMs?: number;
@@ -75,14 +81,14 @@ export interface HostShimOptions {
   /** The most tokens one prefill window holds (>= 1). Default 512. */
   prefillWindowMaxTokens?: number;
   /**
-   * Generations that run at once (1..64): `generate`, `generateText`, `stream` and
-   * `streamTokens` calls no longer wait for each other — each step runs one forward pass for all
-   * of them (their rows share each matmul), and each one's tokens are the ones it gets alone.
-   * Past this many, calls wait in order for a slot. Each counts a KV cache in the memory plan.
-   * `continue` is refused and `reusePrefix` / `prefillWindow` are ignored (cold prefill: the
-   * same tokens). Default: one generation at a time.
+   * Generations that run at once (1..64, or 'auto'): `generate`, `generateText`, `stream` and
+   * `streamTokens` calls run together — each step runs one forward pass for all of them (their
+   * rows share each matmul), and each one's tokens are the ones it gets alone, with prefix reuse
+   * and prefill windows of its own. Past this many, calls wait in line. Each counts a KV cache in
+   * the memory plan. 'auto': as many as `memoryBudget` holds at `maxContext` (at most 16), 4
+   * without a budget. Default 1.
    */
-  maxSequences?: number;
+  maxSequences?: number | 'auto';
   /**
    * Threads the matmuls split their rows across, 1..=256 (output identical at every count).
    * More than 1 runs the model on the threaded wasm build (shared memory; workers started by the
@@ -250,12 +256,27 @@ export interface GenerateTextOptions extends SamplingOptions {
   prefillWindow?: string;
   ignoreEos?: boolean;
   /**
+   * This generation continues a request already being answered (an agentic turn, a tool call's
+   * phase): it waits in line past `maxWaiting` and `waitTimeoutMs`. Default false.
+   */
+  priority?: boolean;
+  /** What the steps it runs count their I/O against (passed to `onTurn`). */
+  tag?: unknown;
+  /**
    * Called with each token as it is generated (the shape `streamTokens` yields; `text` is ''
    * while a character is incomplete).
    */
   onToken?: (token: GeneratedToken) => void;
   onStep?: (step: StepInfo) => void;
 }
+
+/**
+ * A prompt: text (encoded with the model's BOS), token ids, or chat messages rendered with the
+ * model's template in Rust (`tools` for templates that take them; `suffix`: text after the
+ * rendered chat).
+ */
+export type Prompt = string | Uint32Array | ChatMessage[] |
+  { messages: ChatMessage[]; tools?: object[]; addGenerationPrompt?: boolean; suffix?: string };
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool' | (string & {});

@@ -15,6 +15,10 @@ export interface GeneratedToken {
   constraint?: ColtraneMetrics;
   /** What the health monitor saw over the generation, on the last token (option `health`). */
   health?: HealthMetrics;
+  /** On the first token: the prompt's length and how it was served. */
+  prompt?: { tokens: number; prefix: PrefixReport | null };
+  /** On the last token: what the generation did. */
+  report?: SequenceReport;
 }
 
 /** The decode-health monitor's faces (each 0..1) and their sum (docs/health.md). */
@@ -146,6 +150,11 @@ export interface GenerateTextResult {
   constraint?: ColtraneMetrics;
   /** What the health monitor saw, when `health` was set. */
   health?: HealthMetrics;
+  /** The prompt's length in tokens, and how a window served it (null: it asked for none). */
+  promptTokens: number;
+  prefix: PrefixReport | null;
+  /** What the generation did (absent when it ended without a token). */
+  report?: SequenceReport;
 }
 
 export interface HostStats {
@@ -160,27 +169,61 @@ export interface HostStats {
   peakLayerBytes: number;
   bytesFetched: number;
   rangeReads: number;
+  /** Reads issued again after a transient failure (they count in `rangeReads` too). */
+  readRetries: number;
+  /** Read attempts that hit `readTimeoutMs`. */
+  readTimeouts: number;
   residentBytes: number;
   peakResidentBytes: number;
-  /** Bytes the KV caches of every prefix window have allocated. */
+  /** Bytes the KV caches have allocated: every generation's, every window's, every prefill window's. */
   kvCacheBytes: number;
-  /** Positions the context holds. */
+  /** Positions a generation's context holds. */
   contextLength: number;
-  /**
-   * How the last prompt used the prefix windows (with `reusePrefix`) or an explicit prefill
-   * window (with `prefillWindow`), else null.
-   */
-  prefix: PrefixReport | null;
+  /** The generations run together: the most at once, running now, admitted and ended so far. */
+  sequences: { max: number; active: number; admitted: number; ended: number };
+  /** Prefix reuse over every prompt that asked for it, and the windows (KV caches) held. */
+  prefixReuse: {
+    hits: number; misses: number; mismatches: number; expired: number;
+    reusedTokens: number; prefilledTokens: number; windows: number; windowsHeld: number;
+  };
   /** The explicit prefill windows held (`createPrefillWindow`). */
   prefillWindows: PrefillWindowStats;
   /** The plan `open` checked against `memoryBudget` (null without one). */
   memoryPlan: MemoryPlan | null;
   openMs: number;
+  /** Steps (forward passes over every running generation) and the tokens they made. */
+  steps: { steps: number; tokens: number; positions: number; tokensPerStep: number };
+  /** The report of the generation that ended last. */
+  generation: SequenceReport | null;
+  /** Size of the wasm instance's linear memory (it never shrinks: also its peak); HostShim only. */
+  wasmMemoryBytes?: number | undefined;
+  /** The line's figures; HostShim only. */
+  queue?: import('./host.js').LineStats;
+}
+
+/** A sequence admitted (WasmHost `admit`): its id, its whole prompt's tokens, how a window served it. */
+export interface Admitted {
+  id: number;
+  promptTokens: number;
+  prefix: PrefixReport | null;
+}
+
+/** What one generation did (the last token of a stream carries it as `report`). */
+export interface SequenceReport {
+  /** Tokens of its whole prompt (with `continue`, the conversation continued included). */
+  promptTokens: number;
+  /** How its prompt used a prefix window or an explicit prefill window (null: it asked for neither). */
+  prefix: PrefixReport | null;
+  /** From admission to its first token (its prompt's prefill, in steps shared with others). */
   prefillMs: number;
+  /** Prompt tokens prefilled (not served from a window). */
   prefillTokens: number;
-  /** Wall time of each decode step since the last prompt. */
+  /** Wall time between its tokens, after the first. */
   tokenMs: number[];
-  /** The last generation: tokens generated, and the forward passes they took. */
+  /** Layer range reads while it decoded, and per token (0 with every layer resident). */
+  decodeLayerReads: number;
+  layerReadsPerToken: number;
+  /** Tokens it made, and the forward passes they took. */
   decodeTokens: number;
   forwardPasses: number;
   /** Forward passes that verified a draft; draft tokens verified and kept. */
@@ -189,22 +232,14 @@ export interface HostStats {
   accepted: number;
   /** `decodeTokens / forwardPasses` (the first token comes from the prompt's pass). */
   tokensPerPass: number;
-  /** Layer range reads since the prompt, per generated token (0 with every layer resident). */
-  layerReadsPerToken: number;
-  /** Reads issued again after a transient failure (they count in `rangeReads` too). */
-  readRetries: number;
-  /** Read attempts that hit `readTimeoutMs`. */
-  readTimeouts: number;
-  decodeLayerReads: number;
-  /** Size of the wasm instance's linear memory (it never shrinks: also its peak). */
-  wasmMemoryBytes: number | undefined;
 }
 
 /** How a prompt's prefill used the prefix windows. */
 export interface PrefixReport {
   /**
-   * 'hit': a window held a prefix of the prompt; 'mismatch': the best window's conversation went
-   * another way (the tokens they share were still kept); 'miss': no window held anything;
+   * 'hit': the prompt continues (or repeats) a conversation a window held, all of whose prompt it
+   * shares was reused; 'mismatch': the best window's conversation went another way before the
+   * end of its prompt (the tokens they share were still kept); 'miss': nothing was reused;
    * 'expired': the window that would have served it had outlived `prefixTtlMs`.
    */
   status: 'hit' | 'miss' | 'mismatch' | 'expired' | 'disabled';
@@ -273,6 +308,13 @@ export interface ModelInfo {
   architecture: string;
   config: Record<string, unknown>;
   contextLength: number;
+  /** Generations run at once. */
+  maxSequences: number;
+  /**
+   * Where the chat template came from: the `chatTemplate` option, the file, or implied by the
+   * vocabulary's special tokens (`name`: gemma, chatml, llama3); null when there is none.
+   */
+  chatTemplate: { source: 'file' | 'option' | 'implied'; name: string | null } | null;
 }
 
 /** Rows of the embedding a split model's coordinator was handed (`CoordinatorStats`). */
