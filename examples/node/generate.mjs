@@ -22,11 +22,14 @@ try {
   }
   process.stdout.write('\n');
   const s = shim.stats();
-  const decodeMs = s.tokenMs.slice(1).reduce((a, b) => a + b, 0);
-  const decodeTokS = s.tokenMs.length > 1 ? (s.tokenMs.length - 1) / (decodeMs / 1000) : 0;
+  // What the generation did (the report of the one that ended last): its prefill, and the time
+  // between its tokens after the first.
+  const g = s.generation;
+  const decodeMs = g.tokenMs.reduce((a, b) => a + b, 0);
+  const decodeTokS = g.tokenMs.length > 0 ? g.tokenMs.length / (decodeMs / 1000) : 0;
   console.error(
-    `[wasm (${shim.wasmBuild === 'threads' ? `${shim.threads} threads` : 'one thread'}): ${s.prefillTokens} prompt tokens, ${(s.prefillTokens / (s.prefillMs / 1000)).toFixed(1)} tok/s prefill; ` +
-    `${s.tokenMs.length} generated, ${decodeTokS.toFixed(1)} tok/s decode; opened in ${openMs.toFixed(0)} ms; ` +
+    `[wasm (${shim.wasmBuild === 'threads' ? `${shim.threads} threads` : 'one thread'}): ${g.prefillTokens} prompt tokens, ${(g.prefillTokens / (g.prefillMs / 1000)).toFixed(1)} tok/s prefill; ` +
+    `${g.decodeTokens} generated, ${decodeTokS.toFixed(1)} tok/s decode; opened in ${openMs.toFixed(0)} ms; ` +
     `${(s.bytesFetched / 1048576).toFixed(1)} MiB in ${s.rangeReads} range reads]`,
   );
 } finally {

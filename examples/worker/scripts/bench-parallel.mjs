@@ -55,11 +55,11 @@ for (const profile of PROFILES) {
       rows.push({
         profile: profile.name, streams: s, perStreamTokS: +perStream.toFixed(1), aggregateTokS: +(perStream * s).toFixed(1),
         xOneStream: +((perStream * s) / one).toFixed(2), msPerToken: +(1000 / perStream).toFixed(1),
-        wasmMiB: +(stats.wasm_memory_bytes / MiB).toFixed(1),
+        wasmMiB: +(stats.wasmMemoryBytes / MiB).toFixed(1),
         ...(split === null
-          ? { planMiB: +(stats.memory_plan.total / MiB).toFixed(1), context: stats.memory_plan.context }
+          ? { planMiB: +(stats.memoryPlan.total / MiB).toFixed(1), context: stats.memoryPlan.context }
           : { roundsPerStep: Math.max(...split.stepRounds) }),
-        peakHolders: stats.queue.peak_holders,
+        peakActive: stats.queue.peakActive,
       });
     }
   } finally {

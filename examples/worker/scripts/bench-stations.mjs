@@ -101,9 +101,9 @@ async function measure(profile) {
         row.roundsPerToken = +((s.hops.rounds - c.hopsBefore.rounds) / tokens).toFixed(2);
         row.msgsPerToken = +((s.hops.messages - c.hopsBefore.messages) / tokens).toFixed(2);
         row.kibPerToken = +((s.hops.bytes - c.hopsBefore.bytes) / tokens / 1024).toFixed(1);
-        row.maxIsolateMiB = +(Math.max(coord.wasm_memory_bytes, ...s.stations.map((x) => x.wasmMemoryBytes)) / MiB).toFixed(1);
+        row.maxIsolateMiB = +(Math.max(coord.wasmMemoryBytes, ...s.stations.map((x) => x.wasmMemoryBytes)) / MiB).toFixed(1);
       } else {
-        row.maxIsolateMiB = +(coord.wasm_memory_bytes / MiB).toFixed(1);
+        row.maxIsolateMiB = +(coord.wasmMemoryBytes / MiB).toFixed(1);
       }
       rows.push(row);
     }

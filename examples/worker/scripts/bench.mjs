@@ -50,13 +50,13 @@ async function worker(name, vars, profile) {
       warmFirstTokenMs: Math.round(median(warm.map((w) => w.firstMs))),
       decodeTokS: +median(warm.map((w) => w.decodeTokS)).toFixed(1),
       xLocal: null,
-      readsPerToken: +s.layer_reads_per_token.toFixed(1),
+      readsPerToken: +(s.generation?.layerReadsPerToken ?? 0).toFixed(1),
       // What the last warm request spent (every warm request is the same one).
       r2ReadsPerReq: s.last_request.r2_reads,
       subreqPerReq: s.last_request.subrequests,
       subreqPerToken: s.last_request.subrequests_per_token,
-      wasmMiB: +(s.wasm_memory_bytes / MiB).toFixed(1),
-      planMiB: +(s.memory_plan.total / MiB).toFixed(1),
+      wasmMiB: +(s.wasmMemoryBytes / MiB).toFixed(1),
+      planMiB: +(s.memoryPlan.total / MiB).toFixed(1),
       jsHeapMiB: +(heap.heapBytes / MiB).toFixed(1),
       jsBuffersMiB: +(heap.buffersBytes / MiB).toFixed(1),
       bundleGzMB: +(local.sizes.gzipBytes / 1e6).toFixed(2),
@@ -95,7 +95,7 @@ async function node(name, options) {
 const v = CONFIG.vars;
 const defaults = {
   lruCapacity: Number(v.KNOT_LRU_CAPACITY), memoryBudget: Number(v.KNOT_MEMORY_BUDGET_MB) * MiB, kvCache: v.KNOT_KV_CACHE,
-  maxContext: Number(v.KNOT_MAX_CONTEXT), maxBatch: Number(v.KNOT_MAX_BATCH), prefixWindows: 1,
+  maxContext: Number(v.KNOT_MAX_CONTEXT), maxBatch: Number(v.KNOT_MAX_BATCH), prefixWindows: 0,
 };
 const CONFIGS = [
   { name: 'default (LRU 4)', vars: {}, node: defaults },

@@ -74,7 +74,7 @@ try {
   assert.equal(spent.r2_reads, 0, 'the coordinator read R2 after the load');
   const s = await json('/stations');
   const coordinator = await json('/stats');
-  const isolates = [['coordinator', coordinator.wasm_memory_bytes], ...s.stations.map((x) => [x.station, x.wasmMemoryBytes])];
+  const isolates = [['coordinator', coordinator.wasmMemoryBytes], ...s.stations.map((x) => [x.station, x.wasmMemoryBytes])];
   console.table(isolates.map(([name, b]) => ({ isolate: name, wasmMiB: +(b / MiB).toFixed(1) })));
   for (const [name, b] of isolates) assert.ok(b < 128 * MiB, `${name}: ${(b / MiB).toFixed(1)} MiB`);
   for (const st of s.stations) assert.equal(st.last_request.r2_reads, 0, `${st.station} read R2 after its load`);

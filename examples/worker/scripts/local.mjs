@@ -198,7 +198,7 @@ export async function startStations(options) {
         name: s.name,
         bindings: { KNOT_SIMULATE: simulateVar(profile, s.name), ...vars, ...options.stationVars?.[i] },
         // Its own class, and every other station as the coordinator binds it: a layer station
-        // forwards hidden states to the next station on the route (src/chain.js).
+        // forwards hidden states to the next station on the route (knot-wasm/stations).
         durableObjects: Object.fromEntries(stations.map((t) => [t.binding, t === s ? t.className : { className: t.className, scriptName: t.name }])),
       })),
     ],

@@ -3,9 +3,10 @@
 // limit: 50 on the free plan, 10,000 on paid). Deployed, /stats reports it so the margin to the
 // limit is known; locally, simulate.js enforces the limit against it.
 //
-// One meter is current per isolate: the Worker starts one per generation (the queue runs one at
-// a time per isolate) and one per model open, a station one per incoming request. Whoever spends
-// (R2KnotSource, SplitModel.call) counts into the current one, so nothing has to pass it along.
+// One meter is current per isolate: the Worker starts one per request (the model's line makes it
+// current again for each step that request runs) and one per model open, a station one per
+// incoming request. Whoever spends (R2KnotSource, the stations' transport) counts into the
+// current one, so nothing has to pass it along.
 
 export class Meter {
   /** @param {string} kind what it meters ('generation', 'open', 'request') */

@@ -1,16 +1,20 @@
-// The model, opened once per isolate and shared by every request: the shim, its settings from
-// the environment, and the generation queue in front of it. A failed open is not kept: the next
-// request tries again.
+// The model, opened once per isolate and shared by every request: the backend (a HostShim, or
+// the stations coordinator), its settings from the environment, and the package's server over
+// it. A failed open is not kept: the next request tries again.
 //
 // Whole in this isolate, every layer is resident: read once, then each token runs from memory.
 // A model that does not fit KNOT_MEMORY_BUDGET_MB that way is refused at open with the split
 // across stations that fits (planStations), unless KNOT_STREAM_LAYERS=1 asks for an LRU of
 // KNOT_LRU_CAPACITY layers, the others read from R2 again on every token.
 import { HostShim, errorStatus, planStations } from 'knot-wasm';
-import { ApiError, GenerationQueue, agenticFromEnv, agenticSettings } from 'knot-wasm/openai';
+import { ApiError, agenticFromEnv, agenticSettings } from 'knot-wasm/openai';
+import { createServer } from 'knot-wasm/server';
+import { Coordinator, hopAssessmentSettings } from 'knot-wasm/stations';
 import { R2KnotSource } from './r2.js';
-import { SplitModel } from './split.js';
-import { startMeter } from './meter.js';
+import { stationOptions } from './stations.js';
+import { stationTable, transport } from './transport.js';
+import { resumeMeter, startMeter } from './meter.js';
+import { profileOf } from './simulate.js';
 
 const MiB = 2 ** 20;
 
@@ -53,12 +57,13 @@ export function settings(env) {
   }
   // Generations run together (one forward pass per step for all of them; with stations, one
   // hop through the chain per step): each holds a KV cache — counted in this isolate's memory
-  // plan, or in every layer station's (which holds KNOT_STATION_CONVERSATIONS); 1 runs one at
-  // a time.
-  const sequences = envInt(env, 'KNOT_MAX_SEQUENCES', 1);
-  if (sequences < 1 || sequences > 64) throw new Error(`KNOT_MAX_SEQUENCES must be in 1..64, got '${env.KNOT_MAX_SEQUENCES}'`);
+  // plan, or in every layer station's (which holds KNOT_STATION_CONVERSATIONS). 'auto' (the
+  // default): as many as the memory plan holds at KNOT_MAX_CONTEXT.
+  const sequencesVar = env.KNOT_MAX_SEQUENCES ?? 'auto';
+  const sequences = sequencesVar === 'auto' || sequencesVar === '' ? 'auto' : envInt(env, 'KNOT_MAX_SEQUENCES', 1);
+  if (sequences !== 'auto' && (sequences < 1 || sequences > 64)) throw new Error(`KNOT_MAX_SEQUENCES must be auto or in 1..64, got '${env.KNOT_MAX_SEQUENCES}'`);
   const held = envInt(env, 'KNOT_STATION_CONVERSATIONS', 4);
-  if (stations && sequences > held) {
+  if (stations && sequences !== 'auto' && sequences > held) {
     throw new Error(`KNOT_MAX_SEQUENCES (${sequences}) is more than the conversations a layer station holds (KNOT_STATION_CONVERSATIONS, ${held})`);
   }
   const agentic = agenticFromEnv(env);
@@ -82,13 +87,14 @@ export function settings(env) {
       kvCache,
       maxContext: envInt(env, 'KNOT_MAX_CONTEXT', 2048),
       maxBatch: envInt(env, 'KNOT_MAX_BATCH', 256),
-      prefixWindows: envInt(env, 'KNOT_PREFIX_WINDOWS', 1),
+      // KV caches kept beyond one per generation, for the prefixes of more conversations than
+      // run at once (each counts in the memory plan at the whole context).
+      prefixWindows: envInt(env, 'KNOT_PREFIX_WINDOWS', 0),
       prefixTtlMs: envInt(env, 'KNOT_PREFIX_TTL_MS', 15000),
       // Explicit prefill windows (/prefill/windows): each one's KV cache counts in the memory
-      // plan (SmolLM2, f16, 512 tokens: 11.25 MiB of context).
-      // Generations run together prefill cold (a step is shared): no windows then either.
-      prefillWindows: stations || sequences > 1 ? 0 : envInt(env, 'KNOT_PREFILL_WINDOWS', 1),
-      ...(sequences > 1 ? { maxSequences: sequences } : {}),
+      // plan (SmolLM2, f16, 512 tokens: 11.25 MiB of context). A split model has none.
+      prefillWindows: stations ? 0 : envInt(env, 'KNOT_PREFILL_WINDOWS', 1),
+      maxSequences: sequences,
       prefillWindowMaxTokens: envInt(env, 'KNOT_PREFILL_WINDOW_TOKENS', 512),
       // The resident tensors in 4 MiB reads, not one of 30 MB: each R2 answer is a JS buffer that
       // counts against the isolate until collected.
@@ -96,7 +102,7 @@ export function settings(env) {
     },
     prefixReuse: env.KNOT_PREFIX_REUSE !== '0',
     // Explicit prefill windows (/prefill/windows): on unless KNOT_PREFILL_WINDOWS=0.
-    prefillWindows: envInt(env, 'KNOT_PREFILL_WINDOWS', 1) > 0 && sequences === 1,
+    prefillWindows: envInt(env, 'KNOT_PREFILL_WINDOWS', 1) > 0 && !stations,
     terminalProsody: prosody(env),
     stations,
     sequences,
@@ -108,19 +114,19 @@ export function settings(env) {
     // one object for the isolate's life, so its tools cache lasts across requests.
     agentic,
     maxBodyBytes: envInt(env, 'KNOT_MAX_BODY_BYTES', 256 * 1024),
-    queue: {
-      slots: sequences,
-      max: envInt(env, 'KNOT_QUEUE_MAX', 8),
-      timeoutMs: envInt(env, 'KNOT_QUEUE_TIMEOUT_MS', 60000),
+    // The model's line: requests waiting past it are refused (429), as are those waiting too
+    // long; a step silent for KNOT_STALL_MS (its request was canceled mid-call) is taken back.
+    line: {
+      maxWaiting: envInt(env, 'KNOT_QUEUE_MAX', 8),
+      waitTimeoutMs: envInt(env, 'KNOT_QUEUE_TIMEOUT_MS', 60000),
       stallMs: envInt(env, 'KNOT_STALL_MS', 60000),
     },
   };
 }
 
 /**
- * @typedef {{ shim: HostShim, source: R2KnotSource, queue: GenerationQueue,
- *   settings: ReturnType<typeof settings>, info: object, openMs: number,
- *   recent: { id: string, tokens: number, finish: string, ms: number }[],
+ * @typedef {{ shim: any, source: R2KnotSource, server: ReturnType<typeof createServer>,
+ *   settings: ReturnType<typeof settings>, openMs: number,
  *   openMeter: import('./meter.js').Meter, lastMeter: import('./meter.js').Meter | null }} Model
  */
 
@@ -130,22 +136,79 @@ const state = { model: null, opening: null };
 /** @param {ReturnType<typeof settings>} s */
 async function open(s, env) {
   const t0 = Date.now();
-  // What the open spends (R2 reads), apart from the generations'.
+  // What the open spends (R2 reads), apart from the requests'.
   const openMeter = startMeter('open');
   // Split across stations (Durable Objects), or whole in this isolate.
-  const split = s.stations ? await SplitModel.open(env, s) : null;
-  const source = split?.source ?? new R2KnotSource(env.MODELS, s.key);
-  const shim = split ?? await openWhole(source, s);
-  const queue = new GenerationQueue({
-    ...s.queue,
-    // A holder silent for stallMs: its request was canceled mid-call (or is stuck for good).
-    // Take the shim back so the line moves on — unless generations run together: they share
-    // each step, so only the silent one's place is released.
-    onStall: async () => {
-      if (shim.maxSequences === undefined) await shim.reclaim();
+  const source = new R2KnotSource(env.MODELS, s.key);
+  const shim = s.stations ? await openStations(source, s, env) : await openWhole(source, s);
+  /** @type {Model} */
+  const model = { shim, source, server: /** @type {any} */ (null), settings: s, openMs: Date.now() - t0, openMeter, lastMeter: null };
+  model.server = createServer(shim, {
+    modelId: s.modelId,
+    maxTokens: s.maxTokens,
+    maxBodyBytes: s.maxBodyBytes,
+    prefixReuse: s.prefixReuse,
+    terminalProsody: s.terminalProsody,
+    prefillWindows: s.prefillWindows,
+    agentic: s.agentic,
+    // Answered before the model opens (index.js); here for completeness.
+    speech: { unavailable: 'speech runs in knot-serve, not in a Worker (docs/speech.md)' },
+    health: () => ({ profile: profileOf(env)?.name ?? null }),
+    stats: () => ({
+      open_ms: model.openMs,
+      range_reads: source.reads,
+      bytes_read: source.bytes,
+      // What the open and the last request spent of the per-invocation limits (meter.js).
+      open_spent: openMeter.report(),
+      last_request: model.lastMeter?.report() ?? null,
+    }),
+    routes: {
+      '/stations': { methods: ['GET'], answer: () => stationsAnswer(model) },
     },
   });
-  return { shim, source, queue, settings: s, info: shim.info(), openMs: Date.now() - t0, recent: [], openMeter, lastMeter: null };
+  return model;
+}
+
+/** `/stations`: each station's figures, when the model is split. */
+async function stationsAnswer(model) {
+  const { shim, settings: s } = model;
+  if (!s.stations) {
+    throw new ApiError(404, 'This Worker holds the whole model: it has no stations (KNOT_STATIONS is not set)', { code: 'unknown_url' });
+  }
+  const st = shim.stats();
+  // With KNOT_HOP_ASSESSMENT: the last hop's mesh_carrier_assessment/v1 blobs, one per layer station.
+  const assessed = st.hopAssessments === undefined ? {} : { hop_assessments: st.hopAssessments };
+  // This route's calls are no request's spending.
+  resumeMeter(null);
+  // The counters as they were before this route's own calls to the stations.
+  const hops = { ...st.hops };
+  return Response.json({
+    stations: await shim.stationStats(), hops, steps: st.steps, stepRounds: st.stepRounds,
+    sequences: st.sequences, prefix: st.prefix, prefix_reuse: st.prefixReuse, coordinator: st.coordinator, ...assessed,
+  });
+}
+
+/**
+ * The model split across stations (Durable Objects, stations.js): the package's coordinator in
+ * this isolate, the stations reached through their bindings (transport.js). Every station loads
+ * its part now; a station that cannot fails the open.
+ * @param {R2KnotSource} source
+ * @param {ReturnType<typeof settings>} s
+ * @param {Record<string, any>} env
+ */
+async function openStations(source, s, env) {
+  const table = stationTable(env);
+  return Coordinator.open(source, {
+    ...stationOptions(env),
+    layers: table.layers,
+    heads: table.heads,
+    call: transport(env),
+    timeoutMs: envInt(env, 'KNOT_STATION_TIMEOUT_MS', 60000),
+    hopAssessment: hopAssessmentSettings(env.KNOT_HOP_ASSESSMENT, 'KNOT_HOP_ASSESSMENT'),
+    ...s.line,
+    // The steps a request runs count against its meter (index.js).
+    onTurn: (meter) => resumeMeter(meter ?? null),
+  });
 }
 
 /**
@@ -156,7 +219,12 @@ async function open(s, env) {
  */
 async function openWhole(source, s) {
   try {
-    return await HostShim.open(source, s.open);
+    return await HostShim.open(source, {
+      ...s.open,
+      ...s.line,
+      // The steps a request runs count against its meter (index.js).
+      onTurn: (meter) => resumeMeter(meter ?? null),
+    });
   } catch (e) {
     if (/** @type {any} */ (e)?.code !== 'over_budget' || s.streamLayers) throw e;
     throw await overBudget(source, s, /** @type {Error} */ (e));
@@ -176,7 +244,7 @@ const mib = (bytes) => `${(bytes / MiB).toFixed(1)} MiB`;
 async function overBudget(source, s, e) {
   const budget = s.open.memoryBudget;
   const budgetMb = budget / MiB;
-  const conversations = s.open.prefixWindows;
+  const conversations = typeof s.sequences === 'number' ? s.sequences : 1;
   let split;
   let layers = '';
   try {

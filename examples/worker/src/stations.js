@@ -3,17 +3,22 @@
 // HeadStation computes the logits of one slice of the vocabulary and hands the coordinator the
 // same slice's rows of the embedding table. Each opens its part of the knot file from R2 on first
 // use (range reads of that part only, its pieces in parallel) and keeps it for its lifetime: no
-// request after that reads R2.
+// request after that reads R2. The coordinator that drives them is the package's
+// (knot-wasm/stations, opened by model.js); so are the chain's protocol and the hop assessments
+// a layer station forwards and attaches. What is the Worker's here: the Durable Objects, their
+// options from the environment, and the transport (transport.js).
 //
-//   POST /step?layers=A-B           body: hidden states (KNHS wire message) → the next ones; with
-//                                   a route (header x-knot-route, chain.js) it forwards them along
-//                                   the route instead and answers what the chain answers; with
-//                                   x-knot-assess too, each hop's assessment rides back (assess.js)
+//   POST /step?layers=A-B           body: hidden states (a KNHM bundle, or one KNHS message) →
+//                                   the next ones; with a route (header x-knot-route) it forwards
+//                                   them along the route instead and answers what the chain
+//                                   answers; with x-knot-assess too, each hop's assessment rides
+//                                   back
 //   POST /forget?layers=A-B&conversation=N
 //   POST /keep?layers=A-B&conversation=N      body: the ids its KV holds (u32 little-endian)
 //   POST /claim?layers=A-B&conversation=N&len=L&hash=H   → { hit }: holds the first L (hash H)
-//   POST /logits?rows=A-B&top=C     body: hidden states → a rows message (KNRW): the slice's
-//                                   logits, and the embedding rows of its C largest
+//   POST /logits?rows=A-B&top=C     body: hidden states → a rows message (KNRW, or a KNRM bundle
+//                                   of one per part wanting logits): the slice's logits, and the
+//                                   embedding rows of its C largest
 //   POST /rows?rows=A-B             body: token ids (u32 little-endian, each in A..B) → a rows
 //                                   message with their embedding rows
 //   GET|POST /stats?layers=A-B | ?rows=A-B   { part, weightBytes, wasmMemoryBytes, requests, open_spent,
@@ -23,25 +28,47 @@
 // (a coordinator configured differently, a stale binding) instead of answering wrongly.
 // Failures answer as OpenAI-shaped JSON errors with a 4xx/5xx status; the station keeps serving.
 import { WasmHeadStation, WasmLayerStation, errorStatus, wasmMemoryBytes } from 'knot-wasm';
-import { StationError, addTraffic, bundleAnswers, callStation, chainTimeout, gatherHeads, noTraffic, parseRoute } from './chain.js';
+import {
+  StationError, addTraffic, assessHop, assessmentsHeader, bundleAnswers, chainTimeout, gatherHeads,
+  nextAssessHeader, noTraffic, parseAssessHeader, parseRoute,
+} from 'knot-wasm/stations';
 import { R2KnotSource } from './r2.js';
-import { assessHop, assessmentsHeader, nextAssessHeader, parseAssessHeader } from './assess.js';
+import { callStation, isBinding } from './transport.js';
 import { currentMeter, startMeter } from './meter.js';
 import { profileOf, simulate } from './simulate.js';
 
 const MiB = 2 ** 20;
 
-/** Options of a station from the environment (wrangler.toml [vars]). */
-function stationOptions(env) {
-  const int = (name, fallback) => (env[name] === undefined || env[name] === '' ? fallback : Number(env[name]));
-  return JSON.stringify({
-    maxContext: int('KNOT_MAX_CONTEXT', 2048),
-    maxBatch: int('KNOT_STATION_MAX_BATCH', 64),
-    kvCache: env.KNOT_KV_CACHE || 'f32',
-    maxConversations: int('KNOT_STATION_CONVERSATIONS', 4),
-    maxReadBytes: int('KNOT_MAX_READ_MB', 4) * MiB,
-    readConcurrency: int('KNOT_READ_CONCURRENCY', 4),
-  });
+/**
+ * The stations' options (crates/host/src/station/options.rs) from the environment (wrangler.toml
+ * [vars]): only the vars set, so that every default is the package's one set, shared by the
+ * stations and their coordinator (which are given the same). A value that is not a number goes
+ * as it is: the options' reader refuses it, naming the option.
+ * @param {Record<string, any>} env
+ */
+export function stationOptions(env) {
+  const value = (name, scale = 1) => {
+    const v = env[name];
+    if (v === undefined || v === '') return undefined;
+    const n = Number(v);
+    return Number.isFinite(n) ? n * scale : v;
+  };
+  const options = {
+    maxContext: value('KNOT_MAX_CONTEXT'),
+    maxBatch: value('KNOT_STATION_MAX_BATCH'),
+    kvCache: env.KNOT_KV_CACHE || undefined,
+    maxConversations: value('KNOT_STATION_CONVERSATIONS'),
+    maxReadBytes: value('KNOT_MAX_READ_MB', MiB),
+    readConcurrency: value('KNOT_READ_CONCURRENCY'),
+    // The coordinator's: its embedding table, the rows riding with the logits, the sequences it
+    // runs together and the conversations it keeps for prefix replay.
+    embeddingBudget: value('KNOT_EMBEDDING_BUDGET_MB', MiB),
+    rowCacheBytes: value('KNOT_ROW_CACHE_MB', MiB),
+    logitRows: value('KNOT_LOGIT_ROWS'),
+    maxSequences: env.KNOT_MAX_SEQUENCES === 'auto' ? 'auto' : value('KNOT_MAX_SEQUENCES'),
+    keptConversations: value('KNOT_KEPT_CONVERSATIONS'),
+  };
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
 }
 
 function fail(status, message, code) {
@@ -93,7 +120,7 @@ class Station {
       if (entry === undefined) {
         // The simulated bucket when a local run asked for production's costs (simulate.js).
         const source = new R2KnotSource(simulate(this.env).MODELS, this.env.MODEL_KEY);
-        entry = { opening: this.openPart(source, want[0], want[1], stationOptions(this.env)), meter: currentMeter() };
+        entry = { opening: this.openPart(source, want[0], want[1], JSON.stringify(stationOptions(this.env))), meter: currentMeter() };
         opened.set(key, entry);
         const failed = entry;
         failed.opening.catch(() => {
@@ -161,7 +188,7 @@ export class LayerStation extends Station {
     switch (url.pathname) {
       case '/step': {
         const message = new Uint8Array(await request.arrayBuffer());
-        const route = parseRoute(request.headers.get('x-knot-route'), this.env);
+        const route = parseRoute(request.headers.get('x-knot-route'), (address) => isBinding(this.env, address));
         const assess = route === null ? null : parseAssessHeader(request.headers.get('x-knot-assess'));
         this.count();
         const out = station.step(message);
@@ -191,7 +218,7 @@ export class LayerStation extends Station {
    * from the last, to the head shards, answering their answers bundled — or nothing, when the
    * message is not the last of a prompt (no logits wanted). The traffic of the calls made here
    * and behind rides back in `x-knot-chain`; with `assess` (x-knot-assess), this hop's
-   * assessment and those of the stations behind in `x-knot-assessments` (assess.js).
+   * assessment and those of the stations behind in `x-knot-assessments`.
    */
   async forward(route, out, assess) {
     const traffic = noTraffic();
@@ -210,12 +237,14 @@ export class LayerStation extends Station {
       if (r === null) throw new StationError(`${first.name} did not answer within ${chainTimeout(onward)} ms`);
       addTraffic(traffic, r.traffic);
       traffic.answer = r.traffic.answer;
-      // The answer streams through (chain.js); a station that could not report its size was
-      // read whole.
+      // The answer streams through, not buffered: the head shards' logits cross every layer
+      // station on the way back, and piping overlaps those transfers. A station that could
+      // not report its size was read whole.
       body = r.stream ?? r.bytes;
       behind = r.assessments;
     } else if (route.heads !== null) {
-      body = bundleAnswers(await gatherHeads(this.env, route.heads, out, route.top, route.timeoutMs, traffic));
+      const call = (station, path, bytes, options) => callStation(this.env, station, path, bytes, options);
+      body = bundleAnswers(await gatherHeads(call, route.heads, out, route.top, route.timeoutMs, traffic));
       traffic.answer = body.byteLength;
     }
     const headers = { 'content-type': 'application/octet-stream', 'x-knot-chain': JSON.stringify(traffic) };

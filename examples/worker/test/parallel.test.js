@@ -10,7 +10,8 @@ import { FOUR_ASKS, answerTogether } from '../../../pkg/test/servers.js';
 const MiB = 2 ** 20;
 
 test('four requests at once on one isolate: each equals the native CLI alone, within the memory budget', async () => {
-  const local = await startLocal({ quiet: true, vars: { KNOT_MAX_SEQUENCES: '4' } });
+  // Four KV caches take the budget: no explicit prefill window beside them.
+  const local = await startLocal({ quiet: true, vars: { KNOT_MAX_SEQUENCES: '4', KNOT_PREFILL_WINDOWS: '0' } });
   try {
     const openai = client(local.url);
     const asks = FOUR_ASKS;
@@ -18,11 +19,11 @@ test('four requests at once on one isolate: each equals the native CLI alone, wi
     const answers = await answerTogether(openai, MODEL, asks, 24);
     answers.forEach((a, i) => assert.equal(a, want[i].text, `request ${i}`));
     const s = await stats(local.url);
-    console.log(`4 at once: peak ${s.queue.peak_holders} holders; wasm memory ${(s.wasm_memory_bytes / MiB).toFixed(1)} MiB, plan ${(s.memory_plan.total / MiB).toFixed(1)} MiB (KV ${(s.memory_plan.kvCache / MiB).toFixed(1)} MiB)`);
-    assert.ok(s.queue.peak_holders >= 2, `generations ran together: peak ${s.queue.peak_holders}`);
-    assert.equal(s.queue.holders, 0);
-    assert.ok(s.memory_plan.total <= 96 * MiB, `plan ${s.memory_plan.total}`);
-    assert.ok(s.wasm_memory_bytes <= 96 * MiB, `wasm memory ${s.wasm_memory_bytes}`);
+    console.log(`4 at once: peak ${s.queue.peakActive} at once; wasm memory ${(s.wasmMemoryBytes / MiB).toFixed(1)} MiB, plan ${(s.memoryPlan.total / MiB).toFixed(1)} MiB (KV ${(s.memoryPlan.kvCache / MiB).toFixed(1)} MiB)`);
+    assert.ok(s.queue.peakActive >= 2, `generations ran together: peak ${s.queue.peakActive}`);
+    assert.equal(s.queue.active, 0);
+    assert.ok(s.memoryPlan.total <= 96 * MiB, `plan ${s.memoryPlan.total}`);
+    assert.ok(s.wasmMemoryBytes <= 96 * MiB, `wasm memory ${s.wasmMemoryBytes}`);
     // Prefill windows are off while generations run together; a bad request is refused alone.
     assert.equal((await post(local.url, '/prefill/windows', { prompt: 'x' })).status, 404);
     const bad = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: asks[0], temperature: -1 });

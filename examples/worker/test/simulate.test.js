@@ -202,7 +202,7 @@ describe('in workerd, under a profile', () => {
       const health = await (await fetch(`${local.url}/health`)).json();
       assert.equal(health.profile, 'prod');
       const s0 = await stats(local.url);
-      assert.equal(s0.open, true);
+      assert.equal(typeof s0.open_ms, 'number');
       const opened = s0.open_spent;
       assert.ok(opened.r2_reads > 0 && opened.subrequests === opened.r2_reads && opened.do_calls === 0, JSON.stringify(opened));
       assert.equal(s0.last_request, null);

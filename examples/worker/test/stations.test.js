@@ -7,13 +7,16 @@
 // coordinator reads nothing from R2, and a token costs one round trip per layer station plus one
 // for the head shards' fan-out (Gemma's embedding rows come from the head stations: its prompt's
 // in one more round, its picked tokens' riding with the logits); the coordinator's request
-// spends one subrequest per token, the stations forwarding along the chain.
+// spends one subrequest per token, the stations forwarding along the chain. Generations run
+// together, one hop per step for all of them, and a chat's every turn after the first resumes the
+// conversation the layer stations kept (prefix replay per sequence), equal to the turn alone.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { MODEL, REPO, client, native, post } from './support.js';
 import { FOUR_ASKS, answerTogether } from '../../../pkg/test/servers.js';
+import { atOnceAndAlone, problems } from '../../../pkg/test/chats.js';
 import { startLocal, startStations } from '../scripts/local.mjs';
 import { encodeMeshCarrierAssessmentV1Json, parseMeshCarrierAssessmentV1Json } from '../../../pkg/src/mesh-carrier.js';
 
@@ -185,9 +188,10 @@ describe('SmolLM2 split across stations', () => {
       assert.equal(b.hop.index, i);
       assert.equal(b.hop.station, layerNames[i]);
       assert.deepEqual(b.hop.to, i === 0 ? [layerNames[1]] : headNames);
-      // The last token carried: one row of SmolLM2's 576 values, f32 on the wire.
+      // The last token carried: one row of SmolLM2's 576 values, f32 on the wire, the one part
+      // of a step's bundle (12 bytes of header, 5 of framing, 4 of checksum).
       assert.equal(b.hop.rows, 1);
-      assert.equal(b.hop.bytes, 28 + 576 * 4 + 4);
+      assert.equal(b.hop.bytes, 12 + 5 + (28 + 576 * 4 + 4) + 4);
       assert.equal(b.hop.position, r.json.usage.prompt_tokens + r.json.usage.completion_tokens - 2);
       // The step that picked it: the second-to-last, its window full.
       assert.equal(b.spectral.step, r.json.usage.completion_tokens - 2);
@@ -240,8 +244,13 @@ describe('SmolLM2 split across stations', () => {
 });
 
 describe('conversations run together across stations (KNOT_MAX_SEQUENCES)', () => {
+  // Four at once, and room on each layer station for four more kept for prefix replay.
+  let local;
+  before(async () => {
+    local = await start({ layers: 2, heads: 2, vars: { KNOT_MAX_SEQUENCES: '4', KNOT_STATION_CONVERSATIONS: '8' } });
+  });
+
   test('SmolLM2 on 2+2 stations, four requests at once: each equals the native CLI alone, one hop per step for all', { timeout: 300_000 }, async () => {
-    const local = await start({ layers: 2, heads: 2, vars: { KNOT_MAX_SEQUENCES: '4' } });
     const openai = client(local.url);
     const want = await Promise.all(FOUR_ASKS.map((m) => native(m, 24)));
     const answers = await answerTogether(openai, MODEL, FOUR_ASKS, 24);
@@ -252,13 +261,13 @@ describe('conversations run together across stations (KNOT_MAX_SEQUENCES)', () =
     // stations + 1 head fan-out (the table is resident: no rows round). One after another, the
     // four would have taken a step per token each.
     const tokens = want.reduce((n, w) => n + w.ids.length, 0);
-    console.log(`4 at once on 2+2 stations: ${s.steps} steps for ${tokens} tokens, rounds per step ${JSON.stringify([...new Set(s.stepRounds)])}, peak ${stats.queue.peak_holders} holders`);
+    console.log(`4 at once on 2+2 stations: ${s.steps} steps for ${tokens} tokens, rounds per step ${JSON.stringify([...new Set(s.stepRounds)])}, peak ${stats.queue.peakActive} at once`);
     assert.ok(s.stepRounds.every((r) => r <= 3), JSON.stringify(s.stepRounds));
     assert.ok(s.steps < tokens / 2, `${s.steps} steps for ${tokens} tokens`);
-    assert.ok(stats.queue.peak_holders >= 2, `generations ran together: peak ${stats.queue.peak_holders}`);
+    assert.ok(stats.queue.peakActive >= 2, `generations ran together: peak ${stats.queue.peakActive}`);
     assert.equal(s.coordinator.readsSinceOpen, 0);
-    // A client leaving mid-stream ends its conversation alone (the stations forget it) beside
-    // one running to its end; a bad request is refused alone.
+    // A client leaving mid-stream ends its conversation alone (the stations keep what it
+    // carried) beside one running to its end; a bad request is refused alone.
     const leaving = new AbortController();
     const left = (async () => {
       const stream = await openai.chat.completions.create({ model: MODEL, messages: FOUR_ASKS[2], temperature: 0, max_tokens: 24, stream: true }, { signal: leaving.signal });
@@ -276,6 +285,16 @@ describe('conversations run together across stations (KNOT_MAX_SEQUENCES)', () =
     assert.equal(bad.status, 400, bad.text);
     const again = await openai.chat.completions.create({ model: MODEL, messages: FOUR_ASKS[3], temperature: 0, max_tokens: 24 });
     assert.equal(again.choices[0].message.content, want[3].text);
+  });
+
+  test('four clients each in a 4-turn chat at once: every later turn resumes its kept conversation, each answer as alone', { timeout: 300_000 }, async () => {
+    const run = await atOnceAndAlone(local.url, undefined, { model: MODEL, maxTokens: 16 });
+    const s = await stations(local.url);
+    const hits = run.together.flatMap((turns) => turns.slice(1)).filter((t) => t.prefill === 'hit').length;
+    console.log(`4 chats of 4 turns on 2+2 stations: at once ${run.togetherMs} ms, one after another ${run.aloneMs} ms; `
+      + `${hits} of 12 later turns hit; kept ${s.prefix_reuse.windowsHeld} of ${s.prefix_reuse.windows}, reused ${s.prefix_reuse.reusedTokens} tokens`);
+    assert.deepEqual(problems(run), []);
+    assert.equal(s.coordinator.readsSinceOpen, 0);
   });
 });
 
@@ -297,7 +316,7 @@ describe('Gemma-3-270M split across stations', () => {
     assert.equal(s.coordinator.embedding.mode, 'sharded');
     assert.equal(s.coordinator.readsSinceOpen, 0);
     const coordinator = await (await fetch(`${local.url}/stats`)).json();
-    const figures = [['coordinator', coordinator.wasm_memory_bytes], ...s.stations.map((x) => [x.station, x.wasmMemoryBytes])];
+    const figures = [['coordinator', coordinator.wasmMemoryBytes], ...s.stations.map((x) => [x.station, x.wasmMemoryBytes])];
     for (const [name, bytes] of figures) assert.ok(bytes < 128 * MiB, `${name}: ${(bytes / MiB).toFixed(1)} MiB`);
     console.log('Gemma-3-270M on 4+4 stations, wasm memory (MiB):', JSON.stringify(figures.map(([n, b]) => [n, +(b / MiB).toFixed(1)])),
       `hops ${s.hops.messages}, ${(s.hops.bytes / s.hops.messages / 1024).toFixed(1)} KiB each; a 12-token request's subrequests: ${spent.subrequests}`);

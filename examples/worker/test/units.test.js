@@ -1,17 +1,26 @@
-// The Worker's pure parts, without workerd: the station chain's route and answer bundle. (The
-// OpenAI module's — queue, stop sequences, request checking — are tested in the package.)
+// The split model's parts that need no workerd: the station chain's route and answer bundle and
+// the hop assessments (the package's, knot-wasm/stations, as the Worker's stations use them), and
+// the stations' options from the environment. (The OpenAI module's — stop sequences, request
+// checking — and the line are tested in the package.)
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { StationError, bundleAnswers, chainTimeout, parseRoute, unbundleAnswers } from '../src/chain.js';
+import {
+  Coordinator, HOP_ASSESSMENT_DEFAULTS, StationError, assessHop, assessmentsHeader, assessmentsOf, bundleAnswers,
+  chainTimeout, hiddenStatesOf, hopAssessmentSettings, parseAssessHeader, parseRoute, unbundleAnswers,
+} from 'knot-wasm/stations';
 import { BACKEND_METHODS } from 'knot-wasm/openai';
-import { SplitModel } from '../src/split.js';
-import { HOP_ASSESSMENT_DEFAULTS, assessHop, assessmentsHeader, assessmentsOf, hiddenStatesOf, hopAssessmentSettings, parseAssessHeader } from '../src/assess.js';
+import { LayerStation, stationOptions } from '../src/stations.js';
+import { isBinding } from '../src/transport.js';
+import { REPO } from './support.js';
 
 
 describe('the station chain', () => {
   const ns = { idFromName: () => ({}) };
   const env = { LAYERS_1: ns, HEADS_0: ns, HEADS_1: ns, MODEL_KEY: 'x.knot' };
-  const hop = (binding, name, query) => ({ binding, name, query });
+  const reachable = (address) => isBinding(env, address);
+  const hop = (address, name, query) => ({ address, name, query });
   const route = {
     next: [hop('LAYERS_1', 'layers-15-30', 'layers=15-30')],
     heads: [hop('HEADS_0', 'rows-0-24576', 'rows=0-24576'), hop('HEADS_1', 'rows-24576-49152', 'rows=24576-49152')],
@@ -20,10 +29,10 @@ describe('the station chain', () => {
   };
 
   test('a route is read back as sent, and no header means no route', () => {
-    assert.deepEqual(parseRoute(JSON.stringify(route), env), route);
-    assert.deepEqual(parseRoute(JSON.stringify({ ...route, heads: null }), env).heads, null);
-    assert.equal(parseRoute(null, env), null);
-    assert.equal(parseRoute('', env), null);
+    assert.deepEqual(parseRoute(JSON.stringify(route), reachable), route);
+    assert.deepEqual(parseRoute(JSON.stringify({ ...route, heads: null }), reachable).heads, null);
+    assert.equal(parseRoute(null, reachable), null);
+    assert.equal(parseRoute('', reachable), null);
     // One timeout for the next station, two for the head shards (a retry), one for the called one.
     assert.equal(chainTimeout(route), 4000);
     assert.equal(chainTimeout({ ...route, next: [], heads: null }), 1000);
@@ -35,14 +44,14 @@ describe('the station chain', () => {
       ['3', /must be an object/],
       [JSON.stringify({ ...route, next: 'x' }), /next must be a list/],
       [JSON.stringify({ ...route, next: [hop('LAYERS_1', 'a', 'layers=1')] }), /layers=A-B/],
-      [JSON.stringify({ ...route, next: [hop('MODEL_KEY', 'a', 'layers=1-2')] }), /MODEL_KEY is not a Durable Object binding/],
-      [JSON.stringify({ ...route, heads: [hop('NOPE', 'a', 'rows=1-2')] }), /NOPE is not a Durable Object binding/],
+      [JSON.stringify({ ...route, next: [hop('MODEL_KEY', 'a', 'layers=1-2')] }), /MODEL_KEY is not a station this one can reach/],
+      [JSON.stringify({ ...route, heads: [hop('NOPE', 'a', 'rows=1-2')] }), /NOPE is not a station this one can reach/],
       [JSON.stringify({ ...route, next: Array(65).fill(route.next[0]) }), /at most 64/],
       [JSON.stringify({ ...route, top: -1 }), /top must be a whole number/],
       [JSON.stringify({ ...route, timeoutMs: 0 }), /timeoutMs must be > 0/],
     ];
     for (const [header, why] of bad) {
-      assert.throws(() => parseRoute(header, env), (e) => e.status === 400 && why.test(e.message), header);
+      assert.throws(() => parseRoute(header, reachable), (e) => e.status === 400 && why.test(e.message), header);
     }
   });
 
@@ -69,10 +78,40 @@ describe('the station chain', () => {
 });
 
 test('the split model is a Backend of the OpenAI module, as HostShim is', () => {
-  for (const m of BACKEND_METHODS) assert.equal(typeof SplitModel.prototype[m], 'function', m);
+  for (const m of BACKEND_METHODS) assert.equal(typeof Coordinator.prototype[m], 'function', m);
 });
 
-describe('hop assessments (assess.js)', () => {
+test('the stations\' options: the vars set, as numbers; the rest the package\'s one set of defaults; a bad value refused naming the option', async () => {
+  assert.deepEqual(stationOptions({}), {});
+  const MiB = 2 ** 20;
+  assert.deepEqual(stationOptions({
+    KNOT_MAX_CONTEXT: '512', KNOT_STATION_MAX_BATCH: '32', KNOT_KV_CACHE: 'f32', KNOT_STATION_CONVERSATIONS: '8',
+    KNOT_MAX_READ_MB: '2', KNOT_EMBEDDING_BUDGET_MB: '0', KNOT_LOGIT_ROWS: '4', KNOT_MAX_SEQUENCES: 'auto', KNOT_KEPT_CONVERSATIONS: '',
+  }), { maxContext: 512, maxBatch: 32, kvCache: 'f32', maxConversations: 8, maxReadBytes: 2 * MiB, embeddingBudget: 0, logitRows: 4, maxSequences: 'auto' });
+  // Not a number: it goes as it is, and the station's open refuses it by name.
+  assert.deepEqual(stationOptions({ KNOT_STATION_MAX_BATCH: 'many' }), { maxBatch: 'many' });
+  const bytes = readFileSync(join(REPO, 'tests/fixtures/tiny/llama-f16.knot'));
+  const bucket = {
+    async get(_key, { range }) {
+      const part = bytes.subarray(range.offset, range.offset + range.length);
+      return { arrayBuffer: async () => part.buffer.slice(part.byteOffset, part.byteOffset + part.byteLength) };
+    },
+  };
+  for (const [vars, why] of [
+    [{ KNOT_STATION_MAX_BATCH: 'many' }, /maxBatch must be an integer >= 1, got "many"/],
+    [{ KNOT_KV_CACHE: 'q8' }, /kvCache must be 'f32' or 'f16', got "q8"/],
+    [{ KNOT_STATION_CONVERSATIONS: '2', KNOT_MAX_SEQUENCES: '3' }, /maxSequences must be 'auto' or an integer in \[1, 2\]/],
+  ]) {
+    const station = new LayerStation({}, { MODELS: bucket, MODEL_KEY: `bad-${JSON.stringify(vars)}.knot`, ...vars });
+    const res = await station.fetch(new Request('https://station/stats?layers=0-1'));
+    assert.equal(res.status, 400);
+    const { error } = await res.json();
+    assert.equal(error.code, 'invalid_option');
+    assert.match(error.message, why);
+  }
+});
+
+describe('hop assessments (knot-wasm/stations)', () => {
   /** A KNHS message (crates/host/src/station/wire.rs) of `rows` rows: f32 values, or f16 bit patterns. */
   function knhs(position, dim, values, f16 = false) {
     const e = f16 ? 2 : 4;
@@ -125,11 +164,12 @@ describe('hop assessments (assess.js)', () => {
   });
 
   test('KNOT_HOP_ASSESSMENT: off, on, or settings; bad values refused at open; a bad header is a 400', () => {
-    for (const off of [undefined, '', 'off', '0']) assert.equal(hopAssessmentSettings({ KNOT_HOP_ASSESSMENT: off }), null);
-    assert.equal(hopAssessmentSettings({ KNOT_HOP_ASSESSMENT: 'on' }), HOP_ASSESSMENT_DEFAULTS);
-    assert.deepEqual(hopAssessmentSettings({ KNOT_HOP_ASSESSMENT: '{"patchSize":4}' }), { ...HOP_ASSESSMENT_DEFAULTS, patchSize: 4 });
-    assert.throws(() => hopAssessmentSettings({ KNOT_HOP_ASSESSMENT: '{' }), /KNOT_HOP_ASSESSMENT must be on, off or JSON/);
-    assert.throws(() => hopAssessmentSettings({ KNOT_HOP_ASSESSMENT: '{"patchSize":0}' }), /KNOT_HOP_ASSESSMENT: .*patchSize/);
+    const named = (value) => hopAssessmentSettings(value, 'KNOT_HOP_ASSESSMENT');
+    for (const off of [undefined, '', 'off', '0']) assert.equal(named(off), null);
+    assert.equal(named('on'), HOP_ASSESSMENT_DEFAULTS);
+    assert.deepEqual(named('{"patchSize":4}'), { ...HOP_ASSESSMENT_DEFAULTS, patchSize: 4 });
+    assert.throws(() => named('{'), /KNOT_HOP_ASSESSMENT must be on, off or JSON/);
+    assert.throws(() => named('{"patchSize":0}'), /KNOT_HOP_ASSESSMENT: .*patchSize/);
     for (const header of ['{', '{"hop":-1,"settings":{}}', '{"hop":64,"settings":{}}', '{"hop":0}']) {
       assert.throws(() => parseAssessHeader(header), (e) => e.status === 400 && /x-knot-assess/.test(e.message), header);
     }

@@ -1,23 +1,22 @@
-// The station chain: how one token's hidden states travel. The coordinator sends them to the
-// first layer station with a route — the layer stations after it and the head shards — and each
-// station forwards its output to the next; the last layer station fans out to the head shards
-// (asking once more those that did not answer in time) and answers with their answers, bundled,
-// back up the chain. The arithmetic is the same as the coordinator carrying every hop itself;
-// what changes is who spends the calls. Cloudflare counts subrequests per invocation, and every
-// incoming request to a Durable Object is an invocation of its own: so the coordinator's request
-// spends one call per token, whatever the number of stations, and each station spends one (the
-// last layer station one per head shard) of the request it is serving. Without the chain a
-// 2048-token request on 4 layer + 4 head stations would need ~17,400 subrequests, past the paid
-// plan's 10,000.
+// The station chain: how one step's hidden states travel, both ends of it. The coordinator sends
+// them to the first layer station with a route — the layer stations after it and the head shards
+// — and each station forwards its output to the next; the last layer station fans out to the
+// head shards (asking once more those that did not answer in time) and answers with their
+// answers, bundled, back up the chain. The arithmetic is the same as the coordinator carrying
+// every hop itself; what changes is who spends the calls. Cloudflare counts subrequests per
+// invocation, and every incoming request to a Durable Object is an invocation of its own: so the
+// coordinator's request spends one call per step, whatever the number of stations, and each
+// station spends one (the last layer station one per head shard) of the request it is serving.
+// Without the chain a 2048-token request on 4 layer + 4 head stations would need ~17,400
+// subrequests, past the paid plan's 10,000.
 //
-// The route rides in the header `x-knot-route` (JSON); the chain's own traffic comes back in
-// `x-knot-chain` (messages, bytes, sequential rounds, and the size of the answer), which each
-// station adds its calls to. A layer station passes the answer coming back up through as a
-// stream, not buffered: the head shards' logits (4 bytes × the vocabulary) cross every layer
-// station on the way back, and piping lets those transfers overlap instead of queueing one
-// after another.
-import { currentMeter } from './meter.js';
-import { hop } from './simulate.js';
+// A station on a route is `{ address, name, query }`: how the transport reaches it (in the
+// Worker, a Durable Object binding), the name it goes by (its object's), and its part
+// (`layers=A-B` or `rows=A-B`, which every request names so that a station answers only for the
+// part it opened). The route rides in the header `x-knot-route` (JSON); the chain's own traffic
+// comes back in `x-knot-chain` (messages, bytes, sequential rounds, and the size of the answer),
+// which each station adds its calls to. Nothing here knows how a call is made: the transport
+// (`call`) is the caller's.
 
 /** A station that failed or did not answer: the split model's upstream failed (502). */
 export class StationError extends Error {
@@ -25,28 +24,32 @@ export class StationError extends Error {
 }
 
 /**
- * A station on a route: the Durable Object binding serving it, the object's name, and the
- * query naming its part (`layers=A-B` or `rows=A-B`).
- * @typedef {{ binding: string, name: string, query: string }} Hop
+ * @typedef {{ address: string, name: string, query: string }} Hop
  * @typedef {{ next: Hop[], heads: Hop[] | null, top: number, timeoutMs: number }} Route
+ * @typedef {{ messages: number, bytes: number, rounds: number, answer: number }} Traffic
+ * @typedef {(station: Hop, path: string, body: Uint8Array,
+ *   options: { params?: string, headers?: Record<string, string>, timeoutMs: number }) =>
+ *   Promise<{ bytes: Uint8Array, traffic: Traffic, assessments?: string | null } | null>} Call
  */
 
 /**
  * Traffic a call and the calls behind it made: messages, bytes both ways, sequential rounds;
  * `answer`: the bytes of the answer coming back up (counted once per hop it crosses).
+ * @returns {Traffic}
  */
 export const noTraffic = () => ({ messages: 0, bytes: 0, rounds: 0, answer: 0 });
 
 const MAX_ROUTE = 64;
 
 /**
- * The route in `header`, checked: every hop's binding must be a Durable Object namespace of
- * `env` (a station script binds every station the coordinator does).
+ * The route in `header`, checked: every hop must be `{ address, name, query }` with an address
+ * the receiving station can reach (`reachable`: a station script binds every station the
+ * coordinator does).
  * @param {string | null} header
- * @param {Record<string, any>} env
+ * @param {(address: string) => boolean} reachable
  * @returns {Route | null} null when there is none (the caller wants this station's output)
  */
-export function parseRoute(header, env) {
+export function parseRoute(header, reachable) {
   if (header === null || header === '') return null;
   const bad = (why) => Object.assign(new Error(`x-knot-route: ${why}`), { status: 400 });
   let r;
@@ -59,14 +62,14 @@ export function parseRoute(header, env) {
   const hops = (list, what) => {
     if (!Array.isArray(list) || list.length > MAX_ROUTE) throw bad(`${what} must be a list of at most ${MAX_ROUTE} stations`);
     return list.map((h) => {
-      if (h === null || typeof h !== 'object' || typeof h.binding !== 'string' || typeof h.name !== 'string'
+      if (h === null || typeof h !== 'object' || typeof h.address !== 'string' || typeof h.name !== 'string'
         || typeof h.query !== 'string' || !/^(layers|rows)=\d+-\d+$/.test(h.query)) {
-        throw bad(`${what}: each station is { binding, name, query: "layers=A-B" | "rows=A-B" }, got ${JSON.stringify(h)}`);
+        throw bad(`${what}: each station is { address, name, query: "layers=A-B" | "rows=A-B" }, got ${JSON.stringify(h)}`);
       }
-      if (typeof env[h.binding]?.idFromName !== 'function') {
-        throw bad(`${h.binding} is not a Durable Object binding of this station's script (it must bind every station the coordinator does)`);
+      if (!reachable(h.address)) {
+        throw bad(`${h.address} is not a station this one can reach (it must bind every station the coordinator does)`);
       }
-      return { binding: h.binding, name: h.name, query: h.query };
+      return { address: h.address, name: h.name, query: h.query };
     });
   };
   const next = hops(r.next ?? [], 'next');
@@ -76,7 +79,11 @@ export function parseRoute(header, env) {
   return { next, heads, top: r.top, timeoutMs: r.timeoutMs };
 }
 
-/** The traffic a chain answer reports (none when the header is absent or malformed). */
+/**
+ * The traffic a chain answer reports (`x-knot-chain`; none when absent or malformed).
+ * @param {{ get(name: string): string | null }} headers
+ * @returns {Traffic | null}
+ */
 export function chainTraffic(headers) {
   try {
     const t = JSON.parse(headers.get('x-knot-chain') ?? 'null');
@@ -86,53 +93,20 @@ export function chainTraffic(headers) {
 }
 
 /**
- * One request to a station, raced against `timeoutMs`: `{ bytes, traffic, assessments }` (the
- * traffic this call made, and what the stations behind it reported; the hop assessments they
- * attached, the header's text or null), or null when it did not answer in time.
- * With `pipe`, a chain answer is not read: `{ stream, traffic }`, its size from the chain's
- * report. A station's error answer throws it. Counts the call into `meter` (default: the
- * current one; a subrequest of this invocation) and waits the simulated profile's latency per
- * call (none deployed).
- * @param {Record<string, any>} env
- * @param {Hop} station
- * @param {string} path
- * @param {Uint8Array} body
- * @param {{ params?: string, headers?: Record<string, string>, timeoutMs: number, pipe?: boolean,
- *   meter?: import('./meter.js').Meter | null }} options
+ * What one call to a station spent: the traffic behind it (`behind`, its `x-knot-chain`) and
+ * its own message both ways.
+ * @param {Traffic | null} behind
+ * @param {number} sent bytes of the request
+ * @param {number} answer bytes of the answer
+ * @returns {Traffic}
  */
-export async function callStation(env, station, path, body, { params = '', headers, timeoutMs, pipe = false, meter = currentMeter() }) {
-  meter?.doCall();
-  await hop();
-  const ns = env[station.binding];
-  let timer;
-  const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve(null), timeoutMs); });
-  try {
-    const answer = ns.get(ns.idFromName(station.name))
-      .fetch(`https://station/${path}?${station.query}${params}`, { method: 'POST', body, headers })
-      .then(async (res) => {
-        if (!res.ok) {
-          const text = await res.text();
-          let message = text;
-          try { message = JSON.parse(text).error.message; } catch { /* not JSON */ }
-          throw new StationError(`${station.name}: ${message}`);
-        }
-        const behind = chainTraffic(res.headers);
-        const thisHop = (answer) => ({
-          messages: (behind?.messages ?? 0) + 1,
-          bytes: (behind?.bytes ?? 0) + body.byteLength + answer,
-          rounds: (behind?.rounds ?? 0) + 1,
-          answer,
-        });
-        // Hop assessments the stations behind attached (assess.js), as the header's text.
-        const assessments = res.headers.get('x-knot-assessments');
-        if (pipe && behind !== null) return { stream: res.body, traffic: thisHop(behind.answer), assessments };
-        const bytes = new Uint8Array(await res.arrayBuffer());
-        return { bytes, traffic: thisHop(bytes.byteLength), assessments };
-      });
-    return await Promise.race([answer, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+export function hopTraffic(behind, sent, answer) {
+  return {
+    messages: (behind?.messages ?? 0) + 1,
+    bytes: (behind?.bytes ?? 0) + sent + answer,
+    rounds: (behind?.rounds ?? 0) + 1,
+    answer,
+  };
 }
 
 /**
@@ -144,7 +118,10 @@ export function chainTimeout(route) {
   return route.timeoutMs * (1 + route.next.length + (route.heads === null ? 0 : 2));
 }
 
-/** Adds `b` to `a` (sequential: rounds add up). */
+/**
+ * Adds `b` to `a` (sequential: rounds add up).
+ * @param {Traffic} a @param {Traffic} b
+ */
 export function addTraffic(a, b) {
   a.messages += b.messages;
   a.bytes += b.bytes;
@@ -156,15 +133,22 @@ export function addTraffic(a, b) {
  * The head shards' answers to `message`, each its `/logits` answer or an Error; a shard that
  * did not answer in time is asked once more, and one still silent is an Error. One round (two
  * with a retry) of `traffic`.
+ * @param {Call} call
+ * @param {Hop[]} heads
+ * @param {Uint8Array} message
+ * @param {number} top rows of its top ids each shard sends along
+ * @param {number} timeoutMs
+ * @param {Traffic} traffic
  */
-export async function gatherHeads(env, heads, message, top, timeoutMs, traffic) {
+export async function gatherHeads(call, heads, message, top, timeoutMs, traffic) {
+  /** @type {(Uint8Array | Error | null)[]} */
   const answers = new Array(heads.length).fill(null);
   // One round per fan-out: the shards answer in parallel and forward nothing.
   const ask = async (slots) => {
     traffic.rounds += 1;
     await Promise.all(slots.map(async (i) => {
       try {
-        const r = await callStation(env, heads[i], 'logits', message, { params: `&top=${top}`, timeoutMs });
+        const r = await call(heads[i], 'logits', message, { params: `&top=${top}`, timeoutMs });
         if (r !== null) {
           answers[i] = r.bytes;
           traffic.messages += r.traffic.messages;
@@ -188,6 +172,7 @@ const MAGIC = [0x4b, 0x4e, 0x48, 0x42];
 /** @param {(Uint8Array | Error)[]} answers */
 export function bundleAnswers(answers) {
   const enc = new TextEncoder();
+  /** @type {[number, Uint8Array][]} */
   const parts = answers.map((a) => (a instanceof Uint8Array ? [0, a] : [1, enc.encode(a.message)]));
   const out = new Uint8Array(8 + parts.reduce((n, [, b]) => n + 5 + b.byteLength, 0));
   const view = new DataView(out.buffer);

@@ -4,15 +4,17 @@
 // coordinator), and the carrier medium's reading of the hidden states the station sends on:
 // how much of them an observer of a narrower wire (8 or 12 bits, say) holds exactly, and what
 // it loses. The blobs ride back up the chain in `x-knot-assessments` (each station prepends its
-// own), and the coordinator keeps the last token's in `stats().hopAssessments`.
+// own), and the coordinator keeps the last step's in `stats().hopAssessments`. Both ends are
+// here: the coordinator's header and reading, the station's blob.
 //
 //   x-knot-assess: { hop: N, spectral: { step, report } | null, settings }  coordinator → stations
 //   x-knot-assessments: [blob, ...]                                          stations → coordinator
 //
-// Off unless the coordinator's KNOT_HOP_ASSESSMENT is set: "on" for the defaults below, or JSON
+// Off unless the coordinator is given settings: "on" for the defaults below, or JSON
 // { carrierBandwidth, observerBandwidths, patchSize }. The settings ride in the header, so the
 // stations need no configuration of their own.
-import { ImageCarrierPipeline, encodeMeshCarrierAssessmentV1Json, carrierReadingOf, parseMeshCarrierAssessmentV1Json } from 'knot-wasm';
+import { carrierReadingOf, encodeMeshCarrierAssessmentV1Json, parseMeshCarrierAssessmentV1Json } from '../mesh-carrier.js';
+import { initializedWasm } from '../helpers.js';
 
 /**
  * The defaults: the residual stream read on a 16-bit carrier (the precision activations are kept
@@ -24,25 +26,26 @@ export const HOP_ASSESSMENT_DEFAULTS = Object.freeze({ carrierBandwidth: 65536, 
 const MAX_BLOBS = 64;
 
 /**
- * KNOT_HOP_ASSESSMENT as settings, or null when it is off. A bad value throws naming it.
- * @param {Record<string, any>} env
+ * A setting's text (`on`, `off`, or JSON settings) as the settings, or null when it is off. A
+ * bad value throws naming the setting (`name`).
+ * @param {string | undefined} value
+ * @param {string} [name]
  */
-export function hopAssessmentSettings(env) {
-  const v = env.KNOT_HOP_ASSESSMENT;
-  if (v === undefined || v === '' || v === 'off' || v === '0') return null;
-  if (v === 'on' || v === '1') return HOP_ASSESSMENT_DEFAULTS;
+export function hopAssessmentSettings(value, name = 'hopAssessment') {
+  if (value === undefined || value === '' || value === 'off' || value === '0') return null;
+  if (value === 'on' || value === '1') return HOP_ASSESSMENT_DEFAULTS;
   let s;
   try {
-    s = JSON.parse(v);
+    s = JSON.parse(value);
   } catch (e) {
-    throw new Error(`KNOT_HOP_ASSESSMENT must be on, off or JSON { carrierBandwidth, observerBandwidths, patchSize }: ${e.message}`);
+    throw new Error(`${name} must be on, off or JSON { carrierBandwidth, observerBandwidths, patchSize }: ${e.message}`);
   }
   const settings = { ...HOP_ASSESSMENT_DEFAULTS, ...s };
-  // The pipeline checks the values themselves; this refuses them at open rather than per token.
+  // The pipeline checks the values themselves; this refuses them at open rather than per step.
   try {
-    new ImageCarrierPipeline(settings).free();
+    new (initializedWasm().ImageCarrierPipeline)(settings).free();
   } catch (e) {
-    throw new Error(`KNOT_HOP_ASSESSMENT: ${e.message}`);
+    throw new Error(`${name}: ${e.message}`);
   }
   return settings;
 }
@@ -162,7 +165,7 @@ function carrierOf(hidden, settings) {
   const key = JSON.stringify(settings);
   if (pipeline === null || pipelineKey !== key) {
     pipeline?.free();
-    pipeline = new ImageCarrierPipeline(settings);
+    pipeline = new (initializedWasm().ImageCarrierPipeline)(settings);
     pipelineKey = key;
   }
   const sampleRange = /** @type {[number, number]} */ ([lo, hi]);
