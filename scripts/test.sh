@@ -212,6 +212,13 @@ package() {
   (cd pkg && KNOT_REQUIRE_MODELS=1 npm test)
 }
 
+# The code blocks of README.md and pkg/README.md, run in order from the root (scripts/doc-blocks.mjs;
+# the marked ones listed as skipped): they need pkg/dist and the models, and call KNOT_BIN.
+doc_blocks() {
+  node --test --test-reporter=spec scripts/doc-blocks.test.mjs
+  node scripts/doc-blocks.mjs README.md pkg/README.md
+}
+
 worker() { (cd examples/worker && KNOT_REQUIRE_MODELS=1 npm test); }
 page() { (cd examples/web && KNOT_REQUIRE_MODELS=1 npm test); }
 
@@ -226,6 +233,7 @@ case "$tier" in
   quick)
     step "format and lints (fmt, clippy -D warnings)" lints
     step "native unit tests and the tiny-model tests" quick_tests
+    step "the README code blocks' runner: its unit test (no model)" node --test --test-reporter=spec scripts/doc-blocks.test.mjs
     ;;
   full)
     step "toolchains: the wasm32 targets (rustup)" rustup target add wasm32-unknown-unknown wasm32-wasip1
@@ -240,6 +248,7 @@ case "$tier" in
     lane wasm32 wasm32_and_fuzzing
     step "native tests: unit, tiny fixtures, real models" native_tests
     step "wasm package: build (wasm-bindgen, wasm-opt, size budget); JS suite in Node, subsets in Bun and Deno" package
+    step "the code blocks of README.md and pkg/README.md (scripts/doc-blocks.mjs)" doc_blocks
     step "the Worker in workerd (Miniflare, local R2), driven by the official openai client" worker
     step "the browser page in headless Chromium (playwright-core; Debian's Chromium)" page
     lane_wait wasm32
