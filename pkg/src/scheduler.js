@@ -13,8 +13,9 @@
 //   - There is no pump of its own: a caller waiting for a token (or a job's turn) with nothing
 //     in flight runs the next boundary and step itself, so every step runs inside a call that is
 //     still going. Each turn first yields to the event loop, so consumers read their tokens and
-//     new requests get in line between steps. A stream whose consumer stops pulling does not stop the others; one away for
-//     `preemptMs` while the line waits for its slot gives way (it ends, superseded).
+//     new requests get in line between steps. A stream whose consumer stops pulling does not
+//     stop the others; one away for `preemptMs` while the line waits for its slot gives way (it
+//     ends, superseded).
 //   - Where a request's I/O belongs to it (workerd, `requestScopedIo`), a waiter never awaits a
 //     promise another request settles — it polls on its own timers — and each step drains the
 //     reads it left in flight, so none is awaited by another request.

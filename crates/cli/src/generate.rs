@@ -271,17 +271,20 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
         draft: draft.map_or(DraftChoice::Off, DraftChoice::On),
         ..GenerateOptions::default()
     };
-    let context_room = host.context_length().saturating_sub(prompt_ids.len());
-    if context_room < a.n {
-        eprintln!(
-            "note: generating at most {context_room} tokens: the context holds {}",
-            host.context_length()
-        );
-    }
+    let (context, context_room) = (
+        host.context_length(),
+        host.context_length().saturating_sub(prompt_ids.len()),
+    );
     let mut out = std::io::stdout().lock();
     let mut written = Ok(());
-    let json = a.json;
+    let (json, mut first) = (a.json, true);
     let generated = block_on(host.generate(&prompt_ids, &opts, &mut |e| {
+        // Said once the prompt was taken (a prompt refused gets its error alone).
+        if std::mem::take(&mut first) && context_room < a.n {
+            eprintln!(
+                "note: generating at most {context_room} tokens: the context holds {context}"
+            );
+        }
         if !json {
             written = write!(out, "{}", e.text).and_then(|()| out.flush());
         }

@@ -21,9 +21,10 @@ use serde::Serialize;
 use crate::chat_template::{self, ChatTemplate, TemplateReport};
 use crate::prefix::{self, PrefixStatus, WindowView};
 
-use super::embedding::{EmbedCounters, Embedding, EmbeddingOptions};
+use super::embedding::{EmbedCounters, Embedding};
 use super::gather::{fold, join_logits, vocab_slices, Answer, Folded};
 use super::head::{MAX_ROWS_PER_REQUEST, MAX_TOP_ROWS};
+pub use super::options::ModelOptions;
 use super::rows::{self, Limits, RowsMessage};
 use super::shard::open_index;
 use super::wire::{self, Elem, Hidden};
@@ -41,32 +42,6 @@ pub enum Pick {
     Token(Box<Emitted>),
     /// Some head shards did not answer in time: ask these slots again.
     Retry(Vec<usize>),
-}
-
-/// How a coordinator is opened.
-#[derive(Debug, Clone)]
-pub struct ModelOptions {
-    /// Positions a conversation may hold (capped by the model's context length).
-    pub context: usize,
-    /// Positions per message.
-    pub max_batch: usize,
-    /// Slices the vocabulary is cut into, one per head station.
-    pub head_shards: usize,
-    pub embedding: EmbeddingOptions,
-    /// Rows of its top-scoring ids each head station sends with its logits, when the embedding
-    /// is sharded (at most [`MAX_TOP_ROWS`]).
-    pub logit_rows: usize,
-    /// Long reads at open come in pieces of this many bytes.
-    pub piece: Option<u64>,
-    /// A chat template used instead of the file's, resolved as a host resolves it.
-    pub chat_template: Option<String>,
-}
-
-/// The stations' defaults (`super::options`).
-impl Default for ModelOptions {
-    fn default() -> Self {
-        super::options::StationOptions::default().model_options()
-    }
 }
 
 /// What the coordinator reads once and shares with its calls.

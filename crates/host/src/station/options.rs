@@ -7,7 +7,6 @@
 //! The stations and the coordinator must be given the same `maxContext`, `maxBatch` and
 //! `maxConversations` (the coordinator plans its steps and keeps conversations for them).
 
-use super::coordinator::ModelOptions;
 use super::embedding::{EmbeddingOptions, DEFAULT_BUDGET, DEFAULT_CACHE_BYTES};
 use super::head::{MAX_BUNDLE_PARTS, MAX_TOP_ROWS};
 use crate::options::{kv_cache, MAX_CHAT_TEMPLATE_BYTES};
@@ -15,6 +14,32 @@ use crate::reader::{ReadConcurrency, ReadPolicy};
 use engine::kv::KvType;
 use engine::options::{to_usize, Fields, OptionsError};
 use serde_json::Value;
+
+/// How a coordinator is opened.
+#[derive(Debug, Clone)]
+pub struct ModelOptions {
+    /// Positions a conversation may hold (capped by the model's context length).
+    pub context: usize,
+    /// Positions per message.
+    pub max_batch: usize,
+    /// Slices the vocabulary is cut into, one per head station.
+    pub head_shards: usize,
+    pub embedding: EmbeddingOptions,
+    /// Rows of its top-scoring ids each head station sends with its logits, when the embedding
+    /// is sharded (at most [`MAX_TOP_ROWS`]).
+    pub logit_rows: usize,
+    /// Long reads at open come in pieces of this many bytes.
+    pub piece: Option<u64>,
+    /// A chat template used instead of the file's, resolved as a host resolves it.
+    pub chat_template: Option<String>,
+}
+
+/// The stations' defaults.
+impl Default for ModelOptions {
+    fn default() -> Self {
+        StationOptions::default().model_options()
+    }
+}
 
 /// Every station's options, each with its default.
 #[derive(Debug, Clone, PartialEq)]
