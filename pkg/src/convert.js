@@ -129,8 +129,8 @@ export function toSignal(signal) {
 export function toPrompt(prompt, addGenerationPrompt) {
   if (ArrayBuffer.isView(prompt)) return toTokenIds(prompt);
   if (typeof prompt === 'string') return toText(prompt, 'prompt');
-  // A list of numbers is token ids (an empty list too: the empty prompt Rust refuses).
-  if (Array.isArray(prompt) && prompt.every((x) => typeof x === 'number')) return toTokenIds(prompt);
+  // A list of numbers is token ids (an empty list is messages: none, which Rust refuses).
+  if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((x) => typeof x === 'number')) return toTokenIds(prompt);
   if (Array.isArray(prompt)) {
     return { chat: messagesJson(prompt), ...(addGenerationPrompt === undefined ? {} : { addGenerationPrompt }) };
   }

@@ -89,6 +89,8 @@ export class Scheduler {
   #busySince = 0;
   /** A step (not a job) is in flight. */
   #stepping = false;
+  /** The turn (its start) a stall was last seen in. */
+  #reclaiming = 0;
   #epoch = 0;
   #disposed = false;
   /** Figures for /stats. */
@@ -279,9 +281,14 @@ export class Scheduler {
    */
   #checkStall() {
     if (this.#busySince === 0 || Date.now() - this.#busySince <= this.#stallMs) return;
+    // Counted once per stalled turn: aborting it is taking it back (a read that never settles
+    // is abandoned, and the step unwinds by itself if its continuation still runs).
+    if (this.#reclaiming !== this.#busySince) {
+      this.#reclaiming = this.#busySince;
+      this.#counts.reclaimed++;
+    }
     this.#target.abort?.();
     if (this.#target.busy) return; // the abort reaches it within a layer: the next waiter sees
-    this.#counts.reclaimed++;
     // The target unwound, but the JS continuation of its call never ran: release its place
     // here, forget its reads, and end the sequences its step carried (the target ended them).
     this.#epoch++;
