@@ -385,16 +385,25 @@ export class Scheduler {
       this.#stepping = false;
     }
     this.#counts.steps++;
-    for (const e of events) {
+    const hand = (e) => {
       const g = this.#active.get(e.sequence);
-      if (g === undefined) continue;
+      if (g === undefined) return;
       // A target may learn how a prompt was served only at its first step (a stations claim).
       if (e.prefix !== undefined) g.served(e.prefix);
       if (e.error !== undefined) g.fail(e.error);
       else if (e.token !== null) g.push(e.token, e.done ? e.report : undefined);
       if (e.done) this.#end(e.sequence, e.report);
+    };
+    if (!this.#requestScopedIo) {
+      events.forEach(hand);
+      return;
     }
-    if (this.#requestScopedIo) await this.#drain();
+    // The reads a step leaves (the stations told what to keep of a sequence that ended) end
+    // inside this request, before a sequence's last token ends its response: work left after a
+    // response may be cut off (workerd) and would be counted against no request.
+    events.filter((e) => !e.done).forEach(hand);
+    await this.#drain();
+    events.filter((e) => e.done).forEach(hand);
   }
 
   /**

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ApiError, CallReader, StopMatcher, openaiResponse, parseChatRequest, parseCompletionRequest } from '../src/openai/index.js';
 import { envelopeMessages, envelopeSchema, toolPlan } from '../src/openai/tools.js';
+import { derivedId } from '../src/openai/shapes.js';
 import { BACKEND_METHODS } from '../src/openai/index.js';
 import { HostShim } from '../src/shim.js';
 import { admits, hangingHost, recordingHost } from './fake-host.js';
@@ -168,6 +169,25 @@ describe("a request's later generations", () => {
       { suffix: '<tool_call>\n{"name":"f","arguments":{}}\n</tool_call>\n', priority: true },
     ]);
     assert.equal(body.usage.prompt_tokens, 6);
+    // The call's id is OpenAI-shaped and derived from the prompt: the turn that answers it
+    // renders it, so an equal request must get the same id (a greedy answer depends on it).
+    const { id } = body.choices[0].message.tool_calls[0];
+    assert.match(id, /^call_[A-Za-z0-9]{24}$/);
+    seen.length = 0;
+    const again = await (await openaiResponse(/** @type {any} */ (backend), new Request('http://knot/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], tools, tool_choice: 'required' }),
+    }), { modelId: 'm' })).json();
+    assert.equal(again.choices[0].message.tool_calls[0].id, id);
+  });
+
+  test('derived ids: equal keys, equal ids; a different key or place, a different id', () => {
+    const a = derivedId('call_', '0\u0000hi');
+    assert.match(a, /^call_[A-Za-z0-9]{24}$/);
+    assert.equal(derivedId('call_', '0\u0000hi'), a);
+    const others = ['1\u0000hi', '0\u0000hj', '0\u0000hi ', ''].map((k) => derivedId('call_', k));
+    assert.equal(new Set([a, ...others]).size, 5);
   });
 });
 

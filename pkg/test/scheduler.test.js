@@ -240,6 +240,21 @@ describe('Scheduler', () => {
     const line = new Scheduler(t, { slots: 2, requestScopedIo: true });
     await Promise.all([all(line.generate('a', json(2))), all(line.generate('b', json(2)))]);
     assert.ok(t.drains >= t.steps, `${t.drains} drains for ${t.steps} steps`);
+    // A generation's last token comes after the drain of the step that made it: what the step
+    // left to tell the stations happens inside the request that ended.
+    t.drainReads = async () => {
+      await sleep(5);
+      t.log.push('drained');
+    };
+    t.log.length = 0;
+    const take = async (prompt, n) => {
+      for await (const e of line.generate(prompt, json(n))) t.log.push(`got ${e.text.trim()}`);
+    };
+    // Whichever request runs the step, 'c' ends only after the drain that followed it.
+    await Promise.all([take('d', 3), take('c', 1)]);
+    const step = t.log.findIndex((l) => l.startsWith('step') && l.includes('c'));
+    const drained = t.log.indexOf('drained', step);
+    assert.ok(drained !== -1 && drained < t.log.indexOf('got c1'), t.log.join(', '));
   });
 
   test('a step stalled past stallMs (its request went away) is taken back; the line moves on', async () => {

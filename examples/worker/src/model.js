@@ -180,10 +180,8 @@ async function stationsAnswer(model) {
   const assessed = st.hopAssessments === undefined ? {} : { hop_assessments: st.hopAssessments };
   // This route's calls are no request's spending.
   resumeMeter(null);
-  // The counters as they were before this route's own calls to the stations.
-  const hops = { ...st.hops };
   return Response.json({
-    stations: await shim.stationStats(), hops, steps: st.steps, stepRounds: st.stepRounds,
+    stations: await shim.stationStats(), hops: st.hops, steps: st.steps, stepRounds: st.stepRounds,
     sequences: st.sequences, prefix: st.prefix, prefix_reuse: st.prefixReuse, coordinator: st.coordinator, ...assessed,
   });
 }

@@ -3,7 +3,7 @@
 // tokens come, or one JSON answer at the end.
 import { CallReader } from './call-reader.js';
 import { toApiError } from './errors.js';
-import { newId, shapes } from './shapes.js';
+import { derivedId, shapes } from './shapes.js';
 import { StopMatcher } from './stop.js';
 import { callSchema, envelopeSchema } from './tools.js';
 
@@ -30,6 +30,16 @@ class Calls {
     this.current = null;
     this.waiting = '';
     this.invalid = 0;
+    /** What the ids of the current turn's calls derive from: its prompt. */
+    this.key = '';
+    /** Calls started in the current turn. */
+    this.started = 0;
+  }
+
+  /** A new turn: its calls' ids derive from its prompt and their place in it. */
+  turn(prompt) {
+    this.key = typeof prompt === 'string' ? prompt : JSON.stringify(prompt);
+    this.started = 0;
   }
 
   /** @param {ReturnType<CallReader['push']>} events @returns {string} the content among them */
@@ -38,7 +48,7 @@ class Calls {
     for (const e of events) {
       if (e.type === 'content') content += e.text;
       else if (e.type === 'name') {
-        this.current = { id: newId('call_'), type: 'function', function: { name: e.name, arguments: '' } };
+        this.current = { id: derivedId('call_', `${this.started++}\u0000${this.key}`), type: 'function', function: { name: e.name, arguments: '' } };
         this.out.callStart(this.done.length, this.current);
         if (this.waiting !== '') this.#args(this.waiting);
         this.waiting = '';
@@ -216,6 +226,7 @@ export function respond(job, drive) {
     const before = calls.done.length;
     const invalidBefore = calls.invalid;
     const promptBefore = promptTokens;
+    calls.turn(prompt);
     said = '';
     let finish;
     if (plan.mode === 'plain') {

@@ -10,6 +10,36 @@ export function newId(prefix) {
 }
 
 /**
+ * An id like OpenAI's, derived from `key`: the same key gives the same id. A tool call's id is
+ * written into the prompt of the turn that answers it (the client echoes it back, the agentic
+ * loop renders it), so a random one would make greedy answers differ between equal requests.
+ * @param {string} prefix @param {string} key
+ */
+export function derivedId(prefix, key) {
+  const alphabet = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
+  // Four 32-bit FNV-1a lanes with different offsets, mixed (murmur3's finalizer): 24 characters.
+  const lanes = [0x811c9dc5, 0x01000193, 0x9e3779b9, 0x85ebca6b];
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    for (let l = 0; l < 4; l++) lanes[l] = Math.imul(lanes[l] ^ c ^ (l << 16), 0x01000193);
+  }
+  let out = '';
+  for (let l = 0; l < 4; l++) {
+    let h = lanes[l];
+    for (let k = 0; k < 6; k++) {
+      h ^= h >>> 16;
+      h = Math.imul(h, 0x85ebca6b);
+      h ^= h >>> 13;
+      h = Math.imul(h, 0xc2b2ae35);
+      h ^= h >>> 16;
+      out += alphabet[(h >>> 0) % alphabet.length];
+      h = (h + 0x9e3779b9 + k) | 0;
+    }
+  }
+  return `${prefix}${out}`;
+}
+
+/**
  * @typedef {{ id: string, type: 'function', function: { name: string, arguments: string } }} ToolCall
  * @typedef {{ prompt: number, completion: number }} Usage
  */

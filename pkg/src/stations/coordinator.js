@@ -16,7 +16,8 @@
 // `stats().hops`: `messages` counts every station request (the chain's too), `rounds` the
 // sequential round trips (a fan-out to the head shards counts once; claims, keeps and forgets
 // are bookkeeping and do not count), `calls` the requests the coordinator made itself (its
-// subrequests), `ms` its time waiting on them; `stepRounds` the rounds of the latest steps.
+// subrequests for generations: `stationStats` is not counted), `ms` its time waiting on them;
+// `stepRounds` the rounds of the latest steps.
 import { Scheduler } from '../scheduler.js';
 import { coded } from '../errors.js';
 import { isPlainObject, optionsJson, toCallback, toPrompt, toSignal } from '../convert.js';
@@ -273,11 +274,12 @@ export class Coordinator {
 
   /**
    * Each station's own figures (`stats` of every station, all at once), loading its part first
-   * if it has not. A station that answers with an error throws it.
+   * if it has not. A station that answers with an error throws it. Not counted in `hops`: they
+   * report what generations cost, and reading them must not change them.
    */
   async stationStats() {
     return Promise.all([...this.layers, ...this.heads].map(async (s) => {
-      const r = await this.#call(s, 'stats', EMPTY);
+      const r = await this.#transport(s, 'stats', EMPTY, { timeoutMs: this.timeoutMs });
       if (r === null) throw new StationError(`${s.name} did not answer within ${this.timeoutMs} ms`);
       return { station: s.name, ...JSON.parse(new TextDecoder().decode(r.bytes)) };
     }));
