@@ -207,10 +207,7 @@ wasi_tests() {
   cargo test --no-fail-fast --target wasm32-wasip1 -p host --test batching
 }
 
-package() {
-  scripts/build-wasm.sh
-  (cd pkg && KNOT_REQUIRE_MODELS=1 npm test)
-}
+package_tests() { (cd pkg && KNOT_REQUIRE_MODELS=1 npm test); }
 
 # The code blocks of README.md and pkg/README.md, run in order from the root (scripts/doc-blocks.mjs;
 # the marked ones listed as skipped): they need pkg/dist and the models, and call KNOT_BIN.
@@ -221,6 +218,13 @@ doc_blocks() {
 
 worker() { (cd examples/worker && KNOT_REQUIRE_MODELS=1 npm test); }
 page() { (cd examples/web && KNOT_REQUIRE_MODELS=1 npm test); }
+
+# The Worker and the page need only the built package: a lane beside the package's JS suites,
+# so the core the wasm32 lane frees when it ends is not left idle.
+worker_and_page() {
+  step "the Worker in workerd (Miniflare, local R2), driven by the official openai client" worker
+  step "the browser page in headless Chromium (playwright-core; Debian's Chromium)" page
+}
 
 # The single-core work (fuzzing runs one target at a time; WASI runs one test binary at a time in
 # one Node process) in a lane of its own, beside the native tests, the package and the JS suites.
@@ -247,10 +251,11 @@ case "$tier" in
     step "models as knot files (SmolLM2-135M-Instruct, Gemma-3-270M)" scripts/prepare-model.sh --all
     lane wasm32 wasm32_and_fuzzing
     step "native tests: unit, tiny fixtures, real models" native_tests
-    step "wasm package: build (wasm-bindgen, wasm-opt, size budget); JS suite in Node, subsets in Bun and Deno" package
+    step "wasm package: build (wasm-bindgen, wasm-opt, size budget)" scripts/build-wasm.sh
+    lane workerd worker_and_page
+    step "wasm package: JS suite in Node, subsets in Bun and Deno" package_tests
     step "the code blocks of README.md and pkg/README.md (scripts/doc-blocks.mjs)" doc_blocks
-    step "the Worker in workerd (Miniflare, local R2), driven by the official openai client" worker
-    step "the browser page in headless Chromium (playwright-core; Debian's Chromium)" page
+    lane_wait workerd
     lane_wait wasm32
     ;;
 esac
