@@ -30,6 +30,7 @@ pub mod machine;
 mod mass;
 mod metrics;
 mod narrow;
+pub mod number;
 pub mod openai;
 pub mod schema;
 mod sequence;

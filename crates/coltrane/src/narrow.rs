@@ -4,6 +4,7 @@
 //! A pass of its own, after compilation, so the schema compiler needs nothing of the matcher.
 
 use crate::machine::step::accepts;
+use crate::number::{Bound, Decimal, NumberRule};
 use crate::schema::{ByteTrie, Draft, Listed, Schema, SchemaError, Shape, INF};
 use serde_json::Value;
 
@@ -19,7 +20,36 @@ pub fn compile_schema(schema: &Value) -> Result<Schema, SchemaError> {
     // In the order compiled: a literal inside another's base is narrowed before it.
     for lit in &listed {
         let kept = narrow(&mut graph, lit);
-        graph.replace_shape(lit.node, Shape::Literal(kept));
+        // A number is compared by value (`1.0` is `1`, `-0` is `0`): each one kept becomes a
+        // number node whose bounds are both the value; the other values stay text.
+        let (numbers, texts): (Vec<&[u8]>, Vec<&[u8]>) = kept
+            .iter()
+            .map(Vec::as_slice)
+            .partition(|t| matches!(t.first(), Some(b'-' | b'0'..=b'9')));
+        let literal = Shape::Literal(ByteTrie::new(texts));
+        if numbers.is_empty() {
+            graph.replace_shape(lit.node, literal);
+            continue;
+        }
+        let mut alts = vec![graph.push_shape(literal)];
+        for text in numbers {
+            let value = std::str::from_utf8(text).ok().and_then(Decimal::parse);
+            let rule = value.map(|v| {
+                let bound = Some(Bound {
+                    value: v,
+                    exclusive: false,
+                });
+                NumberRule::new(false, bound.clone(), bound, None)
+            });
+            let Some(Ok(rule)) = rule else {
+                continue;
+            };
+            alts.push(graph.push_shape(Shape::Number {
+                integer: false,
+                rule: Some(Box::new(rule)),
+            }));
+        }
+        graph.replace_shape(lit.node, Shape::Union(alts));
     }
     graph.reroot(root);
     if graph.min_bytes(root) >= INF {
@@ -31,23 +61,23 @@ pub fn compile_schema(schema: &Value) -> Result<Schema, SchemaError> {
 /// The values of `lit` its base admits, matched against the graph as it stood when they were
 /// listed: the nodes then still being compiled admit nothing. Leaves the graph's shapes as they
 /// were (its root and `min_bytes` are the caller's to restore).
-fn narrow(graph: &mut Schema, lit: &Listed) -> ByteTrie {
+fn narrow(graph: &mut Schema, lit: &Listed) -> Vec<Vec<u8>> {
     let saved: Vec<Shape> = lit
         .unfinished
         .iter()
         .map(|&n| graph.replace_shape(n, Shape::Never))
         .collect();
     graph.reroot(lit.base);
-    let kept: Vec<&[u8]> = lit
+    let kept: Vec<Vec<u8>> = lit
         .texts
         .iter()
-        .map(Vec::as_slice)
         .filter(|text| accepts(graph, text))
+        .cloned()
         .collect();
     for (&n, shape) in lit.unfinished.iter().zip(saved) {
         graph.replace_shape(n, shape);
     }
-    ByteTrie::new(kept)
+    kept
 }
 
 #[cfg(test)]
@@ -80,6 +110,29 @@ mod tests {
         assert_eq!(
             compile_schema(&json!({"type": "string", "enum": [1, null]})).unwrap_err(),
             SchemaError::NoInstance
+        );
+    }
+
+    #[test]
+    fn listed_numbers_compare_by_value() {
+        let s = compile_schema(&json!({"enum": [1, "a", -2.5, 0]})).unwrap();
+        assert_eq!(
+            accepted(
+                &s,
+                &["1", "1.0", "1.00", "\"a\"", "-2.5", "-2.50", "0", "-0", "0.0", "2", "10", "-2"]
+            ),
+            [true, true, true, true, true, true, true, true, true, false, false, false]
+        );
+        // Narrowed first: 1.5 is no integer; 2 stays, in any spelling of its value.
+        let s = compile_schema(&json!({"type": "integer", "enum": [1.5, 2]})).unwrap();
+        assert_eq!(accepted(&s, &["2", "2.0", "1.5"]), [true, true, false]);
+        let s = compile_schema(&json!({"const": 9007199254740993u64})).unwrap();
+        assert_eq!(
+            accepted(
+                &s,
+                &["9007199254740993", "9007199254740993.0", "9007199254740992"]
+            ),
+            [true, true, false]
         );
     }
 

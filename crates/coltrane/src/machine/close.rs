@@ -2,7 +2,7 @@
 //! budget-aware mask is built on (see `Thread::close_bytes`).
 
 use super::lex::Chars;
-use super::{ArrPhase, Frame, ObjPhase, Thread, DIVERGED, WORDS};
+use super::{number_rule, ArrPhase, Frame, ObjPhase, Thread, DIVERGED, WORDS};
 use crate::schema::{NodeId, Schema, Shape, INF};
 
 impl Thread {
@@ -20,7 +20,12 @@ impl Thread {
             let part = match *f {
                 Frame::Done => 0,
                 Frame::Value(n) => mb(n),
-                Frame::Number { at, .. } => u32::from(!at.complete()),
+                Frame::Number {
+                    at, rule, digits, ..
+                } => match number_rule(schema, rule) {
+                    Some(r) => r.close_bytes(at, digits),
+                    None => u32::from(!at.complete()),
+                },
                 Frame::Word { word, at } => (WORDS[word as usize].len() - at as usize) as u32,
                 Frame::Literal { node, at } => match schema.shape(node) {
                     Shape::Literal(t) => match t.to_end(at) {

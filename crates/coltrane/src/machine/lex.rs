@@ -177,14 +177,14 @@ pub enum Num {
 }
 
 impl Num {
-    pub(super) fn complete(self) -> bool {
+    pub(crate) fn complete(self) -> bool {
         matches!(
             self,
             Num::Zero | Num::Int | Num::Frac | Num::FracZeros | Num::ExpDigits
         )
     }
 
-    pub(super) fn step(self, b: u8, integer: bool) -> Option<Num> {
+    pub(crate) fn step(self, b: u8, integer: bool) -> Option<Num> {
         match (self, b) {
             (Num::Minus, b'0') => Some(Num::Zero),
             (Num::Minus, b'1'..=b'9') => Some(Num::Int),

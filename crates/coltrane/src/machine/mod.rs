@@ -19,7 +19,30 @@ pub mod step;
 
 pub use lex::{Chars, Num};
 
+use crate::number::{Digits, NumberRule};
 use crate::schema::{NodeId, Schema, Shape};
+
+/// `Frame::Number`'s rule when the number has none.
+pub const NO_RULE: NodeId = NodeId::MAX;
+
+/// The rule of node `rule` (`NO_RULE`: none).
+pub(crate) fn number_rule(schema: &Schema, rule: NodeId) -> Option<&NumberRule> {
+    if rule == NO_RULE {
+        return None;
+    }
+    match schema.shape(rule) {
+        Shape::Number { rule: Some(r), .. } => Some(r),
+        _ => None,
+    }
+}
+
+/// Whether a number's text so far is a whole value its rule admits.
+pub(crate) fn number_ends(schema: &Schema, rule: NodeId, at: Num, digits: Digits) -> bool {
+    match number_rule(schema, rule) {
+        Some(r) => r.accepts(at, digits),
+        None => at.complete(),
+    }
+}
 
 /// Longest run of whitespace bytes between JSON tokens.
 pub const MAX_WS: u8 = 24;
@@ -83,6 +106,10 @@ pub enum Frame {
     Number {
         integer: bool,
         at: Num,
+        /// The node whose `NumberRule` the digits answer to; `NO_RULE`: any number (`digits`
+        /// stays at its default, so plain numbers share states).
+        rule: NodeId,
+        digits: Digits,
     },
     /// `true`, `false` or `null`, by index into `WORDS`, with this many bytes matched.
     Word {
@@ -117,7 +144,9 @@ impl Thread {
     pub fn can_end(&self, schema: &Schema) -> bool {
         match self.frames.as_slice() {
             [Frame::Done] => true,
-            [Frame::Number { at, .. }] => at.complete(),
+            [Frame::Number {
+                at, rule, digits, ..
+            }] => number_ends(schema, *rule, *at, *digits),
             [Frame::Literal { node, at }] => match schema.shape(*node) {
                 Shape::Literal(t) => t.end(*at).is_some(),
                 _ => false,

@@ -3,7 +3,11 @@
 //! a whole text.
 
 use super::lex::{Chars, Num};
-use super::{ArrPhase, Frame, ObjPhase, Thread, DIVERGED, MAX_NESTING, MAX_TOP_WS, MAX_WS, WORDS};
+use super::{
+    number_ends, number_rule, ArrPhase, Frame, ObjPhase, Thread, DIVERGED, MAX_NESTING, MAX_TOP_WS,
+    MAX_WS, NO_RULE, WORDS,
+};
+use crate::number::Digits;
 use crate::schema::{NodeId, Schema, Shape, INF};
 use std::collections::HashSet;
 
@@ -242,14 +246,27 @@ impl Thread {
                 self.set_top(Frame::Str { node, len, chars });
                 Some(self)
             }
-            Frame::Number { integer, at } => match at.step(b, integer) {
-                Some(at) => {
-                    self.set_top(Frame::Number { integer, at });
+            Frame::Number {
+                integer,
+                at,
+                rule,
+                digits,
+            } => match match number_rule(schema, rule) {
+                Some(r) => r.step(at, digits, b),
+                None => at.step(b, integer).map(|at| (at, digits)),
+            } {
+                Some((at, digits)) => {
+                    self.set_top(Frame::Number {
+                        integer,
+                        at,
+                        rule,
+                        digits,
+                    });
                     Some(self)
                 }
                 // The number ends at the first byte that cannot continue it; that byte belongs
                 // to the enclosing value.
-                None if at.complete() => {
+                None if number_ends(schema, rule, at, digits) => {
                     let t = self.complete(schema)?;
                     let mut out = Vec::new();
                     t.step(schema, b, &mut out);
@@ -386,14 +403,28 @@ impl Thread {
                 len: 0,
                 chars: Chars::Plain,
             },
+            (Shape::Number { rule: Some(r), .. }, b'-' | b'0'..=b'9') => {
+                let (at, digits) = r.start(b)?;
+                Frame::Number {
+                    integer: r.integer,
+                    at,
+                    rule: node,
+                    digits,
+                }
+            }
             (Shape::Any | Shape::Number { .. }, b'-' | b'0'..=b'9') => {
-                let integer = matches!(schema.shape(node), Shape::Number { integer: true });
+                let integer = matches!(schema.shape(node), Shape::Number { integer: true, .. });
                 let at = match b {
                     b'-' => Num::Minus,
                     b'0' => Num::Zero,
                     _ => Num::Int,
                 };
-                Frame::Number { integer, at }
+                Frame::Number {
+                    integer,
+                    at,
+                    rule: NO_RULE,
+                    digits: Digits::default(),
+                }
             }
             (Shape::Any | Shape::Boolean, b't') => Frame::Word { word: 0, at: 1 },
             (Shape::Any | Shape::Boolean, b'f') => Frame::Word { word: 1, at: 1 },

@@ -399,3 +399,61 @@ fn nested_unions_cost_no_stack_and_no_repeated_work() {
     assert_eq!(run(&diamond, b"n").map(|t| t.len()), Some(1));
     assert!(accepts(&diamond, b"null") && !accepts(&diamond, b"[]"));
 }
+
+#[test]
+fn numbers_keep_their_bounds_inside_documents() {
+    let s = schema(json!({
+        "type": "object",
+        "properties": {
+            "month": {"type": "integer", "minimum": 1, "maximum": 12},
+            "price": {"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.01},
+            "old": {"type": "number", "minimum": -1.5, "exclusiveMinimum": true},
+            "id": {"type": "integer", "minimum": -9007199254740991i64, "maximum": 9007199254740991i64}
+        },
+        "additionalProperties": false
+    }));
+    let ok = |doc: &str| run(&s, doc.as_bytes()).is_some_and(|t| t.iter().any(|t| t.can_end(&s)));
+    for doc in [
+        r#"{"month":1}"#,
+        r#"{"month":12}"#,
+        r#"{"month":7.0}"#,
+        r#"{"price":0.01}"#,
+        r#"{"price":19.99}"#,
+        r#"{"price":5}"#,
+        r#"{"old":-1.49}"#,
+        r#"{"old":0}"#,
+        r#"{"id":-9007199254740991}"#,
+        r#"{"id":9007199254740991,"month":3}"#,
+    ] {
+        assert!(ok(doc), "{doc}");
+        check_close_is_exact(&s, doc);
+    }
+    for doc in [
+        r#"{"month":0}"#,
+        r#"{"month":13}"#,
+        r#"{"month":-1}"#,
+        r#"{"month":1.5}"#,
+        r#"{"month":1e1}"#,
+        r#"{"price":0}"#,
+        r#"{"price":-0}"#,
+        r#"{"price":1.001}"#,
+        r#"{"old":-1.5}"#,
+        r#"{"id":9007199254740992}"#,
+    ] {
+        assert!(!ok(doc), "{doc}");
+    }
+    // A dead end is seen at once: after `13` no byte can continue the month.
+    assert!(run(&s, br#"{"month":13"#).is_none());
+    assert!(run(&s, br#"{"month":-"#).is_none());
+    // Bounds with no integer between them admit nothing.
+    assert!(matches!(
+        crate::compile_schema(
+            &json!({"type": "integer", "exclusiveMinimum": 1, "exclusiveMaximum": 2})
+        ),
+        Err(crate::SchemaError::NoInstance)
+    ));
+    assert!(matches!(
+        crate::compile_schema(&json!({"type": "number", "multipleOf": 0})),
+        Err(crate::SchemaError::Invalid { .. })
+    ));
+}

@@ -3,6 +3,7 @@
 //! small, and the refusal of cycles that enter no container.
 
 use super::{ByteTrie, NodeId, Prop, Schema, SchemaError, Shape};
+use crate::number::{Bound, Decimal, NumberRule, RuleError, MAX_MULTIPLE};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -206,6 +207,16 @@ impl<'a> Compiler<'a> {
                 ))
             }
         };
+        if let Some(meta) = obj.get("$schema") {
+            // A metaschema of its own may switch vocabularies off or on: what its keywords
+            // mean cannot be known here.
+            if !meta.as_str().is_some_and(is_known_metaschema) {
+                return Err(SchemaError::Unsupported {
+                    keyword: "$schema (a metaschema other than a published draft's)".into(),
+                    path: path.to_string(),
+                });
+            }
+        }
         for key in obj.keys() {
             let known = ANNOTATIONS.contains(&key.as_str())
                 || matches!(
@@ -223,6 +234,11 @@ impl<'a> Compiler<'a> {
                         | "maxItems"
                         | "minLength"
                         | "maxLength"
+                        | "minimum"
+                        | "maximum"
+                        | "exclusiveMinimum"
+                        | "exclusiveMaximum"
+                        | "multipleOf"
                         | "anyOf"
                         | "$ref"
                 );
@@ -305,9 +321,9 @@ impl<'a> Compiler<'a> {
             let shape = match *t {
                 "null" => Shape::Null,
                 "boolean" => Shape::Boolean,
-                "number" => Shape::Number { integer: false },
+                "number" => Self::number(path, obj, false)?,
                 "integer" if has_number => continue,
-                "integer" => Shape::Number { integer: true },
+                "integer" => Self::number(path, obj, true)?,
                 "string" => self.string(path, obj)?,
                 "object" => self.object(path, obj)?,
                 "array" => self.array(path, obj)?,
@@ -371,6 +387,53 @@ impl<'a> Compiler<'a> {
                     Self::invalid(path, format!("{key} must be a non-negative integer"))
                 }),
         }
+    }
+
+    /// A number (`integer`: only whole ones) with its bounds and `multipleOf`. Draft 4 spells an
+    /// exclusive bound as `exclusiveMinimum: true` beside `minimum`; later drafts give the
+    /// exclusive bound its own value. Both may appear; the tighter bound counts.
+    fn number(path: &str, obj: &Map<String, Value>, integer: bool) -> Result<Shape, SchemaError> {
+        let value = |key: &str| -> Result<Option<Decimal>, SchemaError> {
+            match obj.get(key) {
+                None | Some(Value::Bool(_)) => Ok(None),
+                Some(Value::Number(n)) => Decimal::of(n)
+                    .map(Some)
+                    .ok_or_else(|| Self::invalid(path, format!("{key} is out of range"))),
+                Some(_) => Err(Self::invalid(path, format!("{key} must be a number"))),
+            }
+        };
+        let flag = |key: &str| matches!(obj.get(key), Some(Value::Bool(true)));
+        let bound = |key: &str, flag_key: &str| -> Result<Option<Bound>, SchemaError> {
+            Ok(value(key)?.map(|value| Bound {
+                value,
+                exclusive: flag(flag_key),
+            }))
+        };
+        let exclusive = |key: &str| -> Result<Option<Bound>, SchemaError> {
+            Ok(value(key)?.map(|value| Bound {
+                value,
+                exclusive: true,
+            }))
+        };
+        let lo = NumberRule::tighter_lo(
+            bound("minimum", "exclusiveMinimum")?,
+            exclusive("exclusiveMinimum")?,
+        );
+        let hi = NumberRule::tighter_hi(
+            bound("maximum", "exclusiveMaximum")?,
+            exclusive("exclusiveMaximum")?,
+        );
+        let multiple = value("multipleOf")?;
+        let rule = NumberRule::new(integer, lo, hi, multiple.as_ref()).map_err(|e| match e {
+            RuleError::NotPositive => Self::invalid(path, "multipleOf must be greater than 0"),
+            RuleError::TooFine => SchemaError::TooLarge(format!(
+                "{path}: multipleOf has more than {MAX_MULTIPLE} steps per unit of its last place"
+            )),
+        })?;
+        Ok(Shape::Number {
+            integer,
+            rule: (!rule.is_trivial()).then(|| Box::new(rule)),
+        })
     }
 
     fn string(&mut self, path: &str, obj: &Map<String, Value>) -> Result<Shape, SchemaError> {
@@ -508,6 +571,24 @@ impl<'a> Compiler<'a> {
             max_items,
         })
     }
+}
+
+/// The published drafts' metaschemas (4, 6, 7, 2019-09, 2020-12), as `$schema` names them.
+fn is_known_metaschema(uri: &str) -> bool {
+    let uri = uri.trim_end_matches('#');
+    let uri = uri
+        .strip_prefix("https://")
+        .or_else(|| uri.strip_prefix("http://"))
+        .unwrap_or("");
+    matches!(
+        uri,
+        "json-schema.org/draft-04/schema"
+            | "json-schema.org/draft-06/schema"
+            | "json-schema.org/draft-07/schema"
+            | "json-schema.org/draft/2019-09/schema"
+            | "json-schema.org/draft/2020-12/schema"
+            | "json-schema.org/schema"
+    )
 }
 
 fn escape_pointer(s: &str) -> String {

@@ -1,7 +1,8 @@
 //! A JSON Schema subset compiled to a graph of shapes the byte matcher walks. Supported: `type`
 //! (one or a list), `properties`, `required`, `additionalProperties` (boolean or schema),
 //! `items`, `prefixItems` (and draft-4 `items: [...]` with `additionalItems`), `enum`, `const`,
-//! `minItems`/`maxItems`, `minLength`/`maxLength`, `anyOf`, `$ref` to `$defs`/`definitions`
+//! `minItems`/`maxItems`, `minLength`/`maxLength`, the numeric bounds and `multipleOf`
+//! (enforced on the digits: `number.rs`), `anyOf`, `$ref` to `$defs`/`definitions`
 //! (or any JSON pointer into the document, recursion included, as long as every cycle enters an
 //! object or an array: a cycle of `$ref`s and `anyOf`s alone is `SchemaError::Loop`), boolean
 //! schemas, and the annotations (`title`, `description`, `default`, `examples`, `format`,
@@ -16,6 +17,8 @@
 
 mod byte_trie;
 mod compile;
+
+use crate::number::NumberRule;
 
 pub use byte_trie::ByteTrie;
 pub(crate) use compile::{Draft, Listed};
@@ -33,6 +36,8 @@ pub enum Shape {
     Boolean,
     Number {
         integer: bool,
+        /// Bounds and `multipleOf`, enforced on the digits (`number.rs`); `None`: any number.
+        rule: Option<Box<NumberRule>>,
     },
     String {
         min_len: u32,
@@ -141,6 +146,12 @@ impl Schema {
         std::mem::replace(&mut self.nodes[id as usize], shape)
     }
 
+    /// Adds a node (for the narrowing pass: a literal's numbers become number nodes).
+    pub(crate) fn push_shape(&mut self, shape: Shape) -> NodeId {
+        self.nodes.push(shape);
+        (self.nodes.len() - 1) as NodeId
+    }
+
     /// Roots the schema at node `root` and recomputes `min_bytes`.
     pub(crate) fn reroot(&mut self, root: NodeId) {
         self.root = root;
@@ -170,6 +181,7 @@ impl Schema {
         let mb = |id: NodeId| self.min_bytes[id as usize];
         let add = |a: u32, b: u32| a.saturating_add(b).min(INF);
         match shape {
+            Shape::Number { rule: Some(r), .. } => r.min_bytes(),
             Shape::Any | Shape::Number { .. } => 1,
             Shape::Never => INF,
             Shape::Null | Shape::Boolean => 4,
