@@ -329,6 +329,31 @@ describe('tool calls', () => {
     }
   });
 
+  full('a tool with bounds, a multiple and refs to its own $defs: the call validates', async () => {
+    // As generators emit them (pydantic, zod): refs into the parameters' own `$defs` (which
+    // must not mean the call's schema around them), numeric bounds, extension keywords.
+    const parameters = {
+      type: 'object',
+      $defs: { month: { type: 'integer', minimum: 1, maximum: 12 }, day: { type: 'integer', minimum: 1, maximum: 31 } },
+      properties: {
+        month: { $ref: '#/$defs/month' }, day: { $ref: '#/$defs/day' },
+        price: { type: 'number', exclusiveMinimum: 0, multipleOf: 0.01, 'x-unit': 'EUR' },
+        guests: { type: 'integer', minimum: -9007199254740991, maximum: 9007199254740991, nullable: true },
+      },
+      required: ['month', 'day', 'price'],
+      additionalProperties: false,
+    };
+    const tools = [{ type: 'function', function: { name: 'book', description: 'Books a table', parameters } }];
+    const r = await openai.chat.completions.create({
+      model: server.model, messages: [{ role: 'user', content: 'Book a table for the 3rd of May at 20 euros.' }],
+      tools, tool_choice: { type: 'function', function: { name: 'book' } }, temperature: 0, max_tokens: 64,
+    });
+    const [call] = r.choices[0].message.tool_calls;
+    const args = JSON.parse(call.function.arguments);
+    const check = new Ajv({ strict: false });
+    assert.ok(check.validate(parameters, args), `${call.function.arguments}: ${check.errorsText()}`);
+  });
+
   full('auto answers or calls, always well-formed; none never calls', async () => {
     const auto = await openai.chat.completions.create({ model: server.model, messages: ask, tools: TOOLS, temperature: 0, max_tokens: 96 });
     const m = auto.choices[0].message;

@@ -30,11 +30,23 @@ const ANSWER_NOW = 'Now answer my question using this result.';
 export function callSchema(tools) {
   const one = (t) => ({
     type: 'object',
-    properties: { name: { const: t.name }, arguments: t.parameters },
+    properties: { name: { const: t.name }, arguments: ownResource(t.parameters, t.name) },
     required: ['name', 'arguments'],
     additionalProperties: false,
   });
   return tools.length === 1 ? one(tools[0]) : { anyOf: tools.map(one) };
+}
+
+/**
+ * A tool's parameters as embedded in a call's schema: a schema resource of their own (an `$id`),
+ * so the `$ref`s inside (`#/$defs/…`, `#`) keep meaning the parameters, not the call around
+ * them. Parameters that name their own resource keep it.
+ * @param {object} parameters @param {string} name
+ */
+export function ownResource(parameters, name) {
+  if (parameters === null || typeof parameters !== 'object' || Array.isArray(parameters)) return parameters;
+  if (typeof parameters.$id === 'string' || typeof parameters.id === 'string') return parameters;
+  return { $id: `urn:knot:tool:${encodeURIComponent(name)}`, ...parameters };
 }
 
 /**

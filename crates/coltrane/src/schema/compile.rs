@@ -2,6 +2,7 @@
 //! (every JSON pointer compiled once, so recursion shares nodes), the limits that keep the graph
 //! small, and the refusal of cycles that enter no container.
 
+use super::resources::Resources;
 use super::{ByteTrie, NodeId, Prop, Schema, SchemaError, Shape};
 use crate::number::{Bound, Decimal, NumberRule, RuleError, MAX_MULTIPLE};
 use serde_json::{Map, Value};
@@ -22,6 +23,9 @@ const ANNOTATIONS: &[&str] = &[
     "writeOnly",
     "$defs",
     "definitions",
+    "$anchor",
+    "$vocabulary",
+    "example",
     "contentMediaType",
     "contentEncoding",
 ];
@@ -66,6 +70,7 @@ impl Draft {
     pub fn compile(schema: &Value) -> Result<Draft, SchemaError> {
         let mut c = Compiler {
             doc: schema,
+            resources: Resources::of(schema),
             nodes: Vec::new(),
             by_pointer: HashMap::new(),
             unfinished: Vec::new(),
@@ -82,6 +87,8 @@ impl Draft {
 
 struct Compiler<'a> {
     doc: &'a Value,
+    /// The document's `$id`s and `$anchor`s, which `$ref`s resolve against.
+    resources: Resources,
     nodes: Vec<Shape>,
     /// Nodes already compiled for a JSON pointer (refs and recursion share them).
     by_pointer: HashMap<String, NodeId>,
@@ -189,8 +196,28 @@ impl<'a> Compiler<'a> {
         Ok(id)
     }
 
-    /// The shape of the schema `v` at `path`, which will be node `id`.
+    /// The shape of the schema `v` at `path`, which will be node `id`. OpenAPI's
+    /// `nullable: true` admits `null` besides (where no `enum`/`const` lists the values: there
+    /// OpenAPI has `null` listed).
     fn compile_value(
+        &mut self,
+        id: NodeId,
+        path: &str,
+        v: &'a Value,
+    ) -> Result<Shape, SchemaError> {
+        let shape = self.compile_schema_value(id, path, v)?;
+        let nullable = v.get("nullable") == Some(&Value::Bool(true))
+            && v.get("enum").is_none()
+            && v.get("const").is_none();
+        if !nullable {
+            return Ok(shape);
+        }
+        let inner = self.add(shape)?;
+        let null = self.add(Shape::Null)?;
+        Ok(Shape::Union(vec![inner, null]))
+    }
+
+    fn compile_schema_value(
         &mut self,
         id: NodeId,
         path: &str,
@@ -217,8 +244,9 @@ impl<'a> Compiler<'a> {
                 });
             }
         }
-        for key in obj.keys() {
-            let known = ANNOTATIONS.contains(&key.as_str())
+        for (key, value) in obj {
+            let known = is_annotation(key, value)
+                || key == "nullable"
                 || matches!(
                     key.as_str(),
                     "type"
@@ -251,8 +279,8 @@ impl<'a> Compiler<'a> {
         }
         if let Some(r) = obj.get("$ref") {
             let constraints = obj
-                .keys()
-                .filter(|k| *k != "$ref" && !ANNOTATIONS.contains(&k.as_str()))
+                .iter()
+                .filter(|(k, v)| *k != "$ref" && *k != "nullable" && !is_annotation(k, v))
                 .count();
             if constraints > 0 {
                 return Err(SchemaError::Unsupported {
@@ -263,12 +291,13 @@ impl<'a> Compiler<'a> {
             let r = r
                 .as_str()
                 .ok_or_else(|| Self::invalid(path, "$ref must be a string"))?;
-            let target = resolve_pointer(self.doc, r).ok_or_else(|| SchemaError::Ref(r.into()))?;
-            let pointer = if r == "#" {
-                "#".to_string()
-            } else {
-                r.to_string()
-            };
+            // Against the nearest enclosing resource (`$id`), as a JSON pointer in the document.
+            let pointer = self
+                .resources
+                .resolve(path, r)
+                .ok_or_else(|| SchemaError::Ref(r.into()))?;
+            let target =
+                resolve_pointer(self.doc, &pointer).ok_or_else(|| SchemaError::Ref(r.into()))?;
             let id = self.compile_at(&pointer, target)?;
             return Ok(Shape::Union(vec![id]));
         }
@@ -278,8 +307,8 @@ impl<'a> Compiler<'a> {
                 .filter(|a| !a.is_empty())
                 .ok_or_else(|| Self::invalid(path, "anyOf must be a non-empty array"))?;
             let siblings = obj
-                .keys()
-                .filter(|k| *k != "anyOf" && !ANNOTATIONS.contains(&k.as_str()))
+                .iter()
+                .filter(|(k, v)| *k != "anyOf" && *k != "nullable" && !is_annotation(k, v))
                 .count();
             if siblings > 0 {
                 return Err(SchemaError::Unsupported {
@@ -571,6 +600,12 @@ impl<'a> Compiler<'a> {
             max_items,
         })
     }
+}
+
+/// Whether a keyword only annotates: the listed ones, extensions (`x-…`, OpenAPI's and
+/// vendors'), and draft 4's `id`.
+fn is_annotation(key: &str, value: &Value) -> bool {
+    ANNOTATIONS.contains(&key) || key.starts_with("x-") || (key == "id" && value.is_string())
 }
 
 /// The published drafts' metaschemas (4, 6, 7, 2019-09, 2020-12), as `$schema` names them.

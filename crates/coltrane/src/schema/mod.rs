@@ -17,6 +17,7 @@
 
 mod byte_trie;
 mod compile;
+mod resources;
 
 use crate::number::NumberRule;
 
@@ -81,7 +82,7 @@ pub enum SchemaError {
     Unsupported { keyword: String, path: String },
     #[error("invalid schema at {path}: {reason}")]
     Invalid { path: String, reason: String },
-    #[error("$ref {0:?} does not resolve in this document (only local refs: \"#\", \"#/$defs/…\", \"#/definitions/…\")")]
+    #[error("$ref {0:?} does not resolve in this document (nothing is fetched: a ref must point into the document, through its own resource's `$id`, `$anchor` or a JSON pointer)")]
     Ref(String),
     #[error("the schema admits no finite JSON value")]
     NoInstance,
