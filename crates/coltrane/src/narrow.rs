@@ -5,7 +5,7 @@
 
 use crate::machine::step::accepts;
 use crate::number::{Bound, Decimal, NumberRule};
-use crate::schema::{ByteTrie, Draft, Listed, Schema, SchemaError, Shape, INF};
+use crate::schema::{ByteTrie, Draft, Listed, OneOf, Schema, SchemaError, Shape, INF};
 use serde_json::Value;
 
 /// Compiles a JSON Schema (the subset in `schema.rs`) into the matcher's graph. An error names
@@ -15,6 +15,7 @@ pub fn compile_schema(schema: &Value) -> Result<Schema, SchemaError> {
     let Draft {
         schema: mut graph,
         listed,
+        one_ofs,
     } = Draft::compile(schema)?;
     let root = graph.root();
     // In the order compiled: a literal inside another's base is narrowed before it.
@@ -54,6 +55,16 @@ pub fn compile_schema(schema: &Value) -> Result<Schema, SchemaError> {
     graph.reroot(root);
     if graph.min_bytes(root) >= INF {
         return Err(SchemaError::NoInstance);
+    }
+    // A `oneOf` is matched as a union: exact when no two branches share a value (their
+    // intersection admits none), said otherwise.
+    for OneOf { path, pairs } in one_ofs {
+        let exclusive = pairs.is_some_and(|p| p.iter().all(|&n| graph.min_bytes(n) >= INF));
+        if !exclusive {
+            graph.relax(format!(
+                "oneOf at {path}: its branches may share a value, and a value matching more than one is not refused"
+            ));
+        }
     }
     Ok(graph)
 }

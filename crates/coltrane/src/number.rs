@@ -107,6 +107,16 @@ impl Decimal {
         Decimal::parse(&format!("{f:e}"))
     }
 
+    /// d × 10^-f.
+    fn from_scaled(d: u64, f: usize) -> Decimal {
+        let text = d.to_string();
+        Decimal::parse(&format!("{text}e-{f}")).unwrap_or(Decimal {
+            neg: false,
+            int: Vec::new(),
+            frac: Vec::new(),
+        })
+    }
+
     fn is_zero(&self) -> bool {
         self.int.is_empty() && self.frac.is_empty()
     }
@@ -145,6 +155,14 @@ impl Decimal {
             d = d.checked_mul(10)?.checked_add(x as u64)?;
         }
         Some((d, self.frac.len()))
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -256,6 +274,32 @@ impl NumberRule {
             }
             _ => None,
         }
+    }
+
+    /// Both rules at once (`allOf`): the tighter bounds, the least common multiple.
+    pub fn meet(
+        integer: bool,
+        a: Option<&NumberRule>,
+        b: Option<&NumberRule>,
+    ) -> Result<NumberRule, RuleError> {
+        let lo = NumberRule::tighter_lo(a.and_then(|r| r.lo.clone()), b.and_then(|r| r.lo.clone()));
+        let hi = NumberRule::tighter_hi(a.and_then(|r| r.hi.clone()), b.and_then(|r| r.hi.clone()));
+        let multiple = match (a.and_then(|r| r.multiple), b.and_then(|r| r.multiple)) {
+            (Some((d1, f1)), Some((d2, f2))) => {
+                // On the finer one's places: d1·10^(f−f1) and d2·10^(f−f2), then their lcm.
+                let f = f1.max(f2);
+                let scale = |d: u64, g: usize| d.checked_mul(10u64.checked_pow((f - g) as u32)?);
+                let (x, y) = (
+                    scale(d1, f1).ok_or(RuleError::TooFine)?,
+                    scale(d2, f2).ok_or(RuleError::TooFine)?,
+                );
+                let l = (x / gcd(x, y)).checked_mul(y).ok_or(RuleError::TooFine)?;
+                Some((l, f))
+            }
+            (m, n) => m.or(n),
+        };
+        let multiple = multiple.map(|(d, f)| Decimal::from_scaled(d, f));
+        NumberRule::new(integer, lo, hi, multiple.as_ref())
     }
 
     /// The state after byte `b`; `None` where the text cannot continue with it (exponents

@@ -457,3 +457,85 @@ fn numbers_keep_their_bounds_inside_documents() {
         Err(crate::SchemaError::Invalid { .. })
     ));
 }
+
+#[test]
+fn all_of_and_applicators_with_siblings_are_intersections() {
+    let cases = [
+        (
+            json!({"allOf": [
+                {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"properties": {"b": {"type": "string"}}, "required": ["b"]}]}),
+            vec![r#"{"a":1,"b":"x"}"#, r#"{"b":"","a":-2,"c":null}"#],
+            vec![r#"{"a":1}"#, r#"{"a":"x","b":"y"}"#, r#"{"a":1,"b":2}"#],
+        ),
+        (
+            // A key one side does not declare meets that side's additional schema.
+            json!({"allOf": [
+                {"properties": {"a": {}}, "additionalProperties": false},
+                {"properties": {"b": {}}}]}),
+            vec![r#"{"a":1}"#, "{}"],
+            vec![r#"{"b":1}"#, r#"{"a":1,"c":2}"#],
+        ),
+        (
+            json!({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n", "minimum": 3}),
+            vec!["3", "40"],
+            vec!["2", "3.5", "\"3\""],
+        ),
+        (
+            json!({"anyOf": [{"type": "integer"}, {"type": "string"}], "minimum": 2}),
+            vec!["2", "\"x\""],
+            vec!["1", "null"],
+        ),
+        (
+            json!({"allOf": [{"enum": [1, "a", 2, 2.5]}, {"type": "integer", "minimum": 2}]}),
+            vec!["2", "2.0"],
+            vec!["1", "\"a\"", "2.5"],
+        ),
+        (
+            json!({"allOf": [
+                {"type": "array", "prefixItems": [{"type": "integer"}], "maxItems": 3},
+                {"type": "array", "items": {"minimum": 0}, "minItems": 2}]}),
+            vec!["[0,1]", "[5,2.5,3]"],
+            vec!["[1]", "[-1,2]", "[1,2,3,4]"],
+        ),
+        (
+            json!({"allOf": [{"type": "number", "multipleOf": 2}, {"multipleOf": 3}]}),
+            vec!["0", "6", "-12", "18.0"],
+            vec!["2", "3", "9"],
+        ),
+    ];
+    for (v, good, bad) in cases {
+        let s = schema(v.clone());
+        let ok =
+            |doc: &str| run(&s, doc.as_bytes()).is_some_and(|t| t.iter().any(|t| t.can_end(&s)));
+        for doc in good {
+            assert!(ok(doc), "{v}: {doc}");
+            check_close_is_exact(&s, doc);
+        }
+        for doc in bad {
+            assert!(!ok(doc), "{v}: {doc}");
+        }
+    }
+    // Contradicting branches admit nothing.
+    assert!(matches!(
+        crate::compile_schema(&json!({"allOf": [{"type": "string"}, {"type": "integer"}]})),
+        Err(crate::SchemaError::NoInstance)
+    ));
+}
+
+#[test]
+fn one_of_is_exact_where_its_branches_exclude_each_other() {
+    let exclusive = schema(json!({"oneOf": [
+        {"type": "integer"},
+        {"type": "string"},
+        {"type": "object", "properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+        {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}]}));
+    assert!(
+        exclusive.relaxations().is_empty(),
+        "{:?}",
+        exclusive.relaxations()
+    );
+    let overlapping = schema(json!({"oneOf": [{"type": "integer"}, {"minimum": 2}]}));
+    assert_eq!(overlapping.relaxations().len(), 1);
+    assert!(overlapping.relaxations()[0].starts_with("oneOf at #:"));
+}

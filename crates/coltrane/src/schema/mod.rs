@@ -22,7 +22,7 @@ mod resources;
 use crate::number::NumberRule;
 
 pub use byte_trie::ByteTrie;
-pub(crate) use compile::{Draft, Listed};
+pub(crate) use compile::{Draft, Listed, OneOf};
 
 pub type NodeId = u32;
 
@@ -101,6 +101,9 @@ pub struct Schema {
     root: NodeId,
     /// Fewest bytes of any value of each node.
     min_bytes: Vec<u32>,
+    /// What the matcher admits beyond the schema, one line each (a `oneOf` whose branches may
+    /// overlap: a value matching two of them is not refused).
+    relaxations: Vec<String>,
 }
 
 /// "Unreachable" for byte counts.
@@ -113,6 +116,7 @@ impl Schema {
             nodes,
             root,
             min_bytes: Vec::new(),
+            relaxations: Vec::new(),
         }
     }
 
@@ -122,6 +126,7 @@ impl Schema {
             nodes: vec![Shape::Any],
             root: 0,
             min_bytes: Vec::new(),
+            relaxations: Vec::new(),
         };
         s.compute_min_bytes();
         s
@@ -145,6 +150,15 @@ impl Schema {
     /// [`reroot`]: Schema::reroot
     pub(crate) fn replace_shape(&mut self, id: NodeId, shape: Shape) -> Shape {
         std::mem::replace(&mut self.nodes[id as usize], shape)
+    }
+
+    /// What the matcher admits beyond the schema (empty: exactly the schema).
+    pub fn relaxations(&self) -> &[String] {
+        &self.relaxations
+    }
+
+    pub(crate) fn relax(&mut self, why: String) {
+        self.relaxations.push(why);
     }
 
     /// Adds a node (for the narrowing pass: a literal's numbers become number nodes).

@@ -2,6 +2,10 @@
 //! (every JSON pointer compiled once, so recursion shares nodes), the limits that keep the graph
 //! small, and the refusal of cycles that enter no container.
 
+mod intersect;
+
+pub(crate) use intersect::OneOf;
+
 use super::resources::Resources;
 use super::{ByteTrie, NodeId, Prop, Schema, SchemaError, Shape};
 use crate::number::{Bound, Decimal, NumberRule, RuleError, MAX_MULTIPLE};
@@ -63,6 +67,8 @@ pub(crate) struct Draft {
     /// The literals, in the order their compilation finished (inner ones first, so narrowing
     /// one sees the literals inside its base already narrowed).
     pub listed: Vec<Listed>,
+    /// Every `oneOf`, with its branches' pairwise intersections.
+    pub one_ofs: Vec<OneOf>,
 }
 
 impl Draft {
@@ -75,12 +81,15 @@ impl Draft {
             by_pointer: HashMap::new(),
             unfinished: Vec::new(),
             listed: Vec::new(),
+            meets: HashMap::new(),
+            one_ofs: Vec::new(),
         };
         let root = c.compile_at("#", schema)?;
         c.refuse_loops()?;
         Ok(Draft {
             schema: Schema::from_nodes(c.nodes, root),
             listed: c.listed,
+            one_ofs: c.one_ofs,
         })
     }
 }
@@ -95,6 +104,9 @@ struct Compiler<'a> {
     /// Nodes reserved by `compile_at` whose shape is not filled in yet, outermost first.
     unfinished: Vec<NodeId>,
     listed: Vec<Listed>,
+    /// The node met for each pair of nodes (`intersect.rs`), smaller id first.
+    meets: HashMap<(NodeId, NodeId), NodeId>,
+    one_ofs: Vec<OneOf>,
 }
 
 impl<'a> Compiler<'a> {
@@ -268,6 +280,8 @@ impl<'a> Compiler<'a> {
                         | "exclusiveMaximum"
                         | "multipleOf"
                         | "anyOf"
+                        | "oneOf"
+                        | "allOf"
                         | "$ref"
                 );
             if !known {
@@ -277,17 +291,11 @@ impl<'a> Compiler<'a> {
                 });
             }
         }
+        // The applicators: each is a schema the value must also satisfy (`$ref`, `allOf`'s
+        // branches) or a union it must fall in (`anyOf`, `oneOf`); the keywords beside them
+        // are one more such schema. More than one: their intersection (`intersect.rs`).
+        let mut parts: Vec<NodeId> = Vec::new();
         if let Some(r) = obj.get("$ref") {
-            let constraints = obj
-                .iter()
-                .filter(|(k, v)| *k != "$ref" && *k != "nullable" && !is_annotation(k, v))
-                .count();
-            if constraints > 0 {
-                return Err(SchemaError::Unsupported {
-                    keyword: "$ref with sibling constraints".into(),
-                    path: path.to_string(),
-                });
-            }
             let r = r
                 .as_str()
                 .ok_or_else(|| Self::invalid(path, "$ref must be a string"))?;
@@ -298,31 +306,63 @@ impl<'a> Compiler<'a> {
                 .ok_or_else(|| SchemaError::Ref(r.into()))?;
             let target =
                 resolve_pointer(self.doc, &pointer).ok_or_else(|| SchemaError::Ref(r.into()))?;
-            let id = self.compile_at(&pointer, target)?;
-            return Ok(Shape::Union(vec![id]));
+            parts.push(self.compile_at(&pointer, target)?);
         }
-        if let Some(alts) = obj.get("anyOf") {
+        for key in ["anyOf", "oneOf"] {
+            let Some(alts) = obj.get(key) else { continue };
             let alts = alts
                 .as_array()
                 .filter(|a| !a.is_empty())
-                .ok_or_else(|| Self::invalid(path, "anyOf must be a non-empty array"))?;
-            let siblings = obj
-                .iter()
-                .filter(|(k, v)| *k != "anyOf" && *k != "nullable" && !is_annotation(k, v))
-                .count();
-            if siblings > 0 {
-                return Err(SchemaError::Unsupported {
-                    keyword: "anyOf with sibling constraints".into(),
-                    path: path.to_string(),
-                });
-            }
+                .ok_or_else(|| Self::invalid(path, format!("{key} must be a non-empty array")))?;
             let mut ids = Vec::new();
             for (i, a) in alts.iter().enumerate() {
-                ids.push(self.compile_at(&format!("{path}/anyOf/{i}"), a)?);
+                ids.push(self.compile_at(&format!("{path}/{key}/{i}"), a)?);
             }
-            return Ok(Shape::Union(ids));
+            if key == "oneOf" {
+                self.one_of(path, &ids);
+            }
+            parts.push(self.add(Shape::Union(ids))?);
         }
+        if let Some(all) = obj.get("allOf") {
+            let all = all
+                .as_array()
+                .filter(|a| !a.is_empty())
+                .ok_or_else(|| Self::invalid(path, "allOf must be a non-empty array"))?;
+            for (i, a) in all.iter().enumerate() {
+                parts.push(self.compile_at(&format!("{path}/allOf/{i}"), a)?);
+            }
+        }
+        if !parts.is_empty() {
+            let rest = obj.iter().any(|(k, v)| {
+                !matches!(
+                    k.as_str(),
+                    "$ref" | "anyOf" | "oneOf" | "allOf" | "nullable"
+                ) && !is_annotation(k, v)
+            });
+            if rest {
+                // The keywords beside the applicators, as a node of their own.
+                let node = self.add(Shape::Never)?;
+                let shape = self.typed(node, path, obj)?;
+                self.nodes[node as usize] = shape;
+                parts.push(node);
+            }
+            let mut met = parts[0];
+            for &p in &parts[1..] {
+                met = self.intersect(met, p, path)?;
+            }
+            return Ok(Shape::Union(vec![met]));
+        }
+        self.typed(id, path, obj)
+    }
 
+    /// The shape of the type keywords and what constrains each type (no applicators), which
+    /// will be node `id`.
+    fn typed(
+        &mut self,
+        id: NodeId,
+        path: &str,
+        obj: &'a Map<String, Value>,
+    ) -> Result<Shape, SchemaError> {
         // The types the instance may have; every other keyword constrains its own type only.
         let all = [
             "null", "boolean", "number", "integer", "string", "object", "array",

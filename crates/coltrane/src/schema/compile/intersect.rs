@@ -1,0 +1,291 @@
+//! The intersection of two compiled schemas (`allOf`, keywords beside a `$ref` or an `anyOf`),
+//! exact on the shapes: a union meets each alternative; numbers take the tighter bounds and
+//! the least common multiple; strings the tighter lengths; objects meet key by key (a key one
+//! side does not declare meets that side's additional schema) with the required keys of both;
+//! arrays meet element by element; listed values keep those the other side admits (narrowed
+//! after compilation, like every `enum`); shapes of different types admit nothing. Each pair is
+//! met once (a recursive schema meets itself through the node reserved for the pair).
+//!
+//! Whether a `oneOf`'s branches exclude each other is the same question: their pairwise
+//! intersections are met here and checked for emptiness once `min_bytes` is known.
+
+use super::{Compiler, Listed, MAX_PROPS};
+use crate::number::{NumberRule, RuleError};
+use crate::schema::{ByteTrie, NodeId, Prop, SchemaError, Shape};
+
+/// Branches of one `oneOf` checked pair by pair; more are not checked (and so not known to
+/// exclude each other).
+pub(crate) const MAX_ONE_OF_CHECKED: usize = 16;
+
+/// A `oneOf`, and the intersection of each pair of its branches (`None`: not built).
+#[derive(Debug, Clone)]
+pub(crate) struct OneOf {
+    pub path: String,
+    pub pairs: Option<Vec<NodeId>>,
+}
+
+impl Compiler<'_> {
+    /// A node admitting what both `a` and `b` admit.
+    pub(super) fn intersect(
+        &mut self,
+        a: NodeId,
+        b: NodeId,
+        path: &str,
+    ) -> Result<NodeId, SchemaError> {
+        if a == b {
+            return Ok(a);
+        }
+        let finished = |c: &Self, n: NodeId| !c.unfinished.contains(&n);
+        if finished(self, a) && self.nodes[a as usize] == Shape::Any {
+            return Ok(b);
+        }
+        if finished(self, b) && self.nodes[b as usize] == Shape::Any {
+            return Ok(a);
+        }
+        let key = (a.min(b), a.max(b));
+        if let Some(&n) = self.meets.get(&key) {
+            return Ok(n);
+        }
+        if !finished(self, a) || !finished(self, b) {
+            return Err(SchemaError::Unsupported {
+                keyword: "allOf over a schema that refers back to itself".into(),
+                path: path.to_string(),
+            });
+        }
+        let id = self.add(Shape::Never)?;
+        self.meets.insert(key, id);
+        match self.meet(id, a, b, path) {
+            Ok(shape) => {
+                self.nodes[id as usize] = shape;
+                Ok(id)
+            }
+            Err(e) => {
+                self.meets.remove(&key);
+                Err(e)
+            }
+        }
+    }
+
+    /// The shape of node `id`, the intersection of `a` and `b`.
+    fn meet(&mut self, id: NodeId, a: NodeId, b: NodeId, path: &str) -> Result<Shape, SchemaError> {
+        let (sa, sb) = (
+            self.nodes[a as usize].clone(),
+            self.nodes[b as usize].clone(),
+        );
+        Ok(match (sa, sb) {
+            (Shape::Never, _) | (_, Shape::Never) => Shape::Never,
+            (Shape::Union(alts), _) => {
+                let mut out = Vec::with_capacity(alts.len());
+                for x in alts {
+                    out.push(self.intersect(x, b, path)?);
+                }
+                Shape::Union(out)
+            }
+            (_, Shape::Union(alts)) => {
+                let mut out = Vec::with_capacity(alts.len());
+                for x in alts {
+                    out.push(self.intersect(a, x, path)?);
+                }
+                Shape::Union(out)
+            }
+            (Shape::Literal(_), _) => self.literal_meet(id, a, b, path)?,
+            (_, Shape::Literal(_)) => self.literal_meet(id, b, a, path)?,
+            (Shape::Null, Shape::Null) => Shape::Null,
+            (Shape::Boolean, Shape::Boolean) => Shape::Boolean,
+            (
+                Shape::Number {
+                    integer: ia,
+                    rule: ra,
+                },
+                Shape::Number {
+                    integer: ib,
+                    rule: rb,
+                },
+            ) => {
+                let integer = ia || ib;
+                let rule = NumberRule::meet(integer, ra.as_deref(), rb.as_deref()).map_err(
+                    |e| match e {
+                        RuleError::TooFine => SchemaError::TooLarge(format!(
+                            "{path}: the multipleOf of allOf's branches together is too fine"
+                        )),
+                        RuleError::NotPositive => SchemaError::Invalid {
+                            path: path.to_string(),
+                            reason: "multipleOf must be greater than 0".into(),
+                        },
+                    },
+                )?;
+                Shape::Number {
+                    integer,
+                    rule: (!rule.is_trivial()).then(|| Box::new(rule)),
+                }
+            }
+            (
+                Shape::String {
+                    min_len: a0,
+                    max_len: a1,
+                },
+                Shape::String {
+                    min_len: b0,
+                    max_len: b1,
+                },
+            ) => Shape::String {
+                min_len: a0.max(b0),
+                max_len: a1.min(b1),
+            },
+            (
+                Shape::Object {
+                    props: pa,
+                    required: ra,
+                    additional: xa,
+                    ..
+                },
+                Shape::Object {
+                    props: pb,
+                    required: rb,
+                    additional: xb,
+                    ..
+                },
+            ) => {
+                let mut keys: Vec<(Vec<u8>, bool)> = Vec::new();
+                for (i, p) in pa.iter().enumerate() {
+                    keys.push((p.key.clone(), ra & (1 << i) != 0));
+                }
+                for (i, p) in pb.iter().enumerate() {
+                    let req = rb & (1 << i) != 0;
+                    match keys.iter_mut().find(|(k, _)| *k == p.key) {
+                        Some(k) => k.1 |= req,
+                        None => keys.push((p.key.clone(), req)),
+                    }
+                }
+                if keys.len() > MAX_PROPS {
+                    return Err(SchemaError::TooLarge(format!(
+                        "{path}: more than {MAX_PROPS} properties in allOf's branches together"
+                    )));
+                }
+                // The schema a side gives a key: its declared one, else its additional one.
+                let side = |props: &[Prop], extra: Option<NodeId>, key: &[u8]| {
+                    props
+                        .iter()
+                        .find(|p| p.key == key)
+                        .map(|p| p.node)
+                        .or(extra)
+                };
+                let mut props = Vec::with_capacity(keys.len());
+                let mut required = 0u64;
+                for (i, (key, req)) in keys.into_iter().enumerate() {
+                    let node = match (side(&pa, xa, &key), side(&pb, xb, &key)) {
+                        (Some(x), Some(y)) => self.intersect(x, y, path)?,
+                        _ => self.add(Shape::Never)?,
+                    };
+                    if req {
+                        required |= 1 << i;
+                    }
+                    props.push(Prop { key, node });
+                }
+                let additional = match (xa, xb) {
+                    (Some(x), Some(y)) => Some(self.intersect(x, y, path)?),
+                    _ => None,
+                };
+                let keys = ByteTrie::new(props.iter().map(|p| p.key.as_slice()));
+                Shape::Object {
+                    props,
+                    required,
+                    additional,
+                    keys,
+                }
+            }
+            (
+                Shape::Array {
+                    prefix: pa,
+                    items: ia,
+                    min_items: a0,
+                    max_items: a1,
+                },
+                Shape::Array {
+                    prefix: pb,
+                    items: ib,
+                    min_items: b0,
+                    max_items: b1,
+                },
+            ) => {
+                let n = pa.len().max(pb.len());
+                let mut prefix = Vec::with_capacity(n);
+                for i in 0..n {
+                    let x = pa.get(i).copied().or(ia);
+                    let y = pb.get(i).copied().or(ib);
+                    prefix.push(match (x, y) {
+                        (Some(x), Some(y)) => self.intersect(x, y, path)?,
+                        _ => self.add(Shape::Never)?,
+                    });
+                }
+                let items = match (ia, ib) {
+                    (Some(x), Some(y)) => Some(self.intersect(x, y, path)?),
+                    _ => None,
+                };
+                Shape::Array {
+                    prefix,
+                    items,
+                    min_items: a0.max(b0),
+                    max_items: a1.min(b1),
+                }
+            }
+            // `Any` met above; different types share no value.
+            _ => Shape::Never,
+        })
+    }
+
+    /// Node `id`: the values listed at `lit` that both its own schema and `other` admit
+    /// (narrowed after compilation, against the two met).
+    fn literal_meet(
+        &mut self,
+        id: NodeId,
+        lit: NodeId,
+        other: NodeId,
+        path: &str,
+    ) -> Result<Shape, SchemaError> {
+        let (texts, base) = match self.listed.iter().find(|l| l.node == lit) {
+            Some(l) => (l.texts.clone(), Some(l.base)),
+            None => (Vec::new(), None),
+        };
+        let base = match base {
+            Some(own) => self.intersect(own, other, path)?,
+            None => other,
+        };
+        let shape = Shape::Literal(ByteTrie::new(texts.iter().map(Vec::as_slice)));
+        self.listed.push(Listed {
+            node: id,
+            base,
+            texts,
+            unfinished: self.unfinished.clone(),
+        });
+        Ok(shape)
+    }
+
+    /// Records a `oneOf` and meets its branches pair by pair, so that whether they exclude each
+    /// other can be read once `min_bytes` is known (a pair that cannot be met counts as
+    /// overlapping).
+    pub(super) fn one_of(&mut self, path: &str, branches: &[NodeId]) {
+        let pairs = if branches.len() <= MAX_ONE_OF_CHECKED {
+            let mut pairs = Vec::new();
+            let mut ok = true;
+            'outer: for i in 0..branches.len() {
+                for j in i + 1..branches.len() {
+                    match self.intersect(branches[i], branches[j], path) {
+                        Ok(n) => pairs.push(n),
+                        Err(_) => {
+                            ok = false;
+                            break 'outer;
+                        }
+                    }
+                }
+            }
+            ok.then_some(pairs)
+        } else {
+            None
+        };
+        self.one_ofs.push(OneOf {
+            path: path.to_string(),
+            pairs,
+        });
+    }
+}
