@@ -40,7 +40,7 @@ describe('error codes', () => {
         [() => shim.generate([], 1), 'empty_prompt'],
         [() => shim.generate([], 1, { continue: true }), 'no_context'],
         [() => shim.generate([1], 1, { temperature: -1 }), 'invalid_option'],
-        [() => shim.generate([1], 1, { coltrane: { schema: { type: 'string', pattern: 'a+' } } }), 'unsupported_schema'],
+        [() => shim.generate([1], 1, { coltrane: { schema: { type: 'string', pattern: '(?=a)' } } }), 'unsupported_schema'],
         [() => shim.generateText([]), 'invalid_argument'],
         [() => shim.prefetchLayer(99), 'invalid_argument'],
         [() => shim.generate(new Uint32Array(100000).fill(1), 1), 'context_length_exceeded'],

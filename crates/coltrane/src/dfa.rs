@@ -365,8 +365,18 @@ fn in_free_string(schema: &Schema, t: &Thread) -> bool {
             node,
             len,
             chars: Chars::Plain,
+            re,
+            ..
         }) => match schema.shape(node) {
-            Shape::String { min_len, max_len } => *max_len == u32::MAX && len >= *min_len,
+            Shape::String {
+                min_len,
+                max_len,
+                pattern,
+            } => {
+                *max_len == u32::MAX
+                    && len >= *min_len
+                    && pattern.as_ref().is_none_or(|p| p.free(re))
+            }
             Shape::Any => true,
             _ => false,
         },

@@ -32,6 +32,7 @@ mod metrics;
 mod narrow;
 pub mod number;
 pub mod openai;
+pub mod pattern;
 pub mod schema;
 mod sequence;
 pub mod vocab;

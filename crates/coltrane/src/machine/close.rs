@@ -34,11 +34,37 @@ impl Thread {
                     },
                     _ => INF,
                 },
-                Frame::Str { node, len, chars } => {
-                    let min_len = match schema.shape(node) {
-                        Shape::String { min_len, .. } => *min_len,
-                        _ => 0,
+                Frame::Str {
+                    node,
+                    len,
+                    chars,
+                    re,
+                    acc,
+                } => {
+                    let (min_len, pattern) = match schema.shape(node) {
+                        Shape::String {
+                            min_len, pattern, ..
+                        } => (*min_len, pattern.as_deref()),
+                        _ => (0, None),
                     };
+                    if let Some(p) = pattern {
+                        // The character in progress, whichever it becomes, then the pattern's
+                        // rest, then the quote.
+                        let rest = if chars == Chars::Plain {
+                            p.close(re)
+                        } else {
+                            chars
+                                .pending(acc)
+                                .into_iter()
+                                .map(|(first, last, bytes)| {
+                                    bytes.saturating_add(p.close_through(re, first, last, |_, _| 0))
+                                })
+                                .min()
+                                .unwrap_or(INF)
+                        };
+                        total = add(total, add(rest, 1));
+                        continue;
+                    }
                     // Finishing the character in progress counts towards minLength too.
                     let started = u32::from(chars != Chars::Plain);
                     add(

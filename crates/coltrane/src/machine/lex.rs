@@ -201,3 +201,118 @@ impl Num {
         }
     }
 }
+
+/// The code point being read, alongside `Chars` (only where a `pattern` needs it): the bits so
+/// far of a UTF-8 character or a `\uXXXX` escape; inside a surrogate pair the high half sits in
+/// the upper 16 bits and the low one's digits in the lower.
+impl Chars {
+    /// The accumulator after byte `b` (which `step` accepted); the code point itself when the
+    /// character completes.
+    pub(crate) fn value(self, acc: u32, b: u8) -> u32 {
+        let hex = |b: u8| (b as char).to_digit(16).unwrap_or(0);
+        let digit = |acc: u32| (acc & 0xFFFF_0000) | ((acc & 0xFFFF) << 4 | hex(b));
+        match self {
+            Chars::Plain => match b {
+                0xC2..=0xDF => (b & 0x1F) as u32,
+                0xE0..=0xEF => (b & 0x0F) as u32,
+                0xF0..=0xF4 => (b & 0x07) as u32,
+                b'\\' => 0,
+                b => b as u32,
+            },
+            Chars::Utf8 { .. } => (acc << 6) | (b & 0x3F) as u32,
+            Chars::Escape => match b {
+                b'b' => 8,
+                b'f' => 0xC,
+                b'n' => 0xA,
+                b'r' => 0xD,
+                b't' => 9,
+                b'u' => 0,
+                b => b as u32,
+            },
+            // The high half complete: it moves up, the low half's digits come below.
+            Chars::High(3) => digit(acc) << 16,
+            Chars::Unicode(3) if acc >> 16 != 0 => {
+                let (hi, lo) = (acc >> 16, digit(acc) & 0xFFFF);
+                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+            }
+            Chars::Unicode(_) | Chars::UnicodeD | Chars::High(_) => digit(acc),
+            // `\`, `u`, `D`, then the first hex digit of the low half (read as digits).
+            Chars::Low(0) | Chars::Low(1) => acc,
+            Chars::Low(_) => digit(acc),
+        }
+    }
+
+    /// The characters this partial one may still become, as (first, last, bytes to finish):
+    /// what a pattern's closing cost ranges over. `Plain`: none pending.
+    pub(crate) fn pending(self, acc: u32) -> Vec<(u32, u32, u32)> {
+        let span = |prefix: u32, free_bits: u32| {
+            (
+                prefix << free_bits,
+                (prefix << free_bits) | ((1 << free_bits) - 1),
+            )
+        };
+        let pair = |hi_first: u32, hi_last: u32| {
+            (
+                0x10000 + ((hi_first - 0xD800) << 10),
+                0x10000 + ((hi_last - 0xD800) << 10) + 0x3FF,
+            )
+        };
+        // Four hex digits after `\u` with `n` read: the BMP outside the surrogates, or a pair.
+        let unicode = |n: u32, prefix: u32| {
+            let free = 4 * (4 - n);
+            let (first, last) = span(prefix, free);
+            let mut out = Vec::new();
+            for (a, b) in [(0, 0xD7FF), (0xE000, 0xFFFF)] {
+                let (lo, hi) = (first.max(a), last.min(b));
+                if lo <= hi {
+                    out.push((lo, hi, 4 - n));
+                }
+            }
+            let (lo, hi) = (first.max(0xD800), last.min(0xDBFF));
+            if lo <= hi {
+                let (a, b) = pair(lo, hi);
+                out.push((a, b, 4 - n + 6));
+            }
+            out
+        };
+        match self {
+            Chars::Plain => Vec::new(),
+            Chars::Utf8 { left, lo, hi } => {
+                let free = 6 * (left as u32 - 1);
+                let first = ((acc << 6) | (lo & 0x3F) as u32) << free;
+                let last = (((acc << 6) | (hi & 0x3F) as u32) << free) | ((1 << free) - 1);
+                vec![(first, last, left as u32)]
+            }
+            Chars::Escape => {
+                let mut out: Vec<(u32, u32, u32)> = [0x22, 0x5C, 0x2F, 8, 0xC, 0xA, 0xD, 9]
+                    .iter()
+                    .map(|&c| (c, c, 1))
+                    .collect();
+                out.extend(unicode(0, 0).into_iter().map(|(a, b, n)| (a, b, n + 1)));
+                out
+            }
+            Chars::Unicode(n) if acc >> 16 == 0 => unicode(n as u32, acc & 0xFFFF),
+            Chars::Unicode(n) => {
+                // The low half's digits of a pair: its first two are read (`DC`–`DF`).
+                let hi = acc >> 16;
+                let (lo_first, lo_last) = span(acc & 0xFFFF, 4 * (4 - n as u32));
+                let base = 0x10000 + ((hi - 0xD800) << 10);
+                vec![(
+                    base + (lo_first - 0xDC00),
+                    base + (lo_last - 0xDC00),
+                    4 - n as u32,
+                )]
+            }
+            Chars::UnicodeD => unicode(1, 0xD),
+            Chars::High(n) => {
+                let (first, last) = span(acc & 0xFFFF, 4 * (4 - n as u32));
+                let (a, b) = pair(first.max(0xD800), last.min(0xDBFF));
+                vec![(a, b, 4 - n as u32 + 6)]
+            }
+            Chars::Low(k) => {
+                let (a, b) = pair(acc >> 16, acc >> 16);
+                vec![(a, b, 6 - k as u32)]
+            }
+        }
+    }
+}

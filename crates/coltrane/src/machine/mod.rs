@@ -102,6 +102,10 @@ pub enum Frame {
         node: NodeId,
         len: u32,
         chars: Chars,
+        /// The `pattern`'s state and the character being read (`Chars::value`); both 0
+        /// without a pattern.
+        re: u32,
+        acc: u32,
     },
     Number {
         integer: bool,

@@ -215,13 +215,24 @@ impl Thread {
                     _ => None,
                 }
             }
-            Frame::Str { node, len, chars } => {
-                let (min_len, max_len) = match schema.shape(node) {
-                    Shape::String { min_len, max_len } => (*min_len, *max_len),
-                    _ => (0, u32::MAX),
+            Frame::Str {
+                node,
+                len,
+                chars,
+                re,
+                acc,
+            } => {
+                let (min_len, max_len, pattern) = match schema.shape(node) {
+                    Shape::String {
+                        min_len,
+                        max_len,
+                        pattern,
+                    } => (*min_len, *max_len, pattern.as_deref()),
+                    _ => (0, u32::MAX, None),
                 };
                 if b == b'"' && chars == Chars::Plain {
-                    return (len >= min_len)
+                    let matched = pattern.is_none_or(|p| p.accepts(re));
+                    return (len >= min_len && matched)
                         .then_some(())
                         .and_then(|_| self.complete(schema));
                 }
@@ -229,7 +240,20 @@ impl Thread {
                 if chars == Chars::Plain && len >= max_len {
                     return None;
                 }
-                let (chars, completed) = chars.step(b)?;
+                let (next, completed) = chars.step(b)?;
+                // A pattern reads whole characters: the code point, once complete.
+                let (re, acc) = match pattern {
+                    None => (0, 0),
+                    Some(p) => {
+                        let value = chars.value(acc, b);
+                        if completed {
+                            (p.step(re, value)?, 0)
+                        } else {
+                            (re, value)
+                        }
+                    }
+                };
+                let chars = next;
                 let mut len = len;
                 if completed {
                     if len >= max_len {
@@ -243,7 +267,13 @@ impl Thread {
                     };
                     len = (len + 1).min(cap);
                 }
-                self.set_top(Frame::Str { node, len, chars });
+                self.set_top(Frame::Str {
+                    node,
+                    len,
+                    chars,
+                    re,
+                    acc,
+                });
                 Some(self)
             }
             Frame::Number {
@@ -402,6 +432,13 @@ impl Thread {
                 node,
                 len: 0,
                 chars: Chars::Plain,
+                re: match schema.shape(node) {
+                    Shape::String {
+                        pattern: Some(p), ..
+                    } => p.start(),
+                    _ => 0,
+                },
+                acc: 0,
             },
             (Shape::Number { rule: Some(r), .. }, b'-' | b'0'..=b'9') => {
                 let (at, digits) = r.start(b)?;

@@ -539,3 +539,47 @@ fn one_of_is_exact_where_its_branches_exclude_each_other() {
     assert_eq!(overlapping.relaxations().len(), 1);
     assert!(overlapping.relaxations()[0].starts_with("oneOf at #:"));
 }
+
+#[test]
+fn patterns_read_whole_characters_escaped_or_not() {
+    let s = schema(json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$", "maxLength": 8},
+            "date": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"},
+            "word": {"type": "string", "pattern": "é|😀", "minLength": 2},
+            "q": {"type": "string", "pattern": "^\"[^\"]*\"$"}
+        },
+        "additionalProperties": false
+    }));
+    let ok = |doc: &str| run(&s, doc.as_bytes()).is_some_and(|t| t.iter().any(|t| t.can_end(&s)));
+    for doc in [
+        r#"{"id":"get_x1"}"#,
+        r#"{"id":"a"}"#,
+        r#"{"date":"2024-05-03"}"#,
+        r#"{"date":"2024-05\u002d03"}"#,
+        r#"{"word":"café"}"#,
+        r#"{"word":"caf\u00e9"}"#,
+        r#"{"word":"x😀"}"#,
+        r#"{"word":"x\ud83d\ude00"}"#,
+        r#"{"q":"\"hi\""}"#,
+        r#"{"q":"\u0022\u0022"}"#,
+    ] {
+        assert!(ok(doc), "{doc}");
+        check_close_is_exact(&s, doc);
+    }
+    for doc in [
+        r#"{"id":"Get"}"#,
+        r#"{"id":"abcdefghi"}"#,
+        r#"{"id":""}"#,
+        r#"{"date":"2024-5-03"}"#,
+        r#"{"word":"é"}"#,
+        r#"{"word":"cafe"}"#,
+        r#"{"q":"hi"}"#,
+    ] {
+        assert!(!ok(doc), "{doc}");
+    }
+    // A dead end is seen at the character that makes it: `G` cannot start an id.
+    assert!(run(&s, br#"{"id":"G"#).is_none());
+    assert!(run(&s, br#"{"date":"20x"#).is_none());
+}

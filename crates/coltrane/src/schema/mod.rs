@@ -20,6 +20,7 @@ mod compile;
 mod resources;
 
 use crate::number::NumberRule;
+use crate::pattern::Pattern;
 
 pub use byte_trie::ByteTrie;
 pub(crate) use compile::{Draft, Listed, OneOf};
@@ -43,6 +44,8 @@ pub enum Shape {
     String {
         min_len: u32,
         max_len: u32,
+        /// `pattern` (with the lengths inside it, then 0 and `u32::MAX` here).
+        pattern: Option<Box<Pattern>>,
     },
     Object {
         props: Vec<Prop>,
@@ -200,6 +203,9 @@ impl Schema {
             Shape::Any | Shape::Number { .. } => 1,
             Shape::Never => INF,
             Shape::Null | Shape::Boolean => 4,
+            Shape::String {
+                pattern: Some(p), ..
+            } => add(2, p.close(p.start())),
             Shape::String { min_len, .. } => add(2, *min_len),
             Shape::Literal(t) => match t.to_end(0) {
                 u32::MAX => INF,

@@ -11,6 +11,7 @@
 
 use super::{Compiler, Listed, MAX_PROPS};
 use crate::number::{NumberRule, RuleError};
+use crate::pattern::Pattern;
 use crate::schema::{ByteTrie, NodeId, Prop, SchemaError, Shape};
 
 /// Branches of one `oneOf` checked pair by pair; more are not checked (and so not known to
@@ -123,15 +124,45 @@ impl Compiler<'_> {
                 Shape::String {
                     min_len: a0,
                     max_len: a1,
+                    pattern: pa,
                 },
                 Shape::String {
                     min_len: b0,
                     max_len: b1,
+                    pattern: pb,
                 },
-            ) => Shape::String {
-                min_len: a0.max(b0),
-                max_len: a1.min(b1),
-            },
+            ) => {
+                // A pattern holds its lengths: the other side's are folded in by compiling it
+                // again. Two patterns at once would need their product: refused.
+                let lengths = |p: &Option<Box<Pattern>>, lo: u32, hi: u32| match p {
+                    Some(p) => (p.min_len, p.max_len),
+                    None => (lo, hi),
+                };
+                let ((x0, x1), (y0, y1)) = (lengths(&pa, a0, a1), lengths(&pb, b0, b1));
+                let (min_len, max_len) = (x0.max(y0), x1.min(y1));
+                match (pa, pb) {
+                    (Some(_), Some(_)) => {
+                        return Err(SchemaError::Unsupported {
+                            keyword: "allOf with a pattern in more than one branch".into(),
+                            path: path.to_string(),
+                        })
+                    }
+                    (Some(p), None) | (None, Some(p)) => {
+                        let p = Pattern::compile(&p.source, min_len, max_len)
+                            .map_err(|e| SchemaError::TooLarge(format!("{path}: {e}")))?;
+                        Shape::String {
+                            min_len: 0,
+                            max_len: u32::MAX,
+                            pattern: Some(Box::new(p)),
+                        }
+                    }
+                    (None, None) => Shape::String {
+                        min_len,
+                        max_len,
+                        pattern: None,
+                    },
+                }
+            }
             (
                 Shape::Object {
                     props: pa,

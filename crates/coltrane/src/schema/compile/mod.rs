@@ -9,6 +9,7 @@ pub(crate) use intersect::OneOf;
 use super::resources::Resources;
 use super::{ByteTrie, NodeId, Prop, Schema, SchemaError, Shape};
 use crate::number::{Bound, Decimal, NumberRule, RuleError, MAX_MULTIPLE};
+use crate::pattern::{Pattern, PatternError};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -274,6 +275,7 @@ impl<'a> Compiler<'a> {
                         | "maxItems"
                         | "minLength"
                         | "maxLength"
+                        | "pattern"
                         | "minimum"
                         | "maximum"
                         | "exclusiveMinimum"
@@ -506,9 +508,33 @@ impl<'a> Compiler<'a> {
     }
 
     fn string(&mut self, path: &str, obj: &Map<String, Value>) -> Result<Shape, SchemaError> {
+        let min_len = Self::count(path, obj, "minLength")?.unwrap_or(0);
+        let max_len = Self::count(path, obj, "maxLength")?.unwrap_or(u32::MAX);
+        let Some(source) = obj.get("pattern") else {
+            return Ok(Shape::String {
+                min_len,
+                max_len,
+                pattern: None,
+            });
+        };
+        let source = source
+            .as_str()
+            .ok_or_else(|| Self::invalid(path, "pattern must be a string"))?;
+        // The lengths go into the pattern's automaton, which counts characters as they come.
+        let pattern = Pattern::compile(source, min_len, max_len).map_err(|e| match e {
+            PatternError::Unsupported(what) => SchemaError::Unsupported {
+                keyword: format!("pattern with {what}"),
+                path: path.to_string(),
+            },
+            PatternError::Syntax(why) => Self::invalid(path, format!("pattern: {why}")),
+            PatternError::TooLarge(n) => {
+                SchemaError::TooLarge(format!("{path}: the pattern needs more than {n} states"))
+            }
+        })?;
         Ok(Shape::String {
-            min_len: Self::count(path, obj, "minLength")?.unwrap_or(0),
-            max_len: Self::count(path, obj, "maxLength")?.unwrap_or(u32::MAX),
+            min_len: 0,
+            max_len: u32::MAX,
+            pattern: Some(Box::new(pattern)),
         })
     }
 
