@@ -13,7 +13,7 @@ import { FileKnotSource, HostShim } from '../src/node.js';
 import { createServer } from '../src/server.js';
 import { listen } from '../src/serve.js';
 import { knotFor } from '../src/gguf-cache.js';
-import { agenticFromEnv, agenticSettings } from '../src/openai/index.js';
+import { agenticFromEnv, agenticSettings, closeStdioServers } from '../src/openai/index.js';
 import { autoAudioMode, parseAudioMode, probeAudio, speechPlayback } from '../src/speech-playback.js';
 
 const HELP = `usage: knot-serve MODEL.knot|MODEL.gguf [options]
@@ -39,8 +39,10 @@ const HELP = `usage: knot-serve MODEL.knot|MODEL.gguf [options]
   --no-prefill-windows     turn off /prefill/windows (also KNOT_PREFILL_WINDOWS=0)
   --agentic MODE           on | off | request: the MCP tool loop for every chat request, for
                            none, or for requests that ask (default: KNOT_AGENTIC or request)
-  --mcp FILE.json          MCP servers, a JSON list of { name, url, headers } (default:
-                           KNOT_MCP_SERVERS)
+  --mcp FILE.json          MCP servers: { "mcpServers": { NAME: { command, args, env, cwd }
+                           | { url, headers } } } as Claude Desktop, Cursor and VS Code write
+                           it, or a list of { name, url | command, … } (default:
+                           KNOT_MCP_SERVERS); stdio servers start once and are shared
   --agentic-allow LIST     URL prefixes (comma-separated, or *) the loop may call, and requests
                            may name (default: KNOT_AGENTIC_ALLOW; unset: the configured only)
   --tts-audio-mode MODE    what /v1/audio/speech does besides answering the audio: none | file
@@ -173,6 +175,7 @@ const stop = async (signal) => {
   process.stderr.write(`knot-serve: ${signal}, shutting down\n`);
   const forced = setTimeout(() => process.exit(1), 10_000);
   await server?.close();
+  await closeStdioServers();
   await shim.dispose();
   await source.close?.();
   clearTimeout(forced);

@@ -108,6 +108,28 @@ describe('MCP client (the official SDK client) against the official SDK server',
     assert.ok(listings() > seen);
   });
 
+  test('configuration as people write it: mcpServers (stdio and http), VS Code servers; no command from a request', () => {
+    const file = {
+      mcpServers: {
+        fs: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp'], env: { DEBUG: '1' } },
+        web: { type: 'http', url: 'https://mcp.example/mcp', headers: { authorization: 'Bearer k' } },
+        off: { command: 'x', disabled: true },
+      },
+    };
+    assert.deepEqual(parseMcpServers(JSON.stringify(file), 'KNOT_MCP_SERVERS', { stdio: true }), [
+      { name: 'fs', command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp'], env: { DEBUG: '1' } },
+      { name: 'web', url: 'https://mcp.example/mcp', headers: { authorization: 'Bearer k' } },
+    ]);
+    assert.deepEqual(parseMcpServers({ servers: { t: { type: 'stdio', command: 'node', args: ['t.js'], cwd: '/srv' } } }, 'S', { stdio: true }),
+      [{ name: 't', command: 'node', args: ['t.js'], env: {}, cwd: '/srv' }]);
+    // A request (or a runtime without processes) never starts one.
+    assert.throws(() => parseMcpServers(file, 'knot.agentic.mcp_servers'), /mcpServers\.fs starts a command \(a stdio server\): only the server's own configuration/);
+    assert.throws(() => parseMcpServers({ mcpServers: { a: { type: 'sse', url: 'https://x/sse' } } }, 'S'), /S\.mcpServers\.a\.type 'sse' is not served/);
+    assert.throws(() => parseMcpServers({ mcpServers: { a: { command: 'x', args: 'y' } } }, 'S', { stdio: true }), /args must be a list of strings/);
+    assert.throws(() => parseMcpServers({ mcpServers: { a: { command: 'x', shell: true } } }, 'S', { stdio: true }), /unknown field 'shell'/);
+    assert.throws(() => parseMcpServers({ mcpServers: [] }, 'S'), /mcpServers/);
+  });
+
   test('configuration: names, URLs, headers checked; the allow-list by path prefix; namespacing', () => {
     assert.throws(() => parseMcpServers('[{"name":"a b","url":"http://x"}]', 'KNOT_MCP_SERVERS'), /KNOT_MCP_SERVERS\[0\]\.name/);
     assert.throws(() => parseMcpServers('[{"name":"a__b","url":"http://x"}]', 'S'), /name/);
@@ -333,6 +355,61 @@ describeIf(ready, 'the agentic loop in knot-serve (SmolLM2)', () => {
     const noTools = await post(server.url, '/v1/chat/completions', { model: 'm', messages, tool_choice: 'required' });
     assert.equal(noTools.status, 400);
     assert.equal(noTools.json.error.param, 'tool_choice');
+  });
+});
+
+describeIf(ready, 'stdio MCP servers from an mcpServers file: the public filesystem and memory servers, one that dies', () => {
+  let server;
+  let dir;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'knot-mcp-'));
+    writeFileSync(join(dir, 'note.txt'), 'hello from the filesystem server\n');
+    const pkg = (name) => `${ROOT}pkg/node_modules/@modelcontextprotocol/${name}/dist/index.js`;
+    const file = join(dir, 'mcp.json');
+    writeFileSync(file, JSON.stringify({
+      mcpServers: {
+        fs: { command: process.execPath, args: [pkg('server-filesystem'), dir] },
+        memory: { command: process.execPath, args: [pkg('server-memory')], env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') } },
+        stdio: { command: process.execPath, args: [`${ROOT}pkg/test/mcp-stdio-server.js`] },
+      },
+    }));
+    server = await startServe(SMOL, ['--mcp', file], { KNOT_MCP_TIMEOUT_MS: '30000' });
+  });
+  after(() => server?.child.kill('SIGKILL'));
+
+  /** One forced call of `tool` through the loop: its C2 outcome and what it answered. */
+  const call = async (tool) => {
+    const [srv] = tool.split('__');
+    const r = await agentic(server.url, {
+      messages: [{ role: 'user', content: 'Use the tool.' }], max_tokens: 24,
+      tool_choice: { type: 'function', function: { name: tool } }, knot: { agentic: { servers: [srv] } },
+    }, { 'x-knot-agentic': 'tools' });
+    assert.equal(r.status, 200, r.text);
+    const [first] = callsOf(r);
+    assert.equal(first.name, tool);
+    return { outcome: first.C2.outcome, result: resultOf(r, first.id) ?? '', r };
+  };
+
+  test('the startup line names them; a forced call of each public server answers its real result', async () => {
+    assert.match(server.out(), /MCP servers: fs, memory, stdio/);
+    const dirs = await call('fs__list_allowed_directories');
+    assert.equal(dirs.outcome, 'ok');
+    assert.ok(dirs.result.includes(dir), dirs.result);
+    const graph = await call('memory__read_graph');
+    assert.equal(graph.outcome, 'ok');
+    assert.match(graph.result, /"entities"/);
+  });
+
+  test('a server that exits mid-call is a C2 error (its stderr kept out of the answer), then started again', async () => {
+    const before = await call('stdio__pid');
+    assert.equal(before.outcome, 'ok');
+    const crash = await call('stdio__crash');
+    assert.equal(crash.outcome, 'error');
+    assert.doesNotMatch(crash.r.text, /crashing on purpose/);
+    assert.match(server.stderr(), /\[mcp stdio\] crashing on purpose/);
+    const after = await call('stdio__pid');
+    assert.equal(after.outcome, 'ok');
+    assert.notEqual(after.result, before.result, 'a new process');
   });
 });
 

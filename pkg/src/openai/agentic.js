@@ -16,7 +16,7 @@
 // the tools withdrawn, so the model answers from what it has. The model is held only while it
 // generates (the line's lease is released during tool calls).
 import { ApiError, badRequest } from './errors.js';
-import { McpConnection, McpConfigError, ToolsCache, allowed, namespaced, parseAllowList, parseMcpServers, requestConfigError, scrub, serverOf } from './mcp.js';
+import { McpConnection, McpConfigError, ToolsCache, allowed, canSpawn, namespaced, parseAllowList, parseMcpServers, requestConfigError, scrub, serverOf } from './mcp.js';
 import { toolPlan } from './tools.js';
 
 /** @typedef {import('./mcp.js').McpServer} McpServer */
@@ -64,7 +64,7 @@ export function agenticFromEnv(env) {
   const servers = Array.isArray(env.KNOT_MCP_SERVERS) ? env.KNOT_MCP_SERVERS : str('KNOT_MCP_SERVERS');
   return {
     mode: mode === undefined || mode === 'request' ? 'request' : ON.has(mode) ? 'on' : 'off',
-    servers: servers === undefined ? [] : parseMcpServers(servers, 'KNOT_MCP_SERVERS'),
+    servers: servers === undefined ? [] : parseMcpServers(servers, 'KNOT_MCP_SERVERS', { stdio: canSpawn() }),
     allow: parseAllowList(str('KNOT_AGENTIC_ALLOW')),
     maxSteps: num('KNOT_AGENTIC_MAX_STEPS', 2, 64),
     maxTotalTokens: num('KNOT_AGENTIC_MAX_TOTAL_TOKENS', 1, 1 << 24),
@@ -83,9 +83,10 @@ export function agenticSettings(o) {
   const s = { ...DEFAULTS, mode: 'request', servers: [], allow: null };
   for (const [k, v] of Object.entries(o ?? {})) if (v !== undefined) s[k] = v;
   if (!['on', 'off', 'request'].includes(s.mode)) throw new TypeError(`agentic.mode must be on, off or request, got '${s.mode}'`);
-  s.servers = parseMcpServers(s.servers, 'agentic.servers');
+  s.servers = parseMcpServers(s.servers, 'agentic.servers', { stdio: canSpawn() });
   for (const server of s.servers) {
-    if (s.allow !== null && !allowed(server.url, s.allow)) {
+    // The allow-list is of URLs; a command is the owner's own configuration.
+    if (server.url !== undefined && s.allow !== null && !allowed(server.url, s.allow)) {
       throw new McpConfigError(`The MCP server '${server.name}' is not in the allow-list (KNOT_AGENTIC_ALLOW)`, 'agentic.servers');
     }
   }

@@ -28,6 +28,7 @@ export { StopMatcher } from './stop.js';
 export { CallReader } from './call-reader.js';
 export { agenticFromEnv, agenticSettings } from './agentic.js';
 export { McpConfigError, parseMcpServers } from './mcp.js';
+export { closeStdioServers } from './stdio.js';
 export { parseChatRequest, parseCompletionRequest, readJson } from './request.js';
 
 /** The methods of a Backend (declared in types/openai.d.ts); tests hold HostShim and the stations backend to it. */

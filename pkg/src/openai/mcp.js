@@ -8,8 +8,14 @@
 // dependencies. Results' structured content is checked against a tool's output schema with
 // @cfworker/json-schema, which compiles nothing (Workers forbid code generation; Ajv needs it).
 import { ApiError, badRequest } from './errors.js';
+import { stdioClient } from './stdio.js';
 
-/** @typedef {{ name: string, url: string, headers: Record<string, string> }} McpServer */
+/**
+ * A server over Streamable HTTP (`url`, `headers`) or a command speaking MCP on its stdio
+ * (`command`, `args`, `env`, `cwd`; started once, shared by requests: `stdio.js`).
+ * @typedef {{ name: string, url?: string, headers?: Record<string, string>, command?: string,
+ *   args?: string[], env?: Record<string, string>, cwd?: string }} McpServer
+ */
 /**
  * A server's tool as the model sees it: `parameters` is the schema its calls are generated under,
  * `schema` the server's own, which C1 checks them against.
@@ -22,14 +28,26 @@ const MAX_SERVERS = 16;
 const MAX_TOOLS_PER_SERVER = 128;
 const MAX_PAGES = 32;
 
+/** Whether this runtime can start processes (Node, Bun, Deno; not a Worker, not a page). */
+export function canSpawn() {
+  return globalThis.navigator?.userAgent !== 'Cloudflare-Workers' && typeof globalThis.process?.versions?.node === 'string'
+    && typeof globalThis.window === 'undefined';
+}
+
 /**
- * MCP servers as configured (`KNOT_MCP_SERVERS`, `--mcp FILE.json`) or sent with a request:
- * a JSON list (or its text) of `{ name, url, headers? }`.
+ * MCP servers as configured (`KNOT_MCP_SERVERS`, `--mcp FILE.json`) or sent with a request
+ * (its text, or the value): a list of `{ name, url, headers? }` / `{ name, command, args?, env?,
+ * cwd? }`, or the file people already have — `{ "mcpServers": { NAME: { command, args, env, cwd }
+ * | { url, headers } } }` as Claude Desktop and Cursor write it (`servers` as VS Code does; a
+ * `type` of `stdio`, `http` or `streamable-http`; `disabled: true` entries left out).
+ * Stdio servers only where `stdio` (the owner's configuration, in a runtime that can start
+ * processes): a request never names a command.
  * @param {unknown} value
  * @param {string} where what to name in errors: a setting, or the request's field
+ * @param {{ stdio?: boolean }} [options]
  * @returns {McpServer[]}
  */
-export function parseMcpServers(value, where) {
+export function parseMcpServers(value, where, options = {}) {
   let list = value;
   if (typeof value === 'string') {
     try {
@@ -38,20 +56,49 @@ export function parseMcpServers(value, where) {
       throw new McpConfigError(`${where} is not valid JSON: ${e.message}`, where);
     }
   }
+  const named = list !== null && typeof list === 'object' && !Array.isArray(list);
+  const table = named ? (list.mcpServers ?? list.servers) : undefined;
+  if (named) {
+    if (table === null || typeof table !== 'object' || Array.isArray(table)) {
+      throw new McpConfigError(`${where} must be a list of servers or { "mcpServers": { NAME: { … } } }`, where);
+    }
+    list = Object.entries(table).filter(([, s]) => s?.disabled !== true).map(([name, s]) => (
+      s !== null && typeof s === 'object' && !Array.isArray(s) ? { name, ...s } : s));
+  }
   if (!Array.isArray(list) || list.length > MAX_SERVERS) {
-    throw new McpConfigError(`${where} must be a list of at most ${MAX_SERVERS} { name, url, headers? }`, where);
+    throw new McpConfigError(`${where} must be a list of at most ${MAX_SERVERS} servers`, where);
   }
   const names = new Set();
   return list.map((s, i) => {
-    const at = `${where}[${i}]`;
-    if (typeof s !== 'object' || s === null || Array.isArray(s)) throw new McpConfigError(`${at} must be { name, url, headers? }`, at);
-    const extra = Object.keys(s).find((k) => k !== 'name' && k !== 'url' && k !== 'headers');
-    if (extra !== undefined) throw new McpConfigError(`${at} has an unknown field '${extra}'`, at);
+    const at = named ? `${where}.mcpServers.${s?.name ?? i}` : `${where}[${i}]`;
+    if (typeof s !== 'object' || s === null || Array.isArray(s)) throw new McpConfigError(`${at} must be { name, url, headers? } or { name, command, args? }`, at);
     if (typeof s.name !== 'string' || s.name.length > 32 || !SERVER_NAME.test(s.name)) {
       throw new McpConfigError(`${at}.name must be 1 to 32 letters, digits, '-' or single '_'`, `${at}.name`);
     }
     if (names.has(s.name)) throw new McpConfigError(`${at}.name '${s.name}' is given twice`, `${at}.name`);
     names.add(s.name);
+    const stdio = s.command !== undefined || s.type === 'stdio';
+    const fields = stdio ? ['name', 'type', 'disabled', 'command', 'args', 'env', 'cwd'] : ['name', 'type', 'disabled', 'url', 'headers'];
+    const extra = Object.keys(s).find((k) => !fields.includes(k));
+    if (extra !== undefined) throw new McpConfigError(`${at} has an unknown field '${extra}'`, at);
+    const strings = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((x) => typeof x === 'string');
+    if (stdio) {
+      if (!options.stdio) {
+        const why = canSpawn() ? 'only the server\'s own configuration may start one'
+          : 'this runtime cannot start processes (a Worker, a page): give MCP servers by url (Streamable HTTP)';
+        throw new McpConfigError(`${at} starts a command (a stdio server): ${why}`, at);
+      }
+      if (typeof s.command !== 'string' || s.command === '') throw new McpConfigError(`${at}.command must be a program to run`, `${at}.command`);
+      if (s.args !== undefined && !(Array.isArray(s.args) && s.args.every((a) => typeof a === 'string'))) {
+        throw new McpConfigError(`${at}.args must be a list of strings`, `${at}.args`);
+      }
+      if (s.env !== undefined && !strings(s.env)) throw new McpConfigError(`${at}.env must be an object of strings`, `${at}.env`);
+      if (s.cwd !== undefined && typeof s.cwd !== 'string') throw new McpConfigError(`${at}.cwd must be a directory`, `${at}.cwd`);
+      return { name: s.name, command: s.command, args: [...(s.args ?? [])], env: { ...(s.env ?? {}) }, ...(s.cwd === undefined ? {} : { cwd: s.cwd }) };
+    }
+    if (s.type !== undefined && s.type !== 'http' && s.type !== 'streamable-http') {
+      throw new McpConfigError(`${at}.type '${s.type}' is not served: MCP servers over Streamable HTTP (http) or stdio`, `${at}.type`);
+    }
     let url;
     try {
       url = new URL(s.url);
@@ -60,10 +107,7 @@ export function parseMcpServers(value, where) {
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new McpConfigError(`${at}.url must be an http(s) URL`, `${at}.url`);
     const headers = s.headers ?? {};
-    if (typeof headers !== 'object' || headers === null || Array.isArray(headers) ||
-      Object.values(headers).some((v) => typeof v !== 'string')) {
-      throw new McpConfigError(`${at}.headers must be an object of strings`, `${at}.headers`);
-    }
+    if (!strings(headers)) throw new McpConfigError(`${at}.headers must be an object of strings`, `${at}.headers`);
     return { name: s.name, url: url.href, headers: { ...headers } };
   });
 }
@@ -184,8 +228,8 @@ class Oversized extends Error {
  * @param {string} text @param {McpServer} server
  */
 export function scrub(text, server) {
-  let out = text.split(server.url).join(`<${server.name}>`);
-  for (const v of Object.values(server.headers)) {
+  let out = server.url === undefined ? text : text.split(server.url).join(`<${server.name}>`);
+  for (const v of [...Object.values(server.headers ?? {}), ...Object.values(server.env ?? {})]) {
     if (v.length >= 4) out = out.split(v).join('<redacted>');
   }
   return out;
@@ -210,6 +254,8 @@ export class McpConnection {
     this.transport = null;
     /** The call reading now, told when its answer passes the cap. */
     this.current = null;
+    /** The client is a stdio server's, shared: `close` leaves it running. */
+    this.shared = false;
   }
 
   /** The response's body, cut (and the current call failed) past the cap. */
@@ -242,6 +288,12 @@ export class McpConnection {
   /** @param {AbortSignal} signal */
   async #connect(signal, timeoutMs) {
     if (this.client !== null) return this.client;
+    if (this.server.command !== undefined) {
+      // Shared by every request, started once: this connection only borrows it.
+      this.client = await stdioClient(this.server, { signal, timeout: timeoutMs }, await loadSdk());
+      this.shared = true;
+      return this.client;
+    }
     const { Client, Transport, Validator } = await loadSdk();
     const client = new Client({ name: 'knot-wasm', version: '0.1.0' }, { jsonSchemaValidator: new Validator() });
     const transport = new Transport(new URL(this.server.url), {
@@ -298,6 +350,8 @@ export class McpConnection {
       const r = await client.callTool({ name: tool, arguments: args }, undefined, { signal: call.signal, timeout: o.timeoutMs + 1000 });
       const text = resultText(r);
       const bytes = new TextEncoder().encode(text).byteLength;
+      // Over stdio the answer is whole when it arrives: the cap is applied to it then.
+      if (bytes > this.maxResultBytes) throw new Oversized(this.maxResultBytes);
       return { outcome: r.isError === true ? 'error' : 'ok', text, bytes };
     } catch (e) {
       if (o.signal.aborted) throw o.signal.reason;
@@ -318,6 +372,7 @@ export class McpConnection {
     if (this.client === null) return;
     const { client, transport } = this;
     this.client = null;
+    if (this.shared) return;
     if (transport.sessionId !== undefined) await transport.terminateSession().catch(() => {});
     await client.close().catch(() => {});
   }
@@ -352,7 +407,9 @@ export class ToolsCache {
   }
 
   static key(server) {
-    return JSON.stringify([server.url, Object.entries(server.headers).sort()]);
+    return server.command === undefined
+      ? JSON.stringify([server.url, Object.entries(server.headers ?? {}).sort()])
+      : JSON.stringify([server.command, server.args, Object.entries(server.env ?? {}).sort(), server.cwd ?? null]);
   }
 
   /** @param {McpServer} server */

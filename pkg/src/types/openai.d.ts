@@ -101,19 +101,29 @@ export interface SpeechOptions {
   onAudio?: (wav: Uint8Array, info: { voice: string; seconds: number }) => Record<string, string> | Promise<Record<string, string>>;
 }
 
-/** An MCP server: Streamable HTTP at `url`, with `headers` on every request (never echoed). */
-export interface McpServerConfig {
+/**
+ * An MCP server: Streamable HTTP at `url`, with `headers` on every request (never echoed); or a
+ * command speaking MCP on its stdio (Node, Bun and Deno; started once and shared by requests,
+ * its `env` values never echoed).
+ */
+export type McpServerConfig = {
   /** Letters, digits, '-' and single '_' (tool names are `name__tool`). */
   name: string;
-  url: string;
-  headers?: Record<string, string>;
+} & ({ url: string; headers?: Record<string, string> }
+  | { command: string; args?: string[]; env?: Record<string, string>; cwd?: string });
+
+/** `{ "mcpServers": { NAME: { command, args, env, cwd } | { url, headers } } }`, as Claude Desktop,
+ * Cursor (and, under `servers`, VS Code) write it. */
+export interface McpServersFile {
+  mcpServers?: Record<string, Record<string, unknown>>;
+  servers?: Record<string, Record<string, unknown>>;
 }
 
 export interface AgenticOptions {
   /** 'on': every chat request runs the loop (a request may opt out); 'request': a request opts
    * in (header x-knot-agentic, body knot.agentic); 'off': never. Default 'request'. */
   mode?: 'on' | 'off' | 'request';
-  servers?: McpServerConfig[];
+  servers?: McpServerConfig[] | McpServersFile;
   /** URL prefixes (or '*') the loop may call; null (default): the configured servers only, and
    * a request may not name others. */
   allow?: string[] | null;
@@ -137,7 +147,9 @@ export interface AgenticOptions {
 export declare function agenticFromEnv(env: Record<string, unknown>): Required<Pick<AgenticOptions, 'mode' | 'servers' | 'allow'>> & AgenticOptions;
 /** Checks agentic settings (throws McpConfigError naming the field) and gives them their cache. */
 export declare function agenticSettings(options: AgenticOptions | undefined): object;
-export declare function parseMcpServers(value: unknown, where: string): Required<McpServerConfig>[];
+export declare function parseMcpServers(value: unknown, where: string, options?: { stdio?: boolean }): McpServerConfig[];
+/** Ends the stdio MCP servers this process started (knot-serve does on shutdown). */
+export declare function closeStdioServers(): Promise<void>;
 export declare class McpConfigError extends Error {
   field: string;
 }
