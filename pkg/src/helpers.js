@@ -65,6 +65,16 @@ export function coltraneFromResponseFormat(responseFormat) {
 }
 
 /**
+ * Why COLTRANE cannot enforce a JSON Schema — the keyword and its path, as the 422 would say —
+ * or null when it can.
+ * @param {object} schema
+ * @returns {string | null}
+ */
+export function schemaProblem(schema) {
+  return initializedWasm().schemaProblem(JSON.stringify(schema)) ?? null;
+}
+
+/**
  * The fewest layer and head stations a model needs so that every isolate (each station and the
  * coordinator) fits `memoryBudget` bytes, read from the knot file's index alone (two small
  * reads of `source`). Defaults are the stations' own: `maxContext` 2048, `kvCache` 'f32',

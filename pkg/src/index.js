@@ -4,7 +4,7 @@ export { CachedKnotSource } from './cache.js';
 export { HttpKnotSource } from './http.js';
 export { HostShim } from './shim.js';
 export { QueueFull, QueueTimeout, Scheduler } from './scheduler.js';
-export { coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge, planStations } from './helpers.js';
+export { coltraneFromResponseFormat, createMoaAgents, deficitWeightedMerge, planStations, schemaProblem } from './helpers.js';
 export { ERROR_STATUS, errorStatus } from './errors.js';
 export { convertGguf } from './convert-gguf.js';
 export { MAX_MESH_GRID_VERTICES, buildAlphaBoundaryWallIndices, buildStatelessMeshGrid } from './mesh.js';

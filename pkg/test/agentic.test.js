@@ -14,6 +14,7 @@ import { nativeGenerator, post, startServer } from './servers.js';
 import { KNOT_BIN, ROOT, SMOL, haveNative, haveSmol } from './support.js';
 import { McpConnection, allowed, closed, namespaced, parseMcpServers } from '../src/openai/mcp.js';
 import { admit, agenticFromEnv, agenticSettings } from '../src/openai/agentic.js';
+import { loadWasm } from '../src/node.js';
 
 const GEMMA = process.env.KNOT_GEMMA3 ?? `${ROOT}models/gemma-3-270m.knot`;
 const GEMMA_TEMPLATE = `${ROOT}tests/fixtures/chat/gemma3.jinja`;
@@ -89,6 +90,8 @@ describe('MCP client (the official SDK client) against the official SDK server',
   });
 
   test('preflight: lazy and request-scoped; a listing reused within KNOT_MCP_TOOLS_TTL_MS, not past it', async () => {
+    // Each listed tool's schema is checked by COLTRANE (in the wasm).
+    await loadWasm();
     const servers = [{ name: 'tools', url: `${mcp.url}/mcp` }];
     const req = { tools: [], toolChoice: 'none', toolChoiceGiven: false };
     const optIn = { via: 'body', budgets: {} };
@@ -403,6 +406,11 @@ describeIf(ready, 'stdio MCP servers from an mcpServers file: the public filesys
   test('a server that exits mid-call is a C2 error (its stderr kept out of the answer), then started again', async () => {
     const before = await call('stdio__pid');
     assert.equal(before.outcome, 'ok');
+    // Its tool with a lookahead pattern is left out, with why; the others are offered.
+    const listed = before.r.json.knot.agentic.C0.servers.find((s) => s.name === 'stdio');
+    assert.equal(listed.tools, 2);
+    assert.deepEqual(listed.left_out.map((l) => l.tool), ['stdio__ahead']);
+    assert.equal(listed.left_out[0].reason, 'unsupported JSON Schema keyword "pattern with a lookahead" at #/properties/word');
     const crash = await call('stdio__crash');
     assert.equal(crash.outcome, 'error');
     assert.doesNotMatch(crash.r.text, /crashing on purpose/);

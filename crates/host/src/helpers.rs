@@ -46,6 +46,15 @@ pub fn response_format(rf_json: &str) -> Result<Value, MoaApiError> {
     })
 }
 
+/// `schemaProblem(schema)`: why COLTRANE cannot enforce a JSON Schema (the compile error, naming
+/// the keyword and its path), or `None` when it can: what the agentic loop leaves a tool out for.
+pub fn schema_problem(schema_json: &str) -> Option<String> {
+    match serde_json::from_str::<Value>(schema_json) {
+        Err(e) => Some(format!("not JSON: {e}")),
+        Ok(v) => coltrane::compile_schema(&v).err().map(|e| e.to_string()),
+    }
+}
+
 fn parse(json: &str) -> Result<Value, MoaApiError> {
     serde_json::from_str(json).map_err(|e| OptionsError::NotAnObject(e.to_string()).into())
 }
@@ -152,6 +161,16 @@ mod tests {
         assert!(err(r#"{"k": 0}"#).contains("moa.k must be an integer in [1, 32], got 0"));
         assert!(err(r#"{"merge": "vote"}"#).contains("unknown option 'merge'"));
         assert!(err("[]").contains("must be a JSON object"));
+    }
+
+    #[test]
+    fn schema_problems_name_the_keyword() {
+        assert_eq!(schema_problem(r#"{"type":"integer","minimum":1}"#), None);
+        assert_eq!(
+            schema_problem(r#"{"properties":{"a":{"not":{}}}}"#).as_deref(),
+            Some("unsupported JSON Schema keyword \"not\" at #/properties/a")
+        );
+        assert!(schema_problem("{").unwrap().starts_with("not JSON"));
     }
 
     #[test]

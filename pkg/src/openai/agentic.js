@@ -17,7 +17,8 @@
 // generates (the line's lease is released during tool calls).
 import { ApiError, badRequest } from './errors.js';
 import { McpConnection, McpConfigError, ToolsCache, allowed, canSpawn, namespaced, parseAllowList, parseMcpServers, requestConfigError, scrub, serverOf } from './mcp.js';
-import { toolPlan } from './tools.js';
+import { ownResource, toolPlan } from './tools.js';
+import { schemaProblem } from '../helpers.js';
 
 /** @typedef {import('./mcp.js').McpServer} McpServer */
 /** @typedef {import('./mcp.js').McpTool} McpTool */
@@ -217,9 +218,19 @@ export async function admit(s, optIn, req, signal) {
         report.push({ name: l.server.name, ok: false, tools: 0, ms: l.ms, error: l.error });
         continue;
       }
-      const tools = namespaced(l.server.name, l.tools);
-      mcpTools.push(...tools);
-      report.push({ name: l.server.name, ok: true, tools: tools.length, cached: l.cached, ms: l.ms });
+      // A tool whose parameters COLTRANE cannot enforce is left out, with why; the server's
+      // other tools stay offered.
+      const offered = [];
+      const leftOut = [];
+      for (const t of namespaced(l.server.name, l.tools)) {
+        const problem = schemaProblem(ownResource(t.parameters, t.name));
+        if (problem === null) offered.push(t);
+        else leftOut.push({ tool: t.name, reason: problem });
+      }
+      mcpTools.push(...offered);
+      report.push({
+        name: l.server.name, ok: true, tools: offered.length, ...(leftOut.length > 0 ? { left_out: leftOut } : {}), cached: l.cached, ms: l.ms,
+      });
     }
   }
   if (typeof req.toolChoice === 'object' && !mcpTools.some((t) => t.name === req.toolChoice.name) && !clientTools.some((t) => t.name === req.toolChoice.name)) {

@@ -13,6 +13,9 @@ export declare function coltraneFromResponseFormat(responseFormat: {
   json_schema?: { name?: string; schema?: JsonSchema; strict?: boolean };
 }): { preset: 'json'; schema?: JsonSchema } | null;
 
+/** Why COLTRANE cannot enforce a JSON Schema (the keyword and its path), or null when it can. */
+export declare function schemaProblem(schema: JsonSchema): string | null;
+
 /** The agents' temperatures: max(minTemperature, base + spread·(i/(k−1) − ½)) for i in 0..k. */
 export declare function createMoaAgents(options?: {
   k?: number;

@@ -37,6 +37,12 @@ pub fn coltrane_from_response_format(response_format_json: &str) -> Result<JsVal
     to_js(&crate::helpers::response_format(response_format_json).map_err(helper_error)?)
 }
 
+/// `schemaProblem`: why COLTRANE cannot enforce a JSON Schema (JSON), or undefined.
+#[wasm_bindgen(js_name = schemaProblem)]
+pub fn schema_problem(schema_json: &str) -> Option<String> {
+    crate::helpers::schema_problem(schema_json)
+}
+
 /// `planStations`: the fewest layer and head stations of the knot file behind `source` (a
 /// `KnotByteSource`) whose every isolate fits `memoryBudget`, from its index alone (two reads),
 /// as `{ layers, heads, budget, context, stations: [{ kind, layers?, rows?, weights, tokenizer,
