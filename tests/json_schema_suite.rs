@@ -100,6 +100,21 @@ fn unsupported_kind(e: &SchemaError) -> String {
     }
 }
 
+/// `schema` with its `format` keywords removed (a property named "format" stays: its value is a
+/// schema, not a string).
+fn annotations_only(schema: &Value) -> Value {
+    match schema {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .filter(|(k, v)| !(*k == "format" && v.is_string()))
+                .map(|(k, v)| (k.clone(), annotations_only(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(annotations_only).collect()),
+        v => v.clone(),
+    }
+}
+
 /// Forces `text` through the tokenizer and a fresh matcher.
 struct Forcer {
     tokenizer: Tokenizer,
@@ -280,7 +295,9 @@ fn json_schema_test_suite_draft2020_12() {
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mut counts = Counts::default();
         for group in groups.as_array().expect("a file is an array of groups") {
-            let schema = &group["schema"];
+            // `format` only annotates, as 2020-12 reads it by default (the suite's format.json);
+            // COLTRANE enforces the formats it knows, so they are taken out here.
+            let schema = &annotations_only(&group["schema"]);
             let description = group["description"].as_str().unwrap_or_default();
             let tests = group["tests"].as_array().expect("a group's tests");
             counts.groups += 1;

@@ -3,6 +3,7 @@
 //! (`{"type": "string", "enum": ["a", 1]}` keeps `"a"`), by running the matcher over each.
 //! A pass of its own, after compilation, so the schema compiler needs nothing of the matcher.
 
+use crate::format::Formats;
 use crate::machine::step::accepts;
 use crate::number::{Bound, Decimal, NumberRule};
 use crate::schema::{ByteTrie, Draft, Listed, OneOf, Schema, SchemaError, Shape, INF};
@@ -12,11 +13,16 @@ use serde_json::Value;
 /// an unsupported keyword or an invalid part, or says the schema admits no finite value (which
 /// narrowing can cause: an `enum` none of whose values has the declared type).
 pub fn compile_schema(schema: &Value) -> Result<Schema, SchemaError> {
+    compile_schema_with(schema, Formats::Assert)
+}
+
+/// [`compile_schema`], with `format` enforced or only annotating.
+pub fn compile_schema_with(schema: &Value, formats: Formats) -> Result<Schema, SchemaError> {
     let Draft {
         schema: mut graph,
         listed,
         one_ofs,
-    } = Draft::compile(schema)?;
+    } = Draft::compile(schema, formats)?;
     let root = graph.root();
     // In the order compiled: a literal inside another's base is narrowed before it.
     for lit in &listed {

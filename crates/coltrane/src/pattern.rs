@@ -16,8 +16,9 @@ use std::collections::{BinaryHeap, HashMap};
 
 /// NFA states at most (counted repetitions expand).
 const MAX_NFA: usize = 10_000;
-/// DFA states at most (the length product included).
-const MAX_DFA: usize = 20_000;
+/// DFA states at most (the length product included: a hostname pattern under `maxLength: 253`
+/// is ~33,000).
+const MAX_DFA: usize = 65_536;
 /// The highest code point; surrogates are no characters of a JSON string.
 const MAX_CP: u32 = 0x10FFFF;
 const ALL: &[(u32, u32)] = &[(0, 0xD7FF), (0xE000, MAX_CP)];
@@ -50,8 +51,24 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    /// Compiles `source` for strings of `min_len..=max_len` characters.
+    /// Compiles `source` for strings of `min_len..=max_len` characters; where the count up to
+    /// a large `max_len` makes too many states, a lower bound (halved until the states fit, not
+    /// below `min_len` or 64): never a value the schema refuses, only fewer long ones.
     pub fn compile(source: &str, min_len: u32, max_len: u32) -> Result<Pattern, PatternError> {
+        let mut max = max_len;
+        loop {
+            match Pattern::compile_exactly(source, min_len, max) {
+                Err(PatternError::TooLarge(_)) if max != u32::MAX && max / 2 >= min_len.max(64) => {
+                    max /= 2;
+                }
+                Ok(p) => return Ok(Pattern { max_len, ..p }),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Compiles `source` for strings of exactly `min_len..=max_len` characters.
+    fn compile_exactly(source: &str, min_len: u32, max_len: u32) -> Result<Pattern, PatternError> {
         let ast = Parser::new(source).parse()?;
         let mut nfa = Nfa::default();
         let done = nfa.push(St::Match)?;

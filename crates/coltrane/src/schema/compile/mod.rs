@@ -8,6 +8,7 @@ pub(crate) use intersect::OneOf;
 
 use super::resources::Resources;
 use super::{ByteTrie, NodeId, Prop, Schema, SchemaError, Shape};
+use crate::format::{format_pattern, Formats};
 use crate::number::{Bound, Decimal, NumberRule, RuleError, MAX_MULTIPLE};
 use crate::pattern::{Pattern, PatternError};
 use serde_json::{Map, Value};
@@ -74,9 +75,10 @@ pub(crate) struct Draft {
 
 impl Draft {
     /// Compiles a JSON Schema, every `enum`/`const` value kept.
-    pub fn compile(schema: &Value) -> Result<Draft, SchemaError> {
+    pub fn compile(schema: &Value, formats: Formats) -> Result<Draft, SchemaError> {
         let mut c = Compiler {
             doc: schema,
+            formats,
             resources: Resources::of(schema),
             nodes: Vec::new(),
             by_pointer: HashMap::new(),
@@ -97,6 +99,8 @@ impl Draft {
 
 struct Compiler<'a> {
     doc: &'a Value,
+    /// Whether the known formats are enforced (`format.rs`).
+    formats: Formats,
     /// The document's `$id`s and `$anchor`s, which `$ref`s resolve against.
     resources: Resources,
     nodes: Vec<Shape>,
@@ -276,6 +280,7 @@ impl<'a> Compiler<'a> {
                         | "minLength"
                         | "maxLength"
                         | "pattern"
+                        | "propertyNames"
                         | "minimum"
                         | "maximum"
                         | "exclusiveMinimum"
@@ -510,18 +515,30 @@ impl<'a> Compiler<'a> {
     fn string(&mut self, path: &str, obj: &Map<String, Value>) -> Result<Shape, SchemaError> {
         let min_len = Self::count(path, obj, "minLength")?.unwrap_or(0);
         let max_len = Self::count(path, obj, "maxLength")?.unwrap_or(u32::MAX);
-        let Some(source) = obj.get("pattern") else {
-            return Ok(Shape::String {
-                min_len,
-                max_len,
-                pattern: None,
-            });
+        // A known format is a pattern of its own (`format.rs`); beside a `pattern`, it stays an
+        // annotation (two patterns on one string are not compiled together).
+        let format = match (self.formats, obj.get("format").and_then(Value::as_str)) {
+            (Formats::Assert, Some(f)) if !obj.contains_key("pattern") => format_pattern(f),
+            _ => None,
         };
-        let source = source
-            .as_str()
-            .ok_or_else(|| Self::invalid(path, "pattern must be a string"))?;
+        let (source, max_len) = match (obj.get("pattern"), &format) {
+            (Some(p), _) => (
+                p.as_str()
+                    .ok_or_else(|| Self::invalid(path, "pattern must be a string"))?
+                    .to_string(),
+                max_len,
+            ),
+            (None, Some((p, cap))) => (p.clone(), max_len.min(*cap)),
+            (None, None) => {
+                return Ok(Shape::String {
+                    min_len,
+                    max_len,
+                    pattern: None,
+                })
+            }
+        };
         // The lengths go into the pattern's automaton, which counts characters as they come.
-        let pattern = Pattern::compile(source, min_len, max_len).map_err(|e| match e {
+        let pattern = Pattern::compile(&source, min_len, max_len).map_err(|e| match e {
             PatternError::Unsupported(what) => SchemaError::Unsupported {
                 keyword: format!("pattern with {what}"),
                 path: path.to_string(),
@@ -597,6 +614,26 @@ impl<'a> Compiler<'a> {
                         required |= 1 << (props.len() - 1);
                     }
                 }
+            }
+        }
+        // `propertyNames`: every key is a string already; a schema for them that admits every
+        // string (zod's records say `{"type": "string"}`) adds nothing. Others are refused.
+        if let Some(names) = obj.get("propertyNames") {
+            let node = self.compile_at(&format!("{path}/propertyNames"), names)?;
+            let any_string = matches!(
+                &self.nodes[node as usize],
+                Shape::Any
+                    | Shape::String {
+                        min_len: 0,
+                        max_len: u32::MAX,
+                        pattern: None,
+                    }
+            );
+            if !any_string {
+                return Err(SchemaError::Unsupported {
+                    keyword: "propertyNames (other than any string)".into(),
+                    path: path.to_string(),
+                });
             }
         }
         let additional = match obj.get("additionalProperties") {
