@@ -2,12 +2,16 @@
 //!   cargo bench --bench coltrane_mask [-- model.knot ...]
 //!   cargo bench --bench coltrane_mask --target wasm32-wasip1 -- "$PWD/models/…knot"
 //! For each model (SmolLM2's 49152-token and Gemma-3's 262144-token vocabularies by default)
-//! and each constraint (balanced + eddy; json), a text is forced token by token through a fresh
-//! constraint, timing `compute_mask` at every step: p50, p90, p99 and mean in microseconds, as
-//! one JSON line per (model, constraint). The first steps include building cold caches.
+//! and each constraint (balanced + eddy; json; the three largest tool schemas of the real-tools
+//! corpus, tests/fixtures/mcp-tools; a schema of patterns and formats), a text is forced token
+//! by token through a fresh constraint, timing `compute_mask` at every step: p50, p90, p99 and
+//! mean in microseconds, as one JSON line per (model, constraint). The first steps include
+//! building cold caches. Then the compile time of every corpus schema: p50 and max.
 
-use coltrane::{Coltrane, ColtraneConfig, EddyConfig, Preset};
+use coltrane::{compile_schema, Coltrane, ColtraneConfig, EddyConfig, Preset};
+use knot_suite::tool_corpus::{tools, walk};
 use knot_suite::{model_path, KnotFile};
+use serde_json::json;
 use std::time::Instant;
 
 const PROSE: &str = "Once upon a time (in a land far away) there lived a cat named \"Mittens\". \
@@ -19,6 +23,29 @@ const DOCUMENT: &str = r#"{"name": "Mittens", "age": 3, "tags": ["cat", "orange"
   "bio": "Likes fish \"a lot\" and sleeps 14h a day.\nNever misses dinner.", "score": -12.5e-1,
   "vaccinated": true, "chip": null, "history": [{"year": 2021, "event": "adopted"},
   {"year": 2023, "event": "moved house"}]}"#;
+
+/// Compile time of every corpus schema, milliseconds: p50 and the slowest.
+fn compile_times() {
+    let mut times: Vec<(f64, String)> = tools()
+        .iter()
+        .map(|t| {
+            let start = Instant::now();
+            compile_schema(&t.schema).expect("compiles");
+            (
+                start.elapsed().as_secs_f64() * 1e3,
+                format!("{}/{}", t.server, t.name),
+            )
+        })
+        .collect();
+    times.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (slowest, which) = times.last().cloned().unwrap_or_default();
+    println!(
+        "{{\"target\":\"{}\",\"compile\":\"corpus\",\"schemas\":{},\"p50_ms\":{:.3},\"max_ms\":{slowest:.3},\"slowest\":\"{which}\"}}",
+        std::env::consts::ARCH,
+        times.len(),
+        times[times.len() / 2].0
+    );
+}
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
@@ -49,6 +76,35 @@ fn main() {
         let t = Instant::now();
         let index = tokenizer.constraint_index(&eos).expect("vocab");
         let index_ms = t.elapsed().as_secs_f64() * 1e3;
+        // Schema cases: the corpus' three largest schemas and one of patterns and formats, each
+        // with a document its matcher accepts (a random walk, then the cheapest close).
+        let mut corpus = tools();
+        corpus.sort_by_key(|t| std::cmp::Reverse(t.schema.to_string().len()));
+        let patterned = json!({"type": "object", "properties": {
+            "id": {"type": "string", "pattern": "^[a-z][a-z0-9_-]{2,30}$"},
+            "when": {"type": "string", "format": "date-time"},
+            "site": {"type": "string", "format": "uri", "maxLength": 200},
+            "mail": {"type": "string", "format": "email"},
+            "ip": {"type": "string", "format": "ipv4"},
+            "key": {"type": "string", "format": "uuid"},
+            "n": {"type": "integer", "minimum": 1, "maximum": 500}},
+            "required": ["id", "when", "site", "mail", "ip", "key", "n"], "additionalProperties": false});
+        let mut schema_cases: Vec<(String, serde_json::Value)> = corpus[..3]
+            .iter()
+            .map(|t| (format!("tool {}/{}", t.server, t.name), t.schema.clone()))
+            .collect();
+        schema_cases.push(("patterns and formats".into(), patterned));
+        let schema_docs: Vec<(String, ColtraneConfig, String)> = schema_cases
+            .into_iter()
+            .map(|(name, schema)| {
+                let doc = walk(&compile_schema(&schema).expect("compiles"), 7, 200);
+                let cfg = ColtraneConfig {
+                    preset: Some(Preset::JsonSchema(schema)),
+                    ..ColtraneConfig::default()
+                };
+                (name, cfg, doc)
+            })
+            .collect();
         let cases = [
             (
                 "balanced+eddy",
@@ -68,8 +124,12 @@ fn main() {
                 DOCUMENT,
             ),
         ];
+        let cases = cases
+            .into_iter()
+            .map(|(n, c, t)| (n.to_string(), c, t.to_string()))
+            .chain(schema_docs);
         for (name, cfg, text) in cases {
-            let ids = tokenizer.encode(text).unwrap();
+            let ids = tokenizer.encode(&text).unwrap();
             let mut times = Vec::new();
             // Three passes over fresh constraints: the first of each pays the cold caches.
             for _ in 0..3 {
@@ -106,4 +166,5 @@ fn main() {
             );
         }
     }
+    compile_times();
 }

@@ -11,44 +11,24 @@
 mod eval;
 
 use eval::{options, parse, Lm, MODEL};
+use knot_suite::tool_corpus::{tools, Tool};
 use knot_suite::KnotFile;
-use serde_json::{json, Value};
-use std::path::PathBuf;
-
-/// (server, tool name, description, input schema), every tool of every server.
-fn corpus() -> Vec<(String, String, String, Value)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp-tools");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("tests/fixtures/mcp-tools")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    let mut out = Vec::new();
-    for p in files {
-        let v: Value =
-            serde_json::from_str(&std::fs::read_to_string(&p).expect("read")).expect("json");
-        let server = v["server"].as_str().unwrap_or_default().to_string();
-        for t in v["tools"].as_array().expect("tools") {
-            out.push((
-                server.clone(),
-                t["name"].as_str().unwrap_or_default().to_string(),
-                t["description"].as_str().unwrap_or_default().to_string(),
-                t["inputSchema"].clone(),
-            ));
-        }
-    }
-    out
-}
+use serde_json::json;
 
 /// Calls each tool once; every argument object validates. Returns how many were called.
-fn call_all(tools: &[(String, String, String, Value)]) -> usize {
+fn call_all(tools: &[Tool]) -> usize {
     let Some(path) = knot_suite::require_model(MODEL) else {
         return 0;
     };
     let file = KnotFile::read(&path);
     let mut lm = Lm::new(&file);
-    for (server, name, description, schema) in tools {
+    for Tool {
+        server,
+        name,
+        description,
+        schema,
+    } in tools
+    {
         let validator = jsonschema::options()
             .should_validate_formats(true)
             .build(schema)
@@ -71,11 +51,10 @@ fn call_all(tools: &[(String, String, String, Value)]) -> usize {
 
 #[test]
 fn the_first_tool_of_each_server() {
-    let all = corpus();
     let mut seen = std::collections::HashSet::new();
-    let firsts: Vec<_> = all
+    let firsts: Vec<Tool> = tools()
         .into_iter()
-        .filter(|t| seen.insert(t.0.clone()))
+        .filter(|t| seen.insert(t.server.clone()))
         .collect();
     let n = call_all(&firsts);
     eprintln!("{n} tools called, every argument object valid");
@@ -84,6 +63,6 @@ fn the_first_tool_of_each_server() {
 #[test]
 #[ignore = "the whole corpus: minutes; run by hand with --release"]
 fn every_tool_of_the_corpus() {
-    let n = call_all(&corpus());
+    let n = call_all(&tools());
     eprintln!("{n} tools called, every argument object valid");
 }

@@ -3,6 +3,8 @@
 use serde::Deserialize;
 use std::path::PathBuf;
 
+pub mod tool_corpus;
+
 /// Absolute path under tests/fixtures (absolute so it also resolves under WASI).
 pub fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
