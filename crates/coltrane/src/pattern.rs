@@ -52,23 +52,10 @@ pub struct Pattern {
 
 impl Pattern {
     /// Compiles `source` for strings of `min_len..=max_len` characters; where the count up to
-    /// a large `max_len` makes too many states, a lower bound (halved until the states fit, not
-    /// below `min_len` or 64): never a value the schema refuses, only fewer long ones.
+    /// a large `max_len` makes too many states, a lower bound (the most the states allow, halved
+    /// until they fit, not below `min_len` or 64): never a value the schema refuses, only fewer
+    /// long ones.
     pub fn compile(source: &str, min_len: u32, max_len: u32) -> Result<Pattern, PatternError> {
-        let mut max = max_len;
-        loop {
-            match Pattern::compile_exactly(source, min_len, max) {
-                Err(PatternError::TooLarge(_)) if max != u32::MAX && max / 2 >= min_len.max(64) => {
-                    max /= 2;
-                }
-                Ok(p) => return Ok(Pattern { max_len, ..p }),
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Compiles `source` for strings of exactly `min_len..=max_len` characters.
-    fn compile_exactly(source: &str, min_len: u32, max_len: u32) -> Result<Pattern, PatternError> {
         let ast = Parser::new(source).parse()?;
         let mut nfa = Nfa::default();
         let done = nfa.push(St::Match)?;
@@ -78,13 +65,27 @@ impl Pattern {
         let skip = nfa.push(St::Chars(ALL.to_vec(), search))?;
         nfa.states[search] = St::Split(vec![body, skip]);
         let dfa = nfa.determinise(search, done)?;
-        let dfa = dfa.with_lengths(min_len, max_len)?;
-        Ok(Pattern {
-            source: source.to_string(),
-            min_len,
-            max_len,
-            ..dfa.finish()
-        })
+        // The product has at most (states × (count + 1)): start from a count that may fit.
+        let floor = min_len.max(64);
+        let mut max = max_len;
+        if max != u32::MAX {
+            let fits = (MAX_DFA / dfa.trans.len().max(1)).saturating_sub(1) as u32;
+            max = max.min(fits.max(floor));
+        }
+        loop {
+            match dfa.clone().with_lengths(min_len, max) {
+                Err(PatternError::TooLarge(_)) if max != u32::MAX && max / 2 >= floor => max /= 2,
+                Ok(product) => {
+                    return Ok(Pattern {
+                        source: source.to_string(),
+                        min_len,
+                        max_len,
+                        ..product.finish()
+                    })
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     pub fn start(&self) -> u32 {
@@ -724,7 +725,7 @@ fn contains(set: &[(u32, u32)], c: u32) -> bool {
 }
 
 /// A DFA under construction; state 0 is the accepting sink, state 1 the start.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Dfa {
     trans: Vec<Vec<(u32, u32, u32)>>,
     accept: Vec<bool>,
