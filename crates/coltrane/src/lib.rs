@@ -21,6 +21,7 @@
 
 pub mod bitset;
 mod config;
+pub mod cost;
 pub mod dfa;
 pub mod eddy;
 mod fallback;

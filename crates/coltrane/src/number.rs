@@ -17,8 +17,8 @@
 //! the states ahead (`NumberRule::close_bytes`): the states are few (positions within the
 //! bounds' digits, three orderings, d remainders), and the matcher asks once per state it builds.
 
+use crate::cost::INF;
 use crate::machine::Num;
-use crate::schema::INF;
 use std::cmp::Ordering;
 use std::collections::{HashSet, VecDeque};
 

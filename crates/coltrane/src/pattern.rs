@@ -11,7 +11,7 @@
 //! property escapes. `\d`, `\w` are ASCII (ECMA-262), `\s` is ECMA-262's white space and line
 //! terminators, `.` is any character but a line terminator.
 
-use crate::schema::INF;
+use crate::cost::INF;
 use std::collections::{BinaryHeap, HashMap};
 
 /// NFA states at most (counted repetitions expand).

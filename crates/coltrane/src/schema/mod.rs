@@ -109,8 +109,7 @@ pub struct Schema {
     relaxations: Vec<String>,
 }
 
-/// "Unreachable" for byte counts.
-pub const INF: u32 = u32::MAX / 4;
+pub use crate::cost::INF;
 
 impl Schema {
     /// The graph as compiled (`min_bytes` is computed once literals are narrowed).

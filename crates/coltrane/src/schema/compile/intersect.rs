@@ -9,21 +9,10 @@
 //! Whether a `oneOf`'s branches exclude each other is the same question: their pairwise
 //! intersections are met here and checked for emptiness once `min_bytes` is known.
 
-use super::{Compiler, Listed, MAX_PROPS};
+use super::{Compiler, Listed, OneOf, MAX_ONE_OF_CHECKED, MAX_PROPS};
 use crate::number::{NumberRule, RuleError};
 use crate::pattern::Pattern;
 use crate::schema::{ByteTrie, NodeId, Prop, SchemaError, Shape};
-
-/// Branches of one `oneOf` checked pair by pair; more are not checked (and so not known to
-/// exclude each other).
-pub(crate) const MAX_ONE_OF_CHECKED: usize = 16;
-
-/// A `oneOf`, and the intersection of each pair of its branches (`None`: not built).
-#[derive(Debug, Clone)]
-pub(crate) struct OneOf {
-    pub path: String,
-    pub pairs: Option<Vec<NodeId>>,
-}
 
 impl Compiler<'_> {
     /// A node admitting what both `a` and `b` admit.

@@ -4,7 +4,16 @@
 
 mod intersect;
 
-pub(crate) use intersect::OneOf;
+/// Branches of one `oneOf` checked pair by pair (`intersect.rs`); more are not checked (and so
+/// not known to exclude each other).
+const MAX_ONE_OF_CHECKED: usize = 16;
+
+/// A `oneOf`, and the intersection of each pair of its branches (`None`: not built).
+#[derive(Debug, Clone)]
+pub(crate) struct OneOf {
+    pub path: String,
+    pub pairs: Option<Vec<NodeId>>,
+}
 
 use super::resources::Resources;
 use super::{ByteTrie, NodeId, Prop, Schema, SchemaError, Shape};
