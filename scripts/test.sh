@@ -229,7 +229,7 @@ worker_and_page() {
 # The single-core work (fuzzing runs one target at a time; WASI runs one test binary at a time in
 # one Node process) in a lane of its own, beside the native tests, the package and the JS suites.
 wasm32_and_fuzzing() {
-  step "fuzzing: every target for 20 s (nightly, cargo-fuzz, address sanitizer; docs/fuzzing.md)" scripts/fuzz.sh 20
+  step "fuzzing: every target for 10 s (nightly, cargo-fuzz, address sanitizer; docs/fuzzing.md)" scripts/fuzz.sh 10
   step "wasm32 tests in Node (WASI): kernels, tokenizer, pipeline, MOA, COLTRANE, parity, bad input, batch and joint identity, batching, stations" wasi_tests
 }
 

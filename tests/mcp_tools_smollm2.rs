@@ -2,7 +2,7 @@
 //! tests/fixtures/mcp-tools (public MCP servers' tools/list answers), the model is asked to call
 //! the tool by name and writes its arguments under the tool's input schema (COLTRANE's
 //! `json_schema` preset, greedy, at most 64 tokens); the arguments must parse and validate under
-//! the `jsonschema` crate with formats asserted. CI runs the first tool of each server; the whole
+//! the `jsonschema` crate with formats asserted. CI runs the first tool of six servers; the whole
 //! corpus (212 tools) is `cargo test --release --test mcp_tools_smollm2 -- --ignored --nocapture`.
 //! Skips without the model unless KNOT_REQUIRE_MODELS is set.
 
@@ -50,12 +50,23 @@ fn call_all(tools: &[Tool]) -> usize {
 }
 
 #[test]
-fn the_first_tool_of_each_server() {
+fn the_first_tool_of_six_servers() {
+    // Servers whose first tools take bounds, enums, nested objects and arrays (minutes add up:
+    // the whole corpus is the ignored test below).
+    const SERVERS: &[&str] = &[
+        "everything",
+        "filesystem",
+        "github",
+        "mongodb",
+        "notion",
+        "playwright",
+    ];
     let mut seen = std::collections::HashSet::new();
     let firsts: Vec<Tool> = tools()
         .into_iter()
-        .filter(|t| seen.insert(t.server.clone()))
+        .filter(|t| SERVERS.contains(&t.server.as_str()) && seen.insert(t.server.clone()))
         .collect();
+    assert_eq!(firsts.len(), SERVERS.len());
     let n = call_all(&firsts);
     eprintln!("{n} tools called, every argument object valid");
 }
