@@ -60,15 +60,9 @@ mod tests {
 
     fn matches(format: &str, text: &str) -> bool {
         let (source, max) = format_pattern(format).expect("a known format");
-        let p = Pattern::compile(&source, 0, max).expect("compiles");
-        let mut s = p.start();
-        for c in text.chars() {
-            match p.step(s, c as u32) {
-                Some(t) => s = t,
-                None => return false,
-            }
-        }
-        p.accepts(s)
+        Pattern::compile(&source, 0, max)
+            .expect("compiles")
+            .matches(text)
     }
 
     #[test]

@@ -101,6 +101,19 @@ impl Pattern {
             .map(|&(_, _, t)| t)
     }
 
+    /// Whether the whole of `text` matches (tests).
+    #[cfg(test)]
+    pub(crate) fn matches(&self, text: &str) -> bool {
+        let mut s = self.start();
+        for c in text.chars() {
+            match self.step(s, c as u32) {
+                Some(t) => s = t,
+                None => return false,
+            }
+        }
+        self.accepts(s)
+    }
+
     pub fn accepts(&self, s: u32) -> bool {
         self.accept[s as usize]
     }
@@ -859,14 +872,7 @@ mod tests {
     use super::*;
 
     fn matches(p: &Pattern, text: &str) -> bool {
-        let mut s = p.start();
-        for c in text.chars() {
-            match p.step(s, c as u32) {
-                Some(t) => s = t,
-                None => return false,
-            }
-        }
-        p.accepts(s)
+        p.matches(text)
     }
 
     fn check(source: &str, yes: &[&str], no: &[&str]) {

@@ -41,12 +41,7 @@ impl Thread {
                     re,
                     acc,
                 } => {
-                    let (min_len, pattern) = match schema.shape(node) {
-                        Shape::String {
-                            min_len, pattern, ..
-                        } => (*min_len, pattern.as_deref()),
-                        _ => (0, None),
-                    };
+                    let (min_len, _, pattern) = schema.string_rules(node);
                     if let Some(p) = pattern {
                         // The character in progress, whichever it becomes, then the pattern's
                         // rest, then the quote.

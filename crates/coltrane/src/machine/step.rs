@@ -222,14 +222,7 @@ impl Thread {
                 re,
                 acc,
             } => {
-                let (min_len, max_len, pattern) = match schema.shape(node) {
-                    Shape::String {
-                        min_len,
-                        max_len,
-                        pattern,
-                    } => (*min_len, *max_len, pattern.as_deref()),
-                    _ => (0, u32::MAX, None),
-                };
+                let (min_len, max_len, pattern) = schema.string_rules(node);
                 if b == b'"' && chars == Chars::Plain {
                     let matched = pattern.is_none_or(|p| p.accepts(re));
                     return (len >= min_len && matched)

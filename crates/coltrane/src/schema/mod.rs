@@ -142,6 +142,18 @@ impl Schema {
         &self.nodes[id as usize]
     }
 
+    /// A string node's `minLength`, `maxLength` and `pattern` (any string for other nodes).
+    pub fn string_rules(&self, id: NodeId) -> (u32, u32, Option<&Pattern>) {
+        match self.shape(id) {
+            Shape::String {
+                min_len,
+                max_len,
+                pattern,
+            } => (*min_len, *max_len, pattern.as_deref()),
+            _ => (0, u32::MAX, None),
+        }
+    }
+
     pub fn min_bytes(&self, id: NodeId) -> u32 {
         self.min_bytes[id as usize]
     }

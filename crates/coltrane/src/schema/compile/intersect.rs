@@ -9,7 +9,7 @@
 //! Whether a `oneOf`'s branches exclude each other is the same question: their pairwise
 //! intersections are met here and checked for emptiness once `min_bytes` is known.
 
-use super::{Compiler, Listed, OneOf, MAX_ONE_OF_CHECKED, MAX_PROPS};
+use super::{Compiler, OneOf, MAX_ONE_OF_CHECKED, MAX_PROPS};
 use crate::number::{NumberRule, RuleError};
 use crate::pattern::Pattern;
 use crate::schema::{ByteTrie, NodeId, Prop, SchemaError, Shape};
@@ -271,14 +271,7 @@ impl Compiler<'_> {
             Some(own) => self.intersect(own, other, path)?,
             None => other,
         };
-        let shape = Shape::Literal(ByteTrie::new(texts.iter().map(Vec::as_slice)));
-        self.listed.push(Listed {
-            node: id,
-            base,
-            texts,
-            unfinished: self.unfinished.clone(),
-        });
-        Ok(shape)
+        Ok(self.literal(id, base, texts))
     }
 
     /// Records a `oneOf` and meets its branches pair by pair, so that whether they exclude each

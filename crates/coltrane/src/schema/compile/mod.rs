@@ -446,15 +446,22 @@ impl<'a> Compiler<'a> {
                 .into_iter()
                 .map(|v| serde_json::to_vec(v).unwrap_or_default())
                 .collect();
-            shape = Shape::Literal(ByteTrie::new(texts.iter().map(Vec::as_slice)));
-            self.listed.push(Listed {
-                node: id,
-                base,
-                texts,
-                unfinished: self.unfinished.clone(),
-            });
+            shape = self.literal(id, base, texts);
         }
         Ok(shape)
+    }
+
+    /// Node `id` as the values `texts`, recorded to be narrowed to those `base` admits once the
+    /// graph is compiled (`narrow.rs`).
+    fn literal(&mut self, id: NodeId, base: NodeId, texts: Vec<Vec<u8>>) -> Shape {
+        let shape = Shape::Literal(ByteTrie::new(texts.iter().map(Vec::as_slice)));
+        self.listed.push(Listed {
+            node: id,
+            base,
+            texts,
+            unfinished: self.unfinished.clone(),
+        });
+        shape
     }
 
     fn count(path: &str, obj: &Map<String, Value>, key: &str) -> Result<Option<u32>, SchemaError> {
