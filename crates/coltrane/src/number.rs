@@ -181,6 +181,8 @@ pub struct NumberRule {
     hi: Option<Bound>,
     /// `multipleOf` = d × 10^-f, as (d, f).
     multiple: Option<(u64, usize)>,
+    /// The multiple negated: the number must *not* be a multiple of it (a `not`'s complement).
+    not_multiple: bool,
     /// Digits counted per part: past every bound's and the multiple's, more change nothing.
     cap: u16,
 }
@@ -192,6 +194,8 @@ pub enum RuleError {
     NotPositive,
     /// `multipleOf`'s digits exceed what the automaton counts (d × 10^-f with d ≤ 10,000).
     TooFine,
+    /// A number that must not be a multiple of one value and must be a multiple of another.
+    NegatedMultiple,
 }
 
 impl NumberRule {
@@ -224,8 +228,52 @@ impl NumberRule {
             lo,
             hi,
             multiple,
+            not_multiple: false,
             cap,
         })
+    }
+
+    /// Rules whose union admits exactly the numbers this one refuses (`not`, `if`'s else
+    /// branch): below the lower bound, above the upper one, off the multiple — and, for an
+    /// integer rule, every number with a fraction. Empty: the rule admits every number.
+    pub fn complements(&self) -> Vec<NumberRule> {
+        let plain = |lo, hi| NumberRule {
+            integer: false,
+            lo,
+            hi,
+            multiple: None,
+            not_multiple: false,
+            cap: self.cap,
+        };
+        let flip = |b: &Bound| Bound {
+            value: b.value.clone(),
+            exclusive: !b.exclusive,
+        };
+        let mut out = Vec::new();
+        if let Some(b) = &self.lo {
+            out.push(plain(None, Some(flip(b))));
+        }
+        if let Some(b) = &self.hi {
+            out.push(plain(Some(flip(b)), None));
+        }
+        let off = |multiple: (u64, usize)| NumberRule {
+            multiple: Some(multiple),
+            not_multiple: true,
+            cap: self.cap.max(multiple.1 as u16 + 1),
+            ..plain(None, None)
+        };
+        match self.multiple {
+            Some(m) if self.not_multiple => out.push(NumberRule {
+                multiple: Some(m),
+                ..plain(None, None)
+            }),
+            Some(m) => out.push(off(m)),
+            None => {}
+        }
+        if self.integer {
+            out.push(off((1, 0)));
+        }
+        out
     }
 
     /// Whether the rule constrains anything (a plain number needs no digit state).
@@ -284,6 +332,21 @@ impl NumberRule {
     ) -> Result<NumberRule, RuleError> {
         let lo = NumberRule::tighter_lo(a.and_then(|r| r.lo.clone()), b.and_then(|r| r.lo.clone()));
         let hi = NumberRule::tighter_hi(a.and_then(|r| r.hi.clone()), b.and_then(|r| r.hi.clone()));
+        // A negated multiple meets only a rule without one: two multiples, one or both negated,
+        // make no single remainder.
+        let negated = |r: Option<&NumberRule>| r.is_some_and(|r| r.not_multiple);
+        if negated(a) || negated(b) {
+            let (n, other) = if negated(a) { (a, b) } else { (b, a) };
+            if other.is_some_and(|o| o.multiple.is_some()) {
+                return Err(RuleError::NegatedMultiple);
+            }
+            let n = n.ok_or(RuleError::NegatedMultiple)?;
+            let mut rule = NumberRule::new(integer, lo, hi, None)?;
+            rule.multiple = n.multiple;
+            rule.not_multiple = true;
+            rule.cap = rule.cap.max(n.cap);
+            return Ok(rule);
+        }
         let multiple = match (a.and_then(|r| r.multiple), b.and_then(|r| r.multiple)) {
             (Some((d1, f1)), Some((d2, f2))) => {
                 // On the finer one's places: d1·10^(f−f1) and d2·10^(f−f2), then their lcm.
@@ -314,8 +377,9 @@ impl NumberRule {
             b'0'..=b'9' => self.digit(d, next, b - b'0'),
             _ => d,
         };
-        // A digit past the multiple's places must be 0.
-        if d.dead {
+        // A digit past the multiple's places must be 0 (unless the multiple is negated: then
+        // that digit has already made it no multiple).
+        if d.past && !self.not_multiple {
             return None;
         }
         Some((next, d))
@@ -341,7 +405,7 @@ impl NumberRule {
             for _ in read.min(f)..f {
                 r = r * 10 % m;
             }
-            r == 0
+            (r == 0 && !d.past) != self.not_multiple
         });
         in_lo && in_hi && whole
     }
@@ -419,7 +483,7 @@ impl NumberRule {
             if !d.frac || k < f {
                 d.rem = ((d.rem as u64 * 10 + x as u64) % m) as u32;
             } else if x != 0 {
-                d.dead = true;
+                d.past = true;
             }
         }
         d.count = (d.count + 1).min(self.cap);
@@ -526,8 +590,9 @@ pub struct Digits {
     lo: Side,
     hi: Side,
     rem: u32,
-    /// A nonzero digit past the multiple's places (set only transiently: `step` refuses it).
-    dead: bool,
+    /// A nonzero digit past the multiple's places: `step` refuses it, unless the multiple is
+    /// negated (then the number is no multiple, whatever follows).
+    past: bool,
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! budget-aware mask is built on (see `Thread::close_bytes`).
 
 use super::lex::Chars;
+use super::step::member_count;
 use super::{number_rule, ArrPhase, Frame, ObjPhase, Thread, DIVERGED, WORDS};
 use crate::schema::{NodeId, Schema, Shape, INF};
 
@@ -71,19 +72,22 @@ impl Thread {
                     // The key, `:`, its value and the rest of its object, together: which
                     // key is finished decides the rest. The object frame below adds nothing.
                     key_pending = true;
-                    let seen = match self.frames.get(self.frames.len() - depth - 2) {
-                        Some(Frame::Object { seen, .. }) => *seen,
-                        _ => 0,
+                    let (seen, members) = match self.frames.get(self.frames.len() - depth - 2) {
+                        Some(Frame::Object { seen, members, .. }) => (*seen, *members),
+                        _ => (0, 0),
                     };
-                    add(chars.to_finish(), key_rest(schema, obj, at, seen))
+                    add(chars.to_finish(), key_rest(schema, obj, at, seen, members))
                 }
                 Frame::Object { .. } if key_pending => {
                     key_pending = false;
                     0
                 }
-                Frame::Object { node, seen, phase } => {
-                    object_rest(schema, node, seen, phase, innermost)
-                }
+                Frame::Object {
+                    node,
+                    seen,
+                    members,
+                    phase,
+                } => object_rest(schema, node, seen, members, phase, innermost),
                 Frame::Array { node, count, phase } => array_rest(schema, node, count, phase),
             };
             total = add(total, part);
@@ -95,7 +99,7 @@ impl Thread {
 /// Bytes after the current position of a key (at key-trie node `at`) to the end of its object:
 /// the rest of the key, `":`, the value, then the object's missing members and `}`. The
 /// cheapest admissible way: a declared key not yet seen, or (if allowed) an additional key.
-fn key_rest(schema: &Schema, obj: NodeId, at: u32, seen: u64) -> u32 {
+fn key_rest(schema: &Schema, obj: NodeId, at: u32, seen: u64, members: u16) -> u32 {
     let add = |a: u32, b: u32| a.saturating_add(b).min(INF);
     let Shape::Object {
         props,
@@ -107,12 +111,18 @@ fn key_rest(schema: &Schema, obj: NodeId, at: u32, seen: u64) -> u32 {
         // An `Any` object: `":0}`.
         return 4;
     };
+    // The key makes one more member.
+    let (min_props, max_props) = schema.member_bounds(obj);
+    if members as u32 >= max_props {
+        return INF;
+    }
+    let members = member_count(members, min_props, max_props);
     let mut best = INF;
     if let Some(a) = additional {
         // Close the key here, unless the text so far spells a declared key: then one more byte
         // makes it an additional key.
         let extra = u32::from(at != DIVERGED && keys.end(at).is_some());
-        let rest = object_rest(schema, obj, seen, ObjPhase::Value, false);
+        let rest = object_rest(schema, obj, seen, members, ObjPhase::Value, false);
         best = add(add(extra + 2, schema.min_bytes(*a)), rest);
     }
     if at != DIVERGED {
@@ -122,22 +132,32 @@ fn key_rest(schema: &Schema, obj: NodeId, at: u32, seen: u64) -> u32 {
             if let Some(p) = keys.end(node) {
                 if seen & (1 << p) == 0 {
                     let value = schema.min_bytes(props[p as usize].node);
-                    let rest = object_rest(schema, obj, seen | (1 << p), ObjPhase::Value, false);
+                    let rest = object_rest(
+                        schema,
+                        obj,
+                        seen | (1 << p),
+                        members,
+                        ObjPhase::Value,
+                        false,
+                    );
                     best = best.min(add(add(dist + 2, value), rest));
                 }
             }
-            for b in 0..=255u8 {
-                if let Some(c) = keys.child(node, b) {
-                    stack.push((c, dist + 1));
-                }
-            }
+            stack.extend(keys.children(node).map(|c| (c, dist + 1)));
         }
     }
     best
 }
 
 /// Bytes that finish an object in `phase` once its current member (if any) is complete.
-fn object_rest(schema: &Schema, node: NodeId, seen: u64, phase: ObjPhase, innermost: bool) -> u32 {
+fn object_rest(
+    schema: &Schema,
+    node: NodeId,
+    seen: u64,
+    members: u16,
+    phase: ObjPhase,
+    innermost: bool,
+) -> u32 {
     let add = |a: u32, b: u32| a.saturating_add(b).min(INF);
     let Shape::Object {
         props,
@@ -154,12 +174,22 @@ fn object_rest(schema: &Schema, node: NodeId, seen: u64, phase: ObjPhase, innerm
             _ => 1,
         };
     };
+    let missing_keys = (required & !seen).count_ones();
     let missing: u32 = props
         .iter()
         .enumerate()
         .filter(|(i, _)| required & (1 << i) != 0 && seen & (1 << i) == 0)
         .map(|(_, p)| add(p.key.len() as u32 + 4, schema.min_bytes(p.node)))
         .fold(0, add);
+    // `minProperties` may need members past the required ones; `maxProperties` must leave
+    // room for the required ones still missing.
+    let (min_props, max_props) = schema.member_bounds(node);
+    let total = members as u32 + missing_keys;
+    if total > max_props {
+        return INF;
+    }
+    let extra = min_props.saturating_sub(total);
+    let missing = add(missing, schema.extra_members(node, seen, extra));
     // Every missing member costs `,"key":value`; `}` ends it.
     let base = add(missing, 1);
     match phase {

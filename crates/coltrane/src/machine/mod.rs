@@ -85,6 +85,8 @@ pub enum Frame {
     Object {
         node: NodeId,
         seen: u64,
+        /// Members so far, counted only as far as `minProperties`/`maxProperties` need.
+        members: u16,
         phase: ObjPhase,
     },
     Key {

@@ -101,7 +101,12 @@ impl Thread {
                 }
                 self.start_value(schema, node, b)
             }
-            Frame::Object { node, seen, phase } => {
+            Frame::Object {
+                node,
+                seen,
+                members,
+                phase,
+            } => {
                 let Shape::Object {
                     props,
                     required,
@@ -112,6 +117,7 @@ impl Thread {
                     // `Any` objects: any keys, any values.
                     return self.any_object(schema, node, seen, phase, b);
                 };
+                let (min_props, max_props) = schema.member_bounds(node);
                 match (phase, b) {
                     (
                         ObjPhase::Open
@@ -124,6 +130,7 @@ impl Thread {
                         self.set_top(Frame::Object {
                             node,
                             seen,
+                            members,
                             phase: ObjPhase::Colon(None),
                         });
                         self.push(Frame::Key {
@@ -133,7 +140,7 @@ impl Thread {
                         })
                     }
                     (ObjPhase::Open | ObjPhase::AfterMember, b'}')
-                        if seen & required == *required =>
+                        if seen & required == *required && members as u32 >= min_props =>
                     {
                         self.complete(schema)
                     }
@@ -145,17 +152,20 @@ impl Thread {
                         self.set_top(Frame::Object {
                             node,
                             seen,
+                            members,
                             phase: ObjPhase::Value,
                         });
                         self.push(Frame::Value(value))
                     }
                     (ObjPhase::AfterMember, b',') => {
-                        let more =
-                            additional.is_some() || (0..props.len()).any(|i| seen & (1 << i) == 0);
+                        let more = (members as u32) < max_props
+                            && (additional.is_some()
+                                || (0..props.len()).any(|i| seen & (1 << i) == 0));
                         more.then_some(())?;
                         self.set_top(Frame::Object {
                             node,
                             seen,
+                            members,
                             phase: ObjPhase::NextKey,
                         });
                         Some(self)
@@ -338,6 +348,7 @@ impl Thread {
         phase: ObjPhase,
         b: u8,
     ) -> Option<Thread> {
+        let members = 0;
         let ws = is_ws(b);
         match (phase, b) {
             (
@@ -348,6 +359,7 @@ impl Thread {
                 self.set_top(Frame::Object {
                     node,
                     seen,
+                    members,
                     phase: ObjPhase::Colon(None),
                 });
                 self.push(Frame::Key {
@@ -361,6 +373,7 @@ impl Thread {
                 self.set_top(Frame::Object {
                     node,
                     seen,
+                    members,
                     phase: ObjPhase::Value,
                 });
                 self.push(Frame::Value(node_any(schema, node)))
@@ -369,6 +382,7 @@ impl Thread {
                 self.set_top(Frame::Object {
                     node,
                     seen,
+                    members,
                     phase: ObjPhase::NextKey,
                 });
                 Some(self)
@@ -379,13 +393,25 @@ impl Thread {
 
     /// A key's closing quote: which property it names, if it may appear.
     fn key_done(mut self, schema: &Schema, obj: NodeId, at: u32) -> Option<Thread> {
-        let Some(Frame::Object { node, seen, .. }) = self.frames.last().copied() else {
+        let Some(Frame::Object {
+            node,
+            seen,
+            members,
+            ..
+        }) = self.frames.last().copied()
+        else {
             return None;
         };
         let prop = match schema.shape(obj) {
             Shape::Object { keys, .. } if at != DIVERGED => keys.end(at).map(|p| p as u8),
             _ => None,
         };
+        // One more member: within `maxProperties`, counted as far as a bound needs.
+        let (min_props, max_props) = schema.member_bounds(obj);
+        if members as u32 >= max_props {
+            return None;
+        }
+        let members = member_count(members, min_props, max_props);
         match prop {
             Some(p) => {
                 // A declared key may appear once.
@@ -393,6 +419,7 @@ impl Thread {
                 self.set_top(Frame::Object {
                     node,
                     seen: seen | (1 << p),
+                    members,
                     phase: ObjPhase::Colon(Some(p)),
                 });
             }
@@ -401,6 +428,7 @@ impl Thread {
                 self.set_top(Frame::Object {
                     node,
                     seen,
+                    members,
                     phase: ObjPhase::Colon(None),
                 });
             }
@@ -414,6 +442,7 @@ impl Thread {
             (Shape::Any | Shape::Object { .. }, b'{') => Frame::Object {
                 node,
                 seen: 0,
+                members: 0,
                 phase: ObjPhase::Open,
             },
             (Shape::Any | Shape::Array { .. }, b'[') => Frame::Array {
@@ -497,9 +526,15 @@ impl Thread {
         self.frames.pop();
         match self.frames.last().copied() {
             None => self.frames.push(Frame::Done),
-            Some(Frame::Object { node, seen, .. }) => self.set_top(Frame::Object {
+            Some(Frame::Object {
                 node,
                 seen,
+                members,
+                ..
+            }) => self.set_top(Frame::Object {
+                node,
+                seen,
+                members,
                 phase: ObjPhase::AfterMember,
             }),
             Some(Frame::Array { node, count, .. }) => self.set_top(Frame::Array {
@@ -511,6 +546,16 @@ impl Thread {
         }
         Some(self)
     }
+}
+
+/// A member more, counted up to what `minProperties`/`maxProperties` can tell apart (none:
+/// never counted, so objects share states).
+pub(crate) fn member_count(members: u16, min_props: u32, max_props: u32) -> u16 {
+    let cap = match max_props {
+        u32::MAX => min_props,
+        max => max.saturating_add(1),
+    };
+    (members as u32 + 1).min(cap).min(u16::MAX as u32) as u16
 }
 
 /// A fresh `Any` node for the members of an `Any` container: the same node (any value).

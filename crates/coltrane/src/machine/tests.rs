@@ -535,9 +535,133 @@ fn one_of_is_exact_where_its_branches_exclude_each_other() {
         "{:?}",
         exclusive.relaxations()
     );
+    // Overlapping branches, few: each branch without the others, exactly.
     let overlapping = schema(json!({"oneOf": [{"type": "integer"}, {"minimum": 2}]}));
-    assert_eq!(overlapping.relaxations().len(), 1);
-    assert!(overlapping.relaxations()[0].starts_with("oneOf at #:"));
+    assert!(overlapping.relaxations().is_empty());
+    let ok = |s: &Schema, doc: &str| {
+        run(s, doc.as_bytes()).is_some_and(|t| t.iter().any(|t| t.can_end(s)))
+    };
+    for doc in ["1", "-7", "2.5", "1.0", "\"x\""] {
+        assert!(ok(&overlapping, doc), "{doc}");
+        check_close_is_exact(&overlapping, doc);
+    }
+    for doc in ["2", "3", "2.0", "1.5"] {
+        assert!(!ok(&overlapping, doc), "{doc}");
+    }
+    // Many overlapping branches: a union, and the overlap said.
+    let many = schema(
+        json!({"oneOf": [{"minimum": 1}, {"minimum": 2}, {"minimum": 3},
+        {"minimum": 4}, {"minimum": 5}]}),
+    );
+    assert_eq!(many.relaxations().len(), 1);
+    assert!(many.relaxations()[0].starts_with("oneOf at #:"));
+}
+
+/// `not`, `if`/`then`/`else`, the dependencies and the member counts, on documents each side of
+/// every rule, with exact closing costs.
+#[test]
+fn negations_conditions_dependencies_and_member_counts() {
+    let cases = [
+        (
+            json!({"not": {"type": "integer"}}),
+            vec!["1.5", "-0.25", "\"1\"", "null", "[]", "{}", "true"],
+            vec!["1", "0", "-3", "1.0", "10.00"],
+        ),
+        (
+            json!({"not": {"minimum": 3, "maximum": 5}}),
+            vec!["2.99", "5.01", "-1"],
+            // Bounds say nothing of other types: the complement refuses them.
+            vec!["3", "4.5", "5", "5.0", "\"a\"", "{}"],
+        ),
+        (
+            json!({"not": {"multipleOf": 0.5}}),
+            vec!["0.25", "1.1", "7.75"],
+            vec!["0", "1", "1.5", "2.50"],
+        ),
+        (
+            json!({"not": {"enum": ["a", "ab", 1, true, null]}}),
+            vec![
+                "\"\"", "\"b\"", "\"abc\"", "\"aa\"", "2", "0.5", "false", "[]",
+            ],
+            vec!["\"a\"", "\"ab\"", "1", "1.0", "true", "null"],
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"not": {}}}}),
+            vec!["{}", "{\"b\":1}"],
+            vec!["{\"a\":1}"],
+        ),
+        (
+            json!({"not": {"type": "object", "properties": {"foo": {"type": "string"}},
+                "required": ["foo"]}}),
+            vec!["{}", "{\"foo\":1}", "{\"bar\":\"x\"}", "1"],
+            vec!["{\"foo\":\"x\"}", "{\"foo\":\"\",\"bar\":2}"],
+        ),
+        (
+            json!({"if": {"exclusiveMaximum": 0}, "then": {"minimum": -10},
+                "else": {"multipleOf": 2}}),
+            vec!["-1", "-10", "0", "4", "\"x\""],
+            vec!["-11", "3", "0.5"],
+        ),
+        (
+            json!({"type": "object", "if": {"properties": {"kind": {"const": "a"}},
+                "required": ["kind"]}, "then": {"required": ["x"]}, "else": {"required": ["y"]}}),
+            vec![
+                "{\"kind\":\"a\",\"x\":1}",
+                "{\"kind\":\"b\",\"y\":1}",
+                "{\"y\":1}",
+            ],
+            vec!["{\"kind\":\"a\",\"y\":1}", "{\"kind\":\"b\",\"x\":1}", "{}"],
+        ),
+        (
+            json!({"dependentRequired": {"a": ["b", "c"]}}),
+            vec!["{}", "{\"b\":1}", "{\"a\":1,\"b\":2,\"c\":3}", "[1]"],
+            vec!["{\"a\":1}", "{\"a\":1,\"b\":2}"],
+        ),
+        (
+            json!({"dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}}),
+            vec!["{\"b\":\"x\"}", "{\"a\":0,\"b\":2}", "{\"a\":0}"],
+            vec!["{\"a\":0,\"b\":\"x\"}"],
+        ),
+        (
+            json!({"dependencies": {"a": ["b"], "c": {"required": ["d"]}}}),
+            vec!["{\"a\":1,\"b\":1}", "{\"c\":1,\"d\":1}", "{}"],
+            vec!["{\"a\":1}", "{\"c\":1}"],
+        ),
+        (
+            json!({"type": "object", "minProperties": 2, "maxProperties": 3,
+                "properties": {"a": {"type": "integer"}}, "required": ["a"]}),
+            vec!["{\"a\":1,\"b\":2}", "{\"a\":1,\"b\":2,\"c\":3}"],
+            vec![
+                "{\"a\":1}",
+                "{\"b\":1,\"c\":2}",
+                "{\"a\":1,\"b\":2,\"c\":3,\"d\":4}",
+            ],
+        ),
+        (
+            json!({"type": "object", "maxProperties": 1,
+                "properties": {"a": {}, "b": {}}, "required": ["b"]}),
+            vec!["{\"b\":1}"],
+            vec!["{\"a\":1,\"b\":1}", "{\"a\":1}", "{}"],
+        ),
+        (
+            json!({"not": {"minProperties": 1}}),
+            vec!["{}"],
+            vec!["{\"a\":1}", "1"],
+        ),
+    ];
+    for (v, good, bad) in cases {
+        let s = schema(v.clone());
+        assert!(s.relaxations().is_empty(), "{v}");
+        let ok =
+            |doc: &str| run(&s, doc.as_bytes()).is_some_and(|t| t.iter().any(|t| t.can_end(&s)));
+        for doc in good {
+            assert!(ok(doc), "{v}: {doc}");
+            check_close_is_exact(&s, doc);
+        }
+        for doc in bad {
+            assert!(!ok(doc), "{v}: {doc}");
+        }
+    }
 }
 
 #[test]

@@ -54,6 +54,9 @@ pub enum Shape {
         /// The schema of other keys; `None`: no other keys.
         additional: Option<NodeId>,
         keys: KeyTrie,
+        /// `minProperties`, `maxProperties` (0 and `u32::MAX`: none).
+        min_props: u32,
+        max_props: u32,
     },
     Array {
         prefix: Vec<NodeId>,
@@ -154,6 +157,65 @@ impl Schema {
         }
     }
 
+    /// An object node's `minProperties` and `maxProperties` (none for other nodes).
+    pub fn member_bounds(&self, id: NodeId) -> (u32, u32) {
+        match self.shape(id) {
+            Shape::Object {
+                min_props,
+                max_props,
+                ..
+            } => (*min_props, *max_props),
+            _ => (0, u32::MAX),
+        }
+    }
+
+    /// Fewest bytes of `extra` more members of object `id` beyond its required ones, each with
+    /// its comma: the cheapest declared keys not in `seen` and not required (each once), or
+    /// additional ones (`"":value`, as often as needed); `INF` if there are not enough.
+    pub fn extra_members(&self, id: NodeId, seen: u64, extra: u32) -> u32 {
+        let Shape::Object {
+            props,
+            required,
+            additional,
+            keys,
+            ..
+        } = self.shape(id)
+        else {
+            return 0;
+        };
+        if extra == 0 {
+            return 0;
+        }
+        let add = |a: u32, b: u32| a.saturating_add(b).min(INF);
+        let mut costs: Vec<u32> = props
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (seen | required) & (1 << i) == 0)
+            .map(|(_, p)| add(p.key.len() as u32 + 4, self.min_bytes(p.node)))
+            .collect();
+        costs.sort_unstable();
+        // The empty key, unless it is declared (then one character more).
+        let other = additional.map(|a| {
+            let key = u32::from(keys.end(0).is_some());
+            add(key + 4, self.min_bytes(a))
+        });
+        let mut total = 0u32;
+        let mut declared = costs.into_iter().peekable();
+        for _ in 0..extra {
+            let next = match (declared.peek().copied(), other) {
+                (Some(d), Some(o)) if o < d => o,
+                (Some(d), _) => {
+                    declared.next();
+                    d
+                }
+                (None, Some(o)) => o,
+                (None, None) => return INF,
+            };
+            total = add(total, next);
+        }
+        total
+    }
+
     pub fn min_bytes(&self, id: NodeId) -> u32 {
         self.min_bytes[id as usize]
     }
@@ -194,7 +256,7 @@ impl Schema {
         for _ in 0..n + 2 {
             let mut changed = false;
             for i in 0..n {
-                let m = self.min_of(&self.nodes[i]);
+                let m = self.min_of(i as NodeId);
                 if m < self.min_bytes[i] {
                     self.min_bytes[i] = m;
                     changed = true;
@@ -206,7 +268,8 @@ impl Schema {
         }
     }
 
-    fn min_of(&self, shape: &Shape) -> u32 {
+    fn min_of(&self, id: NodeId) -> u32 {
+        let shape = &self.nodes[id as usize];
         let mb = |id: NodeId| self.min_bytes[id as usize];
         let add = |a: u32, b: u32| a.saturating_add(b).min(INF);
         match shape {
@@ -224,7 +287,11 @@ impl Schema {
             },
             Shape::Union(alts) => alts.iter().map(|&a| mb(a)).min().unwrap_or(INF),
             Shape::Object {
-                props, required, ..
+                props,
+                required,
+                min_props,
+                max_props,
+                ..
             } => {
                 let mut total = 2u32;
                 let mut k = 0;
@@ -234,7 +301,19 @@ impl Schema {
                         k += 1;
                     }
                 }
-                add(total, k.max(1) - 1)
+                if k > *max_props {
+                    return INF;
+                }
+                // Members past the required ones (each counted with a comma): then every
+                // member but one has a comma.
+                let extra = min_props.saturating_sub(k);
+                if extra == 0 {
+                    return add(total, k.max(1) - 1);
+                }
+                match add(add(total, k), self.extra_members(id, 0, extra)) {
+                    INF => INF,
+                    t => t - 1,
+                }
             }
             Shape::Array {
                 prefix,

@@ -20,12 +20,28 @@ pub struct Resources {
     by_uri: HashMap<String, String>,
     /// (resource URI, anchor name) to the anchor's pointer.
     anchors: HashMap<(String, String), String>,
+    /// A draft before 2019-09: an `$id` beside a `$ref` is ignored, like every sibling.
+    ref_overrides: bool,
+}
+
+/// Whether the metaschema `uri` is a draft before 2019-09, where `$ref` overrides the keywords
+/// beside it.
+pub(super) fn ref_overrides(uri: &str) -> bool {
+    ["draft-04/schema", "draft-06/schema", "draft-07/schema"]
+        .iter()
+        .any(|d| uri.trim_end_matches('#').ends_with(d))
 }
 
 impl Resources {
     /// Every `$id` and `$anchor` of `doc`.
     pub fn of(doc: &Value) -> Resources {
-        let mut r = Resources::default();
+        let mut r = Resources {
+            ref_overrides: doc
+                .get("$schema")
+                .and_then(Value::as_str)
+                .is_some_and(ref_overrides),
+            ..Resources::default()
+        };
         r.walk(doc, "#", "");
         if !r.by_uri.contains_key("") {
             r.bases.insert(0, ("#".into(), String::new()));
@@ -47,7 +63,8 @@ impl Resources {
         let id = obj
             .get("$id")
             .or_else(|| obj.get("id"))
-            .and_then(Value::as_str);
+            .and_then(Value::as_str)
+            .filter(|_| !(self.ref_overrides && obj.contains_key("$ref")));
         if let Some(id) = id {
             let (uri, fragment) = split(id);
             // A draft-4 `id` that is only a fragment is an anchor; otherwise a new base.

@@ -11,7 +11,14 @@ fn unsupported_keywords_are_named() {
             "pattern with a lookahead",
         ),
         (json!({"type": "array", "contains": true}), "contains"),
-        (json!({"not": true}), "not"),
+        (
+            json!({"not": {"type": "string", "pattern": "a"}}),
+            "not of a pattern or format",
+        ),
+        (
+            json!({"not": {"type": "object", "additionalProperties": false}}),
+            "not of an object whose other keys are constrained",
+        ),
     ] {
         match crate::compile_schema(&schema) {
             Err(SchemaError::Unsupported { keyword: k, .. }) => assert_eq!(k, keyword),

@@ -9,10 +9,10 @@
 //! Whether a `oneOf`'s branches exclude each other is the same question: their pairwise
 //! intersections are met here and checked for emptiness once `min_bytes` is known.
 
-use super::{Compiler, OneOf, MAX_ONE_OF_CHECKED, MAX_PROPS};
+use super::{Compiler, OneOf, MAX_ONE_OF_CHECKED, MAX_ONE_OF_EXACT, MAX_PROPS};
 use crate::number::{NumberRule, RuleError};
 use crate::pattern::Pattern;
-use crate::schema::{ByteTrie, NodeId, Prop, SchemaError, Shape};
+use crate::schema::{ByteTrie, NodeId, Prop, Schema, SchemaError, Shape, INF};
 
 impl Compiler<'_> {
     /// A node admitting what both `a` and `b` admit.
@@ -25,12 +25,19 @@ impl Compiler<'_> {
         if a == b {
             return Ok(a);
         }
-        let finished = |c: &Self, n: NodeId| !c.unfinished.contains(&n);
+        // Nodes whose shape is still a placeholder: being compiled, or a meet in progress.
+        let finished = |c: &Self, n: NodeId| !c.unfinished.contains(&n) && !c.meeting.contains(&n);
         if finished(self, a) && self.nodes[a as usize] == Shape::Any {
             return Ok(b);
         }
         if finished(self, b) && self.nodes[b as usize] == Shape::Any {
             return Ok(a);
+        }
+        if self.is_never(a) {
+            return Ok(a);
+        }
+        if self.is_never(b) {
+            return Ok(b);
         }
         let key = (a.min(b), a.max(b));
         if let Some(&n) = self.meets.get(&key) {
@@ -44,7 +51,10 @@ impl Compiler<'_> {
         }
         let id = self.add(Shape::Never)?;
         self.meets.insert(key, id);
-        match self.meet(id, a, b, path) {
+        self.meeting.push(id);
+        let shape = self.meet(id, a, b, path);
+        self.meeting.pop();
+        match shape {
             Ok(shape) => {
                 self.nodes[id as usize] = shape;
                 Ok(id)
@@ -67,14 +77,20 @@ impl Compiler<'_> {
             (Shape::Union(alts), _) => {
                 let mut out = Vec::with_capacity(alts.len());
                 for x in alts {
-                    out.push(self.intersect(x, b, path)?);
+                    let m = self.intersect(x, b, path)?;
+                    if !self.is_never(m) {
+                        out.push(m);
+                    }
                 }
                 Shape::Union(out)
             }
             (_, Shape::Union(alts)) => {
                 let mut out = Vec::with_capacity(alts.len());
                 for x in alts {
-                    out.push(self.intersect(a, x, path)?);
+                    let m = self.intersect(a, x, path)?;
+                    if !self.is_never(m) {
+                        out.push(m);
+                    }
                 }
                 Shape::Union(out)
             }
@@ -98,6 +114,10 @@ impl Compiler<'_> {
                         RuleError::TooFine => SchemaError::TooLarge(format!(
                             "{path}: the multipleOf of allOf's branches together is too fine"
                         )),
+                        RuleError::NegatedMultiple => SchemaError::Unsupported {
+                            keyword: "not of a multipleOf beside another multipleOf".into(),
+                            path: path.to_string(),
+                        },
                         RuleError::NotPositive => SchemaError::Invalid {
                             path: path.to_string(),
                             reason: "multipleOf must be greater than 0".into(),
@@ -157,12 +177,16 @@ impl Compiler<'_> {
                     props: pa,
                     required: ra,
                     additional: xa,
+                    min_props: ma,
+                    max_props: na,
                     ..
                 },
                 Shape::Object {
                     props: pb,
                     required: rb,
                     additional: xb,
+                    min_props: mb,
+                    max_props: nb,
                     ..
                 },
             ) => {
@@ -212,6 +236,8 @@ impl Compiler<'_> {
                     required,
                     additional,
                     keys,
+                    min_props: ma.max(mb),
+                    max_props: na.min(nb),
                 }
             }
             (
@@ -276,8 +302,11 @@ impl Compiler<'_> {
 
     /// Records a `oneOf` and meets its branches pair by pair, so that whether they exclude each
     /// other can be read once `min_bytes` is known (a pair that cannot be met counts as
-    /// overlapping).
-    pub(super) fn one_of(&mut self, path: &str, branches: &[NodeId]) {
+    /// overlapping). Where a pair already shares a value here (literals not narrowed yet, so
+    /// this may see an overlap narrowing removes, never miss one) and the branches are few, the
+    /// exclusive form is built instead — each branch without the others, `B_i ∩ ¬B_j` — and
+    /// returned; if it cannot be (a complement refused, too large), nothing of it stays.
+    pub(super) fn one_of(&mut self, path: &str, branches: &[NodeId]) -> Option<NodeId> {
         let pairs = if branches.len() <= MAX_ONE_OF_CHECKED {
             let mut pairs = Vec::new();
             let mut ok = true;
@@ -296,9 +325,67 @@ impl Compiler<'_> {
         } else {
             None
         };
+        let overlap = pairs.as_ref().is_none_or(|p| self.some_admits(p));
+        if overlap && branches.len() <= MAX_ONE_OF_EXACT {
+            let mark = self.mark();
+            match self.exclusive(branches, path) {
+                Ok(node) => return Some(node),
+                Err(_) => self.rollback(mark),
+            }
+        }
         self.one_ofs.push(OneOf {
             path: path.to_string(),
             pairs,
         });
+        None
+    }
+
+    /// The union of each branch met with the others' complements.
+    fn exclusive(&mut self, branches: &[NodeId], path: &str) -> Result<NodeId, SchemaError> {
+        let mut alts = Vec::with_capacity(branches.len());
+        for (i, &b) in branches.iter().enumerate() {
+            let mut only = b;
+            for (j, &other) in branches.iter().enumerate() {
+                if i != j {
+                    let not_other = self.complement(other, path)?;
+                    only = self.intersect(only, not_other, path)?;
+                }
+            }
+            alts.push(only);
+        }
+        self.add(Shape::Union(alts))
+    }
+
+    /// Whether any of `nodes` admits a value, on the graph as it stands (nodes still being
+    /// compiled count as admitting any value: this may say yes wrongly, never no).
+    fn some_admits(&self, nodes: &[NodeId]) -> bool {
+        let mut graph = self.nodes.clone();
+        for &u in &self.unfinished {
+            graph[u as usize] = Shape::Any;
+        }
+        let mut schema = Schema::from_nodes(graph, 0);
+        schema.compute_min_bytes();
+        nodes.iter().any(|&n| schema.min_bytes(n) < INF)
+    }
+
+    /// Whether node `n` is finished and admits nothing.
+    fn is_never(&self, n: NodeId) -> bool {
+        self.nodes[n as usize] == Shape::Never
+            && !self.unfinished.contains(&n)
+            && !self.meeting.contains(&n)
+    }
+
+    /// Where the graph stands, to undo an attempt that fails.
+    fn mark(&self) -> (usize, usize, usize) {
+        (self.nodes.len(), self.listed.len(), self.one_ofs.len())
+    }
+
+    fn rollback(&mut self, (nodes, listed, one_ofs): (usize, usize, usize)) {
+        self.nodes.truncate(nodes);
+        self.listed.truncate(listed);
+        self.one_ofs.truncate(one_ofs);
+        let kept = |n: &NodeId| (*n as usize) < nodes;
+        self.meets.retain(|(a, b), v| kept(a) && kept(b) && kept(v));
+        self.negations.retain(|k, v| kept(k) && kept(v));
     }
 }

@@ -2,11 +2,17 @@
 //! (every JSON pointer compiled once, so recursion shares nodes), the limits that keep the graph
 //! small, and the refusal of cycles that enter no container.
 
+mod complement;
+mod dependent;
 mod intersect;
 
 /// Branches of one `oneOf` checked pair by pair (`intersect.rs`); more are not checked (and so
 /// not known to exclude each other).
 const MAX_ONE_OF_CHECKED: usize = 16;
+
+/// Branches of an overlapping `oneOf` made exclusive (each branch without the others); more
+/// are matched as a union and the overlap is said.
+const MAX_ONE_OF_EXACT: usize = 4;
 
 /// A `oneOf`, and the intersection of each pair of its branches (`None`: not built).
 #[derive(Debug, Clone)]
@@ -15,7 +21,7 @@ pub(crate) struct OneOf {
     pub pairs: Option<Vec<NodeId>>,
 }
 
-use super::resources::Resources;
+use super::resources::{ref_overrides, Resources};
 use super::{ByteTrie, NodeId, Prop, Schema, SchemaError, Shape};
 use crate::format::{format_pattern, Formats};
 use crate::number::{Bound, Decimal, NumberRule, RuleError, MAX_MULTIPLE};
@@ -43,6 +49,7 @@ const ANNOTATIONS: &[&str] = &[
     "example",
     "contentMediaType",
     "contentEncoding",
+    "contentSchema",
 ];
 
 /// Limits that keep a compiled schema small enough for the matcher's state.
@@ -94,6 +101,12 @@ impl Draft {
             unfinished: Vec::new(),
             listed: Vec::new(),
             meets: HashMap::new(),
+            negations: HashMap::new(),
+            meeting: Vec::new(),
+            ref_overrides: schema
+                .get("$schema")
+                .and_then(Value::as_str)
+                .is_some_and(ref_overrides),
             one_ofs: Vec::new(),
         };
         let root = c.compile_at("#", schema)?;
@@ -120,6 +133,12 @@ struct Compiler<'a> {
     listed: Vec<Listed>,
     /// The node met for each pair of nodes (`intersect.rs`), smaller id first.
     meets: HashMap<(NodeId, NodeId), NodeId>,
+    /// The complement built for each node (`complement.rs`).
+    negations: HashMap<NodeId, NodeId>,
+    /// Meets in progress (their nodes are placeholders until done).
+    meeting: Vec<NodeId>,
+    /// The document is draft 4, 6 or 7: a `$ref` overrides the keywords beside it.
+    ref_overrides: bool,
     one_ofs: Vec<OneOf>,
 }
 
@@ -286,6 +305,8 @@ impl<'a> Compiler<'a> {
                         | "const"
                         | "minItems"
                         | "maxItems"
+                        | "minProperties"
+                        | "maxProperties"
                         | "minLength"
                         | "maxLength"
                         | "pattern"
@@ -298,8 +319,17 @@ impl<'a> Compiler<'a> {
                         | "anyOf"
                         | "oneOf"
                         | "allOf"
+                        | "not"
+                        | "if"
+                        | "then"
+                        | "else"
+                        | "dependentRequired"
+                        | "dependentSchemas"
+                        | "dependencies"
                         | "$ref"
-                );
+                )
+                // Uniqueness is not enforced: only its absence is accepted.
+                || (key == "uniqueItems" && value == &Value::Bool(false));
             if !known {
                 return Err(SchemaError::Unsupported {
                     keyword: key.clone(),
@@ -311,6 +341,9 @@ impl<'a> Compiler<'a> {
         // branches) or a union it must fall in (`anyOf`, `oneOf`); the keywords beside them
         // are one more such schema. More than one: their intersection (`intersect.rs`).
         let mut parts: Vec<NodeId> = Vec::new();
+        // Before 2019-09, `$ref` stands for the whole schema: the keywords beside it are
+        // ignored.
+        let ref_alone = self.ref_overrides && obj.contains_key("$ref");
         if let Some(r) = obj.get("$ref") {
             let r = r
                 .as_str()
@@ -324,6 +357,9 @@ impl<'a> Compiler<'a> {
                 resolve_pointer(self.doc, &pointer).ok_or_else(|| SchemaError::Ref(r.into()))?;
             parts.push(self.compile_at(&pointer, target)?);
         }
+        if ref_alone {
+            return Ok(Shape::Union(parts));
+        }
         for key in ["anyOf", "oneOf"] {
             let Some(alts) = obj.get(key) else { continue };
             let alts = alts
@@ -334,11 +370,36 @@ impl<'a> Compiler<'a> {
             for (i, a) in alts.iter().enumerate() {
                 ids.push(self.compile_at(&format!("{path}/{key}/{i}"), a)?);
             }
-            if key == "oneOf" {
-                self.one_of(path, &ids);
-            }
-            parts.push(self.add(Shape::Union(ids))?);
+            let exact = match key {
+                "oneOf" => self.one_of(path, &ids),
+                _ => None,
+            };
+            parts.push(match exact {
+                Some(node) => node,
+                None => self.add(Shape::Union(ids))?,
+            });
         }
+        if let Some(not) = obj.get("not") {
+            let inner = self.compile_at(&format!("{path}/not"), not)?;
+            parts.push(self.complement(inner, path)?);
+        }
+        // `if`: the value meets `then` where it matches, `else` where it does not (either
+        // missing: any value); without both, `if` decides nothing.
+        if let Some(cond) = obj.get("if") {
+            if obj.contains_key("then") || obj.contains_key("else") {
+                let cond = self.compile_at(&format!("{path}/if"), cond)?;
+                let branch = |c: &mut Self, key: &str| match obj.get(key) {
+                    Some(v) => c.compile_at(&format!("{path}/{key}"), v),
+                    None => c.add(Shape::Any),
+                };
+                let (then, otherwise) = (branch(self, "then")?, branch(self, "else")?);
+                let yes = self.intersect(cond, then, path)?;
+                let not_cond = self.complement(cond, path)?;
+                let no = self.intersect(not_cond, otherwise, path)?;
+                parts.push(self.add(Shape::Union(vec![yes, no]))?);
+            }
+        }
+        self.dependents(path, obj, &mut parts)?;
         if let Some(all) = obj.get("allOf") {
             let all = all
                 .as_array()
@@ -352,7 +413,19 @@ impl<'a> Compiler<'a> {
             let rest = obj.iter().any(|(k, v)| {
                 !matches!(
                     k.as_str(),
-                    "$ref" | "anyOf" | "oneOf" | "allOf" | "nullable"
+                    "$ref"
+                        | "anyOf"
+                        | "oneOf"
+                        | "allOf"
+                        | "nullable"
+                        | "not"
+                        | "if"
+                        | "then"
+                        | "else"
+                        | "dependentRequired"
+                        | "dependentSchemas"
+                        | "dependencies"
+                        | "uniqueItems"
                 ) && !is_annotation(k, v)
             });
             if rest {
@@ -518,6 +591,10 @@ impl<'a> Compiler<'a> {
         let multiple = value("multipleOf")?;
         let rule = NumberRule::new(integer, lo, hi, multiple.as_ref()).map_err(|e| match e {
             RuleError::NotPositive => Self::invalid(path, "multipleOf must be greater than 0"),
+            RuleError::NegatedMultiple => SchemaError::Unsupported {
+                keyword: "not of a multipleOf beside another multipleOf".into(),
+                path: path.to_string(),
+            },
             RuleError::TooFine => SchemaError::TooLarge(format!(
                 "{path}: multipleOf has more than {MAX_MULTIPLE} steps per unit of its last place"
             )),
@@ -663,6 +740,8 @@ impl<'a> Compiler<'a> {
             required,
             additional,
             keys,
+            min_props: Self::count(path, obj, "minProperties")?.unwrap_or(0),
+            max_props: Self::count(path, obj, "maxProperties")?.unwrap_or(u32::MAX),
         })
     }
 
