@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# Fetch the official JSON Schema Test Suite (draft 2020-12) into DEST_DIR (default:
+# Fetch the official JSON Schema Test Suite (drafts 2020-12 and 7) into DEST_DIR (default:
 # models/json-schema-suite, git-ignored) for tests/json_schema_suite.rs. Only package registries
 # are reachable, so the suite comes from the PyPI sdist of python-jsonschema, which vendors it
 # under json/tests/: we download the sdist without installing it, verify its sha256, and
-# extract only json/tests/draft2020-12/ (optional/ included; the test skips it). Prints the
-# suite's directory. Idempotent: quiet (just the path) when already present.
+# extract only json/tests/draft2020-12/ and json/tests/draft7/ (optional/ included; the test
+# skips it). Prints the directory holding both. Idempotent: quiet (just the path) when present.
 set -euo pipefail
 
 DEST_DIR="${1:-models/json-schema-suite}"
 PACKAGE="jsonschema==4.23.0"
 SDIST="jsonschema-4.23.0.tar.gz"
-PREFIX="jsonschema-4.23.0/json/tests/draft2020-12/"
+PREFIX="jsonschema-4.23.0/json/tests/"
+DRAFTS=(draft2020-12 draft7)
 EXPECTED_SHA256="d71497fef26351a33265337fa77ffeb82423f3ea21283cd9467bb03999266bc4"
 
 PYTHON="${PYTHON:-python3}"
-suite="$DEST_DIR/draft2020-12"
-stamp="$suite/.sdist-sha256"
-
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$EXPECTED_SHA256" ]]; then
-    echo "$suite"
+present=1
+for draft in "${DRAFTS[@]}"; do
+    stamp="$DEST_DIR/$draft/.sdist-sha256"
+    if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$EXPECTED_SHA256" ]]; then
+        present=0
+    fi
+done
+if [[ "$present" == 1 ]]; then
+    echo "$DEST_DIR"
     exit 0
 fi
 
@@ -54,8 +59,10 @@ fi
 
 # Extract into a temporary directory, then move it into place, so an interrupted run never
 # leaves a partial suite under the final name.
-partial="$work_dir/draft2020-12"
-"$PYTHON" - "$sdist" "$PREFIX" "$partial" <<'PY'
+mkdir -p "$DEST_DIR"
+for draft in "${DRAFTS[@]}"; do
+    partial="$work_dir/$draft"
+    "$PYTHON" - "$sdist" "$PREFIX$draft/" "$partial" <<'PY'
 import os, sys, tarfile
 sdist, prefix, out = sys.argv[1:4]
 count = 0
@@ -75,10 +82,9 @@ with tarfile.open(sdist, "r:gz") as tf:
 if count == 0:
     sys.exit(f"fetch-json-schema-suite: no files under {prefix} in {sdist}")
 PY
-echo "$EXPECTED_SHA256" >"$partial/.sdist-sha256"
-
-mkdir -p "$DEST_DIR"
-rm -rf "$suite"
-mv "$partial" "$suite"
-echo "fetch-json-schema-suite: $suite ready (sha256 verified)" >&2
-echo "$suite"
+    echo "$EXPECTED_SHA256" >"$partial/.sdist-sha256"
+    rm -rf "${DEST_DIR:?}/$draft"
+    mv "$partial" "$DEST_DIR/$draft"
+done
+echo "fetch-json-schema-suite: ${DRAFTS[*]} ready in $DEST_DIR (sha256 verified)" >&2
+echo "$DEST_DIR"
