@@ -1,13 +1,15 @@
 //! A JSON Schema subset compiled to a graph of shapes the byte matcher walks. Supported: `type`
 //! (one or a list), `properties`, `required`, `additionalProperties` (boolean or schema),
 //! `items`, `prefixItems` (and draft-4 `items: [...]` with `additionalItems`), `enum`, `const`,
-//! `minItems`/`maxItems`, `minLength`/`maxLength`, the numeric bounds and `multipleOf`
-//! (enforced on the digits: `number.rs`), `anyOf`, `$ref` to `$defs`/`definitions`
-//! (or any JSON pointer into the document, recursion included, as long as every cycle enters an
-//! object or an array: a cycle of `$ref`s and `anyOf`s alone is `SchemaError::Loop`), boolean
-//! schemas, and the annotations (`title`, `description`, `default`, `examples`, `format`,
-//! `$schema`, `$id`, `$comment`, `deprecated`, `readOnly`, `writeOnly`). Any other keyword is an
-//! error naming it.
+//! `minItems`/`maxItems`, `minLength`/`maxLength`, `minProperties`/`maxProperties`, `pattern`
+//! and the known `format`s, the numeric bounds and `multipleOf` (enforced on the digits:
+//! `number.rs`), `anyOf`, `allOf`, `oneOf`, `not`, `if`/`then`/`else`, the dependencies
+//! (`compile/`: intersections, complements and the unions they build), `$ref` to
+//! `$defs`/`definitions` (or any JSON pointer, `$anchor` or `$id` of the document, recursion
+//! included, as long as every cycle enters an object or an array: a cycle of `$ref`s and
+//! `anyOf`s alone is `SchemaError::Loop`), boolean schemas, and the annotations (`title`,
+//! `description`, `default`, `examples`, `format`, `$schema`, `$id`, `$comment`, `deprecated`,
+//! `readOnly`, `writeOnly`, …). Any other keyword is an error naming it.
 //!
 //! `json` (any JSON value) is the schema `true`.
 //!
