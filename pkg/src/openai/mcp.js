@@ -170,22 +170,28 @@ export function namespaced(server, tools) {
  * The schema calls are generated under: objects that list their properties and say nothing of
  * others get `additionalProperties: false`. Every value it allows, the server's schema allows
  * too; a small model just cannot pad its arguments with keys no tool reads (they often do,
- * unmasked).
+ * unmasked). Only where a narrower schema means fewer values: not under `not` or `if` (a
+ * narrower condition widens what is left), nor `oneOf` (narrower branches may leave a value
+ * matching two of the server's); definitions only where no such keyword could reach them.
  * @param {any} schema
  */
 export function closed(schema) {
-  if (Array.isArray(schema)) return schema.map(closed);
-  if (typeof schema !== 'object' || schema === null) return schema;
-  const out = {};
-  for (const [k, v] of Object.entries(schema)) {
-    out[k] = k === 'properties' || k === '$defs' || k === 'definitions'
-      ? Object.fromEntries(Object.entries(v ?? {}).map(([name, s]) => [name, closed(s)]))
-      : ['items', 'anyOf', 'oneOf', 'allOf', 'not', 'prefixItems', 'additionalProperties'].includes(k) ? closed(v) : v;
-  }
-  if (out.properties !== undefined && out.additionalProperties === undefined && out.patternProperties === undefined) {
-    out.additionalProperties = false;
-  }
-  return out;
+  const negates = /"(not|if|oneOf)":/.test(JSON.stringify(schema ?? null));
+  const close = (s) => {
+    if (Array.isArray(s)) return s.map(close);
+    if (typeof s !== 'object' || s === null) return s;
+    const out = {};
+    for (const [k, v] of Object.entries(s)) {
+      out[k] = k === 'properties' || (!negates && (k === '$defs' || k === 'definitions'))
+        ? Object.fromEntries(Object.entries(v ?? {}).map(([name, x]) => [name, close(x)]))
+        : ['items', 'anyOf', 'allOf', 'prefixItems', 'additionalProperties'].includes(k) ? close(v) : v;
+    }
+    if (out.properties !== undefined && out.additionalProperties === undefined && out.patternProperties === undefined) {
+      out.additionalProperties = false;
+    }
+    return out;
+  };
+  return close(schema);
 }
 
 /** Which server a model-facing name belongs to, by its prefix (null: not a server's tool). */
