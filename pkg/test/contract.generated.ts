@@ -245,6 +245,7 @@ export const coltraneStage: Required<StepInfo['stages'][number]> = {
 };
 
 export const coltraneMetrics: Required<ColtraneMetrics> = {
+  "annotations": [],
   "budgetSteps": 0,
   "closed": true,
   "eddiesBroken": 0,
@@ -256,6 +257,7 @@ export const coltraneMetrics: Required<ColtraneMetrics> = {
   "maxDepth": 0,
   "overBudget": false,
   "prosodySteps": 0,
+  "relaxations": [],
   "sentenceEnd": false,
   "steps": 0,
   "unmasked": 0,

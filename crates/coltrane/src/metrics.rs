@@ -55,4 +55,8 @@ pub struct Metrics {
     /// Mask time per step, microseconds: median and 99th percentile (0 without a clock).
     pub mask_us_p50: f32,
     pub mask_us_p99: f32,
+    /// What the schema's matcher admits beyond the schema (`Schema::relaxations`).
+    pub relaxations: Vec<String>,
+    /// Keywords kept as annotations that a validator may assert (`Schema::annotations`).
+    pub annotations: Vec<String>,
 }

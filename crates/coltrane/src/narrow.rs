@@ -22,6 +22,7 @@ pub fn compile_schema_with(schema: &Value, formats: Formats) -> Result<Schema, S
         schema: mut graph,
         listed,
         one_ofs,
+        annotations,
     } = Draft::compile(schema, formats)?;
     let root = graph.root();
     // In the order compiled: a literal inside another's base is narrowed before it.
@@ -71,6 +72,9 @@ pub fn compile_schema_with(schema: &Value, formats: Formats) -> Result<Schema, S
                 "oneOf at {path}: its branches may share a value, and a value matching more than one is not refused"
             ));
         }
+    }
+    for a in annotations {
+        graph.annotate(a);
     }
     Ok(graph)
 }

@@ -514,6 +514,11 @@ impl Coltrane {
     /// The generation's metrics so far.
     pub fn metrics(&self) -> Metrics {
         let mut m = self.metrics.clone();
+        if let Some(d) = &self.dfa {
+            let d = lock(d);
+            m.relaxations = d.schema().relaxations().to_vec();
+            m.annotations = d.schema().annotations().to_vec();
+        }
         if !self.mask_times.is_empty() {
             let mut t = self.mask_times.clone();
             t.sort_by(f32::total_cmp);

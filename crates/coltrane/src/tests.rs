@@ -177,6 +177,32 @@ fn schema_documents_validate() {
 }
 
 #[test]
+fn the_report_names_relaxations_and_formats_kept_as_annotations() {
+    let c = coltrane(preset(Preset::JsonSchema(json!({
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "format": "x-calendar"},
+            "id": {"type": "string", "format": "uuid", "pattern": "^[a-f0-9-]+$"},
+            "n": {"oneOf": [{"minimum": 1}, {"minimum": 2}, {"minimum": 3}, {"minimum": 4},
+                {"minimum": 5}]}
+        }
+    }))));
+    let m = c.metrics();
+    assert_eq!(
+        m.annotations,
+        [
+            "format \"uuid\" at #/properties/id: an annotation (beside a pattern, which rules)",
+            "format \"x-calendar\" at #/properties/when: an annotation (not a format COLTRANE \
+             enforces)"
+        ]
+    );
+    assert_eq!(m.relaxations.len(), 1);
+    assert!(m.relaxations[0].starts_with("oneOf at #/properties/n:"));
+    let plain = coltrane(preset(Preset::JsonSchema(json!({"type": "string", "format": "date"}))));
+    assert!(plain.metrics().annotations.is_empty() && plain.metrics().relaxations.is_empty());
+}
+
+#[test]
 fn balanced_closes_folds_and_ends_only_at_closure() {
     let v = test_vocab();
     let mut c = coltrane(preset(Preset::Balanced));

@@ -104,6 +104,10 @@ export interface ColtraneMetrics {
   sentenceEnd: boolean;
   maskUsP50: number;
   maskUsP99: number;
+  /** What the schema's matcher admits beyond the schema (an overlapping `oneOf` it could not make exclusive). */
+  relaxations: string[];
+  /** Keywords kept as annotations that a validator may assert (a `format` COLTRANE does not enforce). */
+  annotations: string[];
 }
 
 /** What MOA did at a step (present when `picker` is 'moa'). */

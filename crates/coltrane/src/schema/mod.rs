@@ -112,6 +112,9 @@ pub struct Schema {
     /// What the matcher admits beyond the schema, one line each (a `oneOf` whose branches may
     /// overlap: a value matching two of them is not refused).
     relaxations: Vec<String>,
+    /// Keywords kept as annotations that a validator may assert, one line each (a `format`
+    /// COLTRANE does not know, or one beside a `pattern`).
+    annotations: Vec<String>,
 }
 
 pub use crate::cost::INF;
@@ -124,6 +127,7 @@ impl Schema {
             root,
             min_bytes: Vec::new(),
             relaxations: Vec::new(),
+            annotations: Vec::new(),
         }
     }
 
@@ -134,6 +138,7 @@ impl Schema {
             root: 0,
             min_bytes: Vec::new(),
             relaxations: Vec::new(),
+            annotations: Vec::new(),
         };
         s.compute_min_bytes();
         s
@@ -237,6 +242,15 @@ impl Schema {
 
     pub(crate) fn relax(&mut self, why: String) {
         self.relaxations.push(why);
+    }
+
+    /// What is kept as an annotation though a validator may assert it (formats not enforced).
+    pub fn annotations(&self) -> &[String] {
+        &self.annotations
+    }
+
+    pub(crate) fn annotate(&mut self, what: String) {
+        self.annotations.push(what);
     }
 
     /// Adds a node (for the narrowing pass: a literal's numbers become number nodes).

@@ -87,6 +87,8 @@ pub(crate) struct Draft {
     pub listed: Vec<Listed>,
     /// Every `oneOf`, with its branches' pairwise intersections.
     pub one_ofs: Vec<OneOf>,
+    /// Formats kept as annotations, one line each.
+    pub annotations: Vec<String>,
 }
 
 impl Draft {
@@ -103,6 +105,7 @@ impl Draft {
             meets: HashMap::new(),
             negations: HashMap::new(),
             meeting: Vec::new(),
+            annotations: Vec::new(),
             ref_overrides: schema
                 .get("$schema")
                 .and_then(Value::as_str)
@@ -115,6 +118,7 @@ impl Draft {
             schema: Schema::from_nodes(c.nodes, root),
             listed: c.listed,
             one_ofs: c.one_ofs,
+            annotations: c.annotations,
         })
     }
 }
@@ -139,6 +143,8 @@ struct Compiler<'a> {
     meeting: Vec<NodeId>,
     /// The document is draft 4, 6 or 7: a `$ref` overrides the keywords beside it.
     ref_overrides: bool,
+    /// Formats kept as annotations (`Draft::annotations`).
+    annotations: Vec<String>,
     one_ofs: Vec<OneOf>,
 }
 
@@ -610,10 +616,19 @@ impl<'a> Compiler<'a> {
         let max_len = Self::count(path, obj, "maxLength")?.unwrap_or(u32::MAX);
         // A known format is a pattern of its own (`format.rs`); beside a `pattern`, it stays an
         // annotation (two patterns on one string are not compiled together).
-        let format = match (self.formats, obj.get("format").and_then(Value::as_str)) {
+        let named = obj.get("format").and_then(Value::as_str);
+        let format = match (self.formats, named) {
             (Formats::Assert, Some(f)) if !obj.contains_key("pattern") => format_pattern(f),
             _ => None,
         };
+        if let (Formats::Assert, Some(f), None) = (self.formats, named, &format) {
+            let why = match obj.contains_key("pattern") {
+                true => "beside a pattern, which rules",
+                false => "not a format COLTRANE enforces",
+            };
+            self.annotations
+                .push(format!("format {f:?} at {path}: an annotation ({why})"));
+        }
         let (source, max_len) = match (obj.get("pattern"), &format) {
             (Some(p), _) => (
                 p.as_str()
