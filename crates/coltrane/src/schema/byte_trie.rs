@@ -54,6 +54,11 @@ impl ByteTrie {
             .map(|c| c.1)
     }
 
+    /// The children of `node`.
+    pub fn children(&self, node: u32) -> impl Iterator<Item = u32> + '_ {
+        self.children[node as usize].iter().map(|c| c.1)
+    }
+
     pub fn end(&self, node: u32) -> Option<u32> {
         self.end[node as usize]
     }
