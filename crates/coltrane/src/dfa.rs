@@ -12,10 +12,55 @@
 
 use crate::bitset::TokenSet;
 use crate::machine::{Chars, Frame, Thread, DIVERGED};
+use crate::pattern::Pattern;
 use crate::schema::{Schema, Shape, INF};
-use crate::vocab::{Trie, Vocab};
+use crate::vocab::{Trie, Vocab, SAFE_BELOW, UNSAFE_BELOW};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A multiply-rotate hash (rustc's Fx) for the state index: interning hashes a whole stack of
+/// frames per new state, where SipHash's cost showed; nothing here is keyed by outside input
+/// an attacker could aim at one bucket, beyond what a schema already costs.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl Fx {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.add(v as u64);
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.add(v as u64);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.add(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.add(v);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.add(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 
 pub type StateId = u32;
 pub const DEAD: StateId = u32::MAX;
@@ -34,6 +79,12 @@ struct State {
     /// Inside a string whose content does not change the state (no length left to count):
     /// string-safe tokens loop back here.
     free_string: bool,
+    /// One thread inside a string: its stack's height (else 0), and its pattern's state. A
+    /// walk from such a state is inside the string where the height is the same.
+    in_string: u32,
+    re: u32,
+    /// The last walk that met this state inside its string (`Dfa::walks`).
+    mark: u64,
 }
 
 struct CachedMask {
@@ -58,14 +109,44 @@ pub struct MaskInfo {
 pub struct Dfa {
     schema: Schema,
     states: Vec<State>,
-    index: HashMap<Arc<[Thread]>, StateId>,
+    index: FxMap<Arc<[Thread]>, StateId>,
     rows: Vec<Option<Box<[StateId; 256]>>>,
     row_count: usize,
-    masks: HashMap<StateId, CachedMask>,
+    masks: FxMap<StateId, CachedMask>,
     clock: u64,
     scratch: Vec<Thread>,
     budget_buf: TokenSet,
+    /// Scratch of the trie walks: the state at each depth, the free-string entries found, the
+    /// safe tokens they allow.
+    path: Vec<StateId>,
+    free_nodes: Vec<usize>,
+    free_buf: TokenSet,
+    /// States inside a pattern whose masks were walked, by their thread with the pattern's
+    /// state blanked (`alike`).
+    walked: FxMap<Thread, Vec<Walked>>,
+    /// The pattern states the last walk's live tokens went through inside the string it
+    /// started in, and the walk's number (for `State::mark`).
+    seen: Vec<u32>,
+    walks: u64,
+    /// No shortcuts (`plain_walks`).
+    plain: bool,
 }
+
+/// A mask walked from a state inside a pattern: the pattern's state, the matcher state, the
+/// pattern states its tokens went through (sorted).
+struct Walked {
+    re: u32,
+    state: StateId,
+    seen: Box<[u32]>,
+}
+
+/// Masks kept per place, places kept at once, pattern states kept per mask.
+const WALKED_PER_KEY: usize = 2;
+const WALKED_KEYS: usize = 256;
+const WALKED_SEEN: usize = 4096;
+/// Candidates compared, and pairs of pattern states per comparison, at most.
+const ALIKE_TRIES: usize = 2;
+const ALIKE_PAIRS: usize = 4096;
 
 impl Dfa {
     pub fn new(schema: Schema) -> Dfa {
@@ -73,13 +154,20 @@ impl Dfa {
         let mut dfa = Dfa {
             schema,
             states: Vec::new(),
-            index: HashMap::new(),
+            index: FxMap::default(),
             rows: Vec::new(),
             row_count: 0,
-            masks: HashMap::new(),
+            masks: FxMap::default(),
             clock: 0,
             scratch: Vec::new(),
             budget_buf: TokenSet::default(),
+            path: Vec::new(),
+            free_nodes: Vec::new(),
+            free_buf: TokenSet::default(),
+            walked: FxMap::default(),
+            seen: Vec::new(),
+            walks: 0,
+            plain: false,
         };
         dfa.intern(start);
         dfa
@@ -119,8 +207,18 @@ impl Dfa {
         let id = self.states.len() as StateId;
         let schema = &self.schema;
         let free_string = threads.iter().all(|t| in_free_string(schema, t));
+        let (in_string, re) = match threads.as_ref() {
+            [t] => match t.frames.last() {
+                Some(&Frame::Str { re, .. }) => (t.frames.len() as u32, re),
+                _ => (0, 0),
+            },
+            _ => (0, 0),
+        };
         self.states.push(State {
             free_string,
+            in_string,
+            re,
+            mark: 0,
             can_end: threads.iter().any(|t| t.can_end(schema)),
             close: threads
                 .iter()
@@ -219,8 +317,15 @@ impl Dfa {
                 c.max_close
             }
             None => {
-                let mut set = TokenSet::empty(vocab.len());
-                let max_close = self.walk_trie(vocab, s, None, &mut set);
+                let (set, max_close) = match self.alike(s) {
+                    Some(shared) => shared,
+                    None => {
+                        let mut set = TokenSet::empty(vocab.len());
+                        let max_close = self.walk_trie(vocab, s, None, &mut set);
+                        self.walked(s);
+                        (set, max_close)
+                    }
+                };
                 self.remember(s, set, max_close);
                 max_close
             }
@@ -283,6 +388,66 @@ impl Dfa {
         );
     }
 
+    /// Inside a pattern, with the rest of the thread as it is, the place (the thread, its
+    /// pattern's state blanked), the pattern and its state.
+    fn in_pattern(&self, s: StateId) -> Option<(Thread, &Pattern, u32)> {
+        let [t] = self.states.get(s as usize)?.threads.as_ref() else {
+            return None;
+        };
+        let Some(&Frame::Str { node, re, .. }) = t.frames.last() else {
+            return None;
+        };
+        let pattern = self.schema.string_rules(node).2?;
+        let mut key = t.clone();
+        if let Some(Frame::Str { re, .. }) = key.frames.last_mut() {
+            *re = 0;
+        }
+        Some((key, pattern, re))
+    }
+
+    /// The cached mask of a state that differs from `s` only in its pattern's state, where the
+    /// two pattern states cannot be told apart along the pattern states the other's tokens went
+    /// through (`same_within`): every token then lives or dies the same from both, and ends as
+    /// far from closing. A string under a `maxLength` (a `uri` of at most 200 characters) is a
+    /// new state at every character, but its masks repeat.
+    fn alike(&mut self, s: StateId) -> Option<(TokenSet, u32)> {
+        if self.plain {
+            return None;
+        }
+        let (key, pattern, re) = self.in_pattern(s)?;
+        let candidates = self.walked.get(&key)?;
+        let mut pairs = FxMap::default();
+        let found = candidates.iter().rev().take(ALIKE_TRIES).find(|w| {
+            self.masks.contains_key(&w.state) && same_within(pattern, w.re, re, &w.seen, &mut pairs)
+        })?;
+        let mask = &self.masks[&found.state];
+        Some((mask.set.clone(), mask.max_close))
+    }
+
+    /// Notes a walked mask of a state inside a pattern (for `alike`).
+    fn walked(&mut self, s: StateId) {
+        if self.plain {
+            return;
+        }
+        let Some((key, _, re)) = self.in_pattern(s) else {
+            return;
+        };
+        if self.walked.len() >= WALKED_KEYS && !self.walked.contains_key(&key) {
+            self.walked.clear();
+        }
+        if self.seen.len() > WALKED_SEEN {
+            return;
+        }
+        self.seen.sort_unstable();
+        self.seen.dedup();
+        let seen = self.seen.as_slice().into();
+        let list = self.walked.entry(key).or_default();
+        if list.len() >= WALKED_PER_KEY {
+            list.remove(0);
+        }
+        list.push(Walked { re, state: s, seen });
+    }
+
     /// The lowest closing cost any single token can reach from `s`.
     fn cheapest_close(&mut self, vocab: &Vocab, s: StateId) -> u64 {
         let mut best = u64::MAX;
@@ -300,14 +465,24 @@ impl Dfa {
         out: &mut TokenSet,
     ) -> u32 {
         let mut max_close = 0u32;
-        self.visit(vocab, s, |ids, close| {
+        let mut free = std::mem::take(&mut self.free_nodes);
+        free.clear();
+        let safe = vocab.string_safe();
+        self.visit(vocab, s, |hit, close| {
             if limit.is_none_or(|l| close as u64 <= l) {
-                for &id in ids {
-                    out.insert(id);
+                match hit {
+                    Hit::Tokens(ids, false) => ids.iter().for_each(|&id| out.insert(id)),
+                    Hit::Tokens(ids, true) => ids
+                        .iter()
+                        .filter(|&&id| !safe.contains(id))
+                        .for_each(|&id| out.insert(id)),
+                    Hit::Free(node) => free.push(node),
                 }
                 max_close = max_close.max(close);
             }
         });
+        self.add_free(vocab, &free, out);
+        self.free_nodes = free;
         if self.can_end(s) {
             for &id in vocab.eos_ids() {
                 out.insert(id);
@@ -316,16 +491,58 @@ impl Dfa {
         max_close
     }
 
-    /// Calls `f(tokens, closing cost)` for every trie node reachable from `s` that ends tokens.
-    /// Inside a free string the string-safe tokens are known to loop back to `s`: they are
-    /// reported at once and only the other tokens' (much smaller) trie is walked.
-    fn visit(&mut self, vocab: &Vocab, s: StateId, mut f: impl FnMut(&[u32], u32)) {
-        if self.states.get(s as usize).is_some_and(|st| st.free_string) {
-            let safe: Vec<u32> = vocab.string_safe().iter().collect();
-            f(&safe, self.close(s));
-            self.walk_from(vocab.string_unsafe_trie(), vocab, s, f);
+    /// Adds the string-safe tokens below the trie nodes `free` (in preorder, disjoint) to
+    /// `out`: one by one when they are few, else as the safe set less the tokens elsewhere.
+    fn add_free(&mut self, vocab: &Vocab, free: &[usize], out: &mut TokenSet) {
+        let trie = vocab.trie();
+        let all = trie.tokens();
+        let covered: usize = free.iter().map(|&i| trie.below(i).len()).sum();
+        let safe = vocab.string_safe();
+        if covered * 2 <= all.len() {
+            for &i in free {
+                for &id in &all[trie.below(i)] {
+                    if safe.contains(id) {
+                        out.insert(id);
+                    }
+                }
+            }
+            return;
+        }
+        let mut set = std::mem::take(&mut self.free_buf);
+        if set.universe() != safe.universe() {
+            set = TokenSet::empty(safe.universe());
+        }
+        set.copy_from(safe);
+        let mut from = 0;
+        for &i in free {
+            let below = trie.below(i);
+            all[from..below.start].iter().for_each(|&id| set.remove(id));
+            from = below.end;
+        }
+        all[from..].iter().for_each(|&id| set.remove(id));
+        out.union_with(&set);
+        self.free_buf = set;
+    }
+
+    /// Calls `f(hit, closing cost)` for every trie node reachable from `s` that ends tokens.
+    /// Inside a free string the string-safe tokens are known to loop back: from a free `s` they
+    /// are reported at once and only the other tokens' (much smaller) trie is walked; where a
+    /// token's prefix enters a free string, the safe tokens below it are reported as one
+    /// `Hit::Free` and only the subtrees holding other tokens are walked on.
+    fn visit(&mut self, vocab: &Vocab, s: StateId, mut f: impl FnMut(Hit<'_>, u32)) {
+        self.seen.clear();
+        self.walks = self.walks.wrapping_add(1);
+        if let Some(st) = self.states.get_mut(s as usize) {
+            st.mark = self.walks;
+            self.seen.push(st.re);
+        }
+        let free = self.states.get(s as usize).is_some_and(|st| st.free_string);
+        if free && !self.plain {
+            f(Hit::Free(0), self.close(s));
+            self.walk_from(vocab.string_unsafe_trie(), vocab, s, false, f);
         } else {
-            self.walk_from(vocab.trie(), vocab, s, f);
+            let shortcut = !self.plain;
+            self.walk_from(vocab.trie(), vocab, s, shortcut, f);
         }
     }
 
@@ -334,13 +551,25 @@ impl Dfa {
         trie: &Trie,
         vocab: &Vocab,
         s: StateId,
-        mut f: impl FnMut(&[u32], u32),
+        shortcut: bool,
+        mut f: impl FnMut(Hit<'_>, u32),
     ) {
-        let mut at = vec![DEAD; vocab.max_token_len() + 1];
+        let mut at = std::mem::take(&mut self.path);
+        at.clear();
+        at.resize(vocab.max_token_len() + 1, DEAD);
         at[0] = s;
         let n = trie.len();
+        // Nodes before this lie below a free string's entry: only the unsafe tokens are left.
+        let mut free_until = 0;
+        // The string `s` is in, if it is: the pattern states inside it are noted (for `alike`).
+        let origin = self.states.get(s as usize).map_or(0, |st| st.in_string);
+        let walk = self.walks;
         let mut i = 1;
         while i < n {
+            if i < free_until && vocab.content_below(i) & UNSAFE_BELOW == 0 {
+                i += trie.size[i] as usize;
+                continue;
+            }
             let d = trie.depth[i] as usize;
             let next = self.next(at[d - 1], trie.byte[i]);
             if next == DEAD {
@@ -348,13 +577,84 @@ impl Dfa {
                 continue;
             }
             at[d] = next;
+            let state = &mut self.states[next as usize];
+            if origin != 0 && state.in_string == origin && state.mark != walk {
+                state.mark = walk;
+                self.seen.push(state.re);
+            }
+            let close = state.close;
+            if shortcut && i >= free_until && state.free_string {
+                free_until = i + trie.size[i] as usize;
+                if vocab.content_below(i) & SAFE_BELOW != 0 {
+                    f(Hit::Free(i), close);
+                }
+            }
             let ids = trie.tokens_at(i);
             if !ids.is_empty() {
-                f(ids, self.close(next));
+                f(Hit::Tokens(ids, i < free_until), close);
             }
             i += 1;
         }
+        self.path = at;
     }
+
+    /// Walks every token through the plain trie walk, without the free-string shortcuts (the
+    /// reference the shortcuts are checked against).
+    #[doc(hidden)]
+    pub fn plain_walks(&mut self) {
+        self.plain = true;
+    }
+}
+
+/// What a trie walk reports, with the end state's closing cost.
+enum Hit<'a> {
+    /// These tokens end here; `true`: only those not string-safe count (the safe ones came
+    /// with a `Free` above).
+    Tokens(&'a [u32], bool),
+    /// The string-safe tokens below this node of the vocabulary's trie all end in one free
+    /// string.
+    Free(usize),
+}
+
+/// Whether pattern states `a` and `b` agree on every text whose pattern states from `a` are
+/// among `seen`: pairs of states with the same acceptance, closing cost and freedom, the same
+/// character ranges to targets that close alike, and pairs of those targets where `seen` goes
+/// on. `pairs` is scratch; past `ALIKE_PAIRS` pairs the answer is no.
+fn same_within(
+    p: &Pattern,
+    a: u32,
+    b: u32,
+    seen: &[u32],
+    pairs: &mut FxMap<(u32, u32), ()>,
+) -> bool {
+    pairs.clear();
+    let mut stack = vec![(a, b)];
+    while let Some((a, b)) = stack.pop() {
+        if a == b || pairs.contains_key(&(a, b)) {
+            continue;
+        }
+        if pairs.len() >= ALIKE_PAIRS
+            || p.accepts(a) != p.accepts(b)
+            || p.close(a) != p.close(b)
+            || p.free(a) != p.free(b)
+        {
+            return false;
+        }
+        pairs.insert((a, b), ());
+        let (ra, rb) = (p.row(a), p.row(b));
+        if ra.len() != rb.len() {
+            return false;
+        }
+        for (&(fa, la, ta), &(fb, lb, tb)) in ra.iter().zip(rb) {
+            if (fa, la) != (fb, lb) || p.close(ta) != p.close(tb) {
+                return false;
+            }
+            if seen.binary_search(&ta).is_ok() {
+                stack.push((ta, tb));
+            }
+        }
+    }
+    true
 }
 
 /// Whether `t` is inside a string whose further content leaves the state as it is: a value
@@ -440,6 +740,9 @@ impl MatcherCache {
         Ok(dfa)
     }
 }
+
+#[cfg(test)]
+mod equivalence;
 
 #[cfg(test)]
 mod tests {

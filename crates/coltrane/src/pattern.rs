@@ -145,6 +145,11 @@ impl Pattern {
     pub fn free(&self, s: u32) -> bool {
         self.free[s as usize]
     }
+
+    /// State `s`'s transitions: sorted, disjoint (first, last, target) character ranges.
+    pub fn row(&self, s: u32) -> &[(u32, u32, u32)] {
+        &self.trans[s as usize]
+    }
 }
 
 /// Fewest bytes that write a character of `first..=last` in a JSON string.

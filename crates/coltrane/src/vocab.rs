@@ -156,7 +156,22 @@ impl Trie {
     pub fn tokens_at(&self, i: usize) -> &[u32] {
         &self.ids[self.first[i] as usize..self.first[i + 1] as usize]
     }
+
+    /// The tokens of node `i`'s subtree (those whose bytes start with its prefix), in preorder:
+    /// `below(i)` is `tokens()[below(i)]`.
+    pub fn below(&self, i: usize) -> std::ops::Range<usize> {
+        self.first[i] as usize..self.first[i + self.size[i] as usize] as usize
+    }
+
+    /// Every token of the trie, in preorder (by bytes).
+    pub fn tokens(&self) -> &[u32] {
+        &self.ids
+    }
 }
+
+/// `Vocab::content_below` flags: a subtree holds a string-safe token, a string-unsafe one.
+pub const SAFE_BELOW: u8 = 1;
+pub const UNSAFE_BELOW: u8 = 2;
 
 /// What COLTRANE knows about a vocabulary.
 #[derive(Debug)]
@@ -184,6 +199,10 @@ pub struct Vocab {
     /// string's mask is these plus a walk of `string_unsafe` (the others, a small trie).
     string_safe: TokenSet,
     string_unsafe: Trie,
+    /// Per node of `trie`: whether its subtree holds string-safe tokens (`SAFE_BELOW`) and
+    /// others (`UNSAFE_BELOW`), so a walk that reaches a free string inside a token can take the
+    /// safe ones at once and visit only the subtrees that hold the others.
+    content_below: Vec<u8>,
     max_token_len: usize,
 }
 
@@ -276,6 +295,7 @@ impl Vocab {
         let string_unsafe = Trie::build(&unsafe_tokens);
         drop(unsafe_tokens);
         drop(trie_tokens);
+        let content_below = content_below(&trie, &safe);
         Ok(Vocab {
             trie,
             bytes,
@@ -291,6 +311,7 @@ impl Vocab {
             eos_set,
             string_safe: safe,
             string_unsafe,
+            content_below,
             max_token_len,
         })
     }
@@ -378,6 +399,44 @@ impl Vocab {
     pub fn max_token_len(&self) -> usize {
         self.max_token_len
     }
+
+    /// `SAFE_BELOW` | `UNSAFE_BELOW` for node `i` of `trie()`.
+    #[inline]
+    pub fn content_below(&self, i: usize) -> u8 {
+        self.content_below[i]
+    }
+}
+
+/// Per trie node, which kinds of tokens (string-safe or not) its subtree holds: each token marks
+/// its node and the ancestors not yet marked with its kind.
+fn content_below(trie: &Trie, safe: &TokenSet) -> Vec<u8> {
+    let mut flags = vec![0u8; trie.len()];
+    let mut path = vec![
+        0usize;
+        trie.depth
+            .iter()
+            .map(|&d| d as usize + 1)
+            .max()
+            .unwrap_or(1)
+    ];
+    for i in 1..trie.len() {
+        let d = trie.depth[i] as usize;
+        path[d] = i;
+        for &id in trie.tokens_at(i) {
+            let kind = if safe.contains(id) {
+                SAFE_BELOW
+            } else {
+                UNSAFE_BELOW
+            };
+            for &node in path[..=d].iter().rev() {
+                if flags[node] & kind != 0 {
+                    break;
+                }
+                flags[node] |= kind;
+            }
+        }
+    }
+    flags
 }
 
 #[cfg(test)]
