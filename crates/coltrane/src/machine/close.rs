@@ -88,7 +88,12 @@ impl Thread {
                     members,
                     phase,
                 } => object_rest(schema, node, seen, members, phase, innermost),
-                Frame::Array { node, count, phase } => array_rest(schema, node, count, phase),
+                Frame::Array {
+                    node,
+                    count,
+                    found,
+                    phase,
+                } => array_rest(schema, node, count, found, phase),
             };
             total = add(total, part);
         }
@@ -233,42 +238,51 @@ fn object_rest(
     }
 }
 
-fn array_rest(schema: &Schema, node: NodeId, count: u32, phase: ArrPhase) -> u32 {
+fn array_rest(schema: &Schema, node: NodeId, count: u32, found: u16, phase: ArrPhase) -> u32 {
     let add = |a: u32, b: u32| a.saturating_add(b).min(INF);
-    let (prefix, items, min_items) = match schema.shape(node) {
-        Shape::Array {
-            prefix,
-            items,
-            min_items,
-            ..
-        } => (prefix.as_slice(), *items, *min_items),
-        // `Any` arrays hold any values.
-        _ => (&[][..], Some(node), 0),
-    };
-    let elem = |i: u32| {
-        prefix
-            .get(i as usize)
-            .copied()
-            .or(items)
-            .map_or(INF, |n| schema.min_bytes(n))
-    };
-    // Elements still required after the one in progress (if any).
+    // Elements still required after the one in progress (if any), each with a comma.
     let done = match phase {
         ArrPhase::Value => count + 1,
         _ => count,
     };
-    let mut rest = 1u32; // `]`
-    for i in done..min_items.max(done) {
-        rest = add(rest, add(elem(i), 1));
-    }
+    let (needed, k) = match schema.shape(node) {
+        Shape::Array { .. } => schema.elements_needed(node, done, found as u32),
+        // `Any` arrays hold any values.
+        _ => (0, 0),
+    };
+    let rest = add(1, needed); // and `]`
     match phase {
-        ArrPhase::Open if done < min_items => rest - 1,
+        ArrPhase::Open if k > 0 => rest - 1,
         ArrPhase::NextValue => {
-            if done < min_items {
+            if k > 0 {
                 rest - 1
             } else {
-                // A comma was written: one more element must follow.
-                add(rest, elem(done))
+                // A comma was written: one more element must follow (a hit only where
+                // `maxContains` has room).
+                let cheapest = match schema.shape(node) {
+                    Shape::Array {
+                        prefix,
+                        items,
+                        contains,
+                        ..
+                    } => match contains {
+                        Some(c) => {
+                            let (hit, miss) = c.at(done);
+                            let hit = match (found as u32) < c.max {
+                                true => schema.min_bytes(hit),
+                                false => INF,
+                            };
+                            hit.min(schema.min_bytes(miss))
+                        }
+                        None => prefix
+                            .get(done as usize)
+                            .copied()
+                            .or(*items)
+                            .map_or(INF, |n| schema.min_bytes(n)),
+                    },
+                    _ => 1,
+                };
+                add(rest, cheapest)
             }
         }
         _ => rest,

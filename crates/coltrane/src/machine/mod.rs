@@ -98,6 +98,9 @@ pub enum Frame {
         node: NodeId,
         /// Elements completed (saturating where no bound needs more).
         count: u32,
+        /// Elements that are hits of `contains` (the one in progress included), counted as far
+        /// as its counts need.
+        found: u16,
         phase: ArrPhase,
     },
     Str {

@@ -8,7 +8,7 @@ use super::{
     MAX_WS, NO_RULE, WORDS,
 };
 use crate::number::Digits;
-use crate::schema::{NodeId, Schema, Shape, INF};
+use crate::schema::{Contains, NodeId, Schema, Shape, INF};
 use std::collections::HashSet;
 
 fn is_ws(b: u8) -> bool {
@@ -58,6 +58,7 @@ impl Thread {
         if let Frame::Array {
             node,
             count,
+            found,
             phase: phase @ (ArrPhase::Open | ArrPhase::NextValue),
         } = top
         {
@@ -68,14 +69,29 @@ impl Thread {
                 let Some(elem) = element(schema, node, count) else {
                     return;
                 };
-                let mut t = self;
-                t.set_top(Frame::Array {
-                    node,
-                    count,
-                    phase: ArrPhase::Value,
-                });
-                t.frames.push(Frame::Value(elem));
-                return t.step(schema, b, out);
+                let start = |mut t: Thread, found: u16, elem: NodeId, out: &mut Vec<Thread>| {
+                    t.set_top(Frame::Array {
+                        node,
+                        count,
+                        found,
+                        phase: ArrPhase::Value,
+                    });
+                    t.frames.push(Frame::Value(elem));
+                    t.step(schema, b, out);
+                };
+                // Under `contains`, the element is a hit (counted) or a miss: two threads.
+                match contains_of(schema, node) {
+                    None => start(self, found, elem, out),
+                    Some(c) => {
+                        let (hit, miss) = c.at(count);
+                        if (found as u32) < c.max {
+                            let more = (found as u32 + 1).min(c.cap()).min(u16::MAX as u32);
+                            start(self.clone(), more as u16, hit, out);
+                        }
+                        start(self, found, miss, out);
+                    }
+                }
+                return;
             }
         }
         if let Some(t) = self.step_one(schema, top, b) {
@@ -203,14 +219,22 @@ impl Thread {
                 self.set_top(Frame::Key { obj, at, chars });
                 Some(self)
             }
-            Frame::Array { node, count, phase } => {
+            Frame::Array {
+                node,
+                count,
+                found,
+                phase,
+            } => {
                 let min_items = match schema.shape(node) {
                     Shape::Array { min_items, .. } => *min_items,
                     _ => 0,
                 };
+                let enough = contains_of(schema, node).is_none_or(|c| found as u32 >= c.min);
                 match (phase, b) {
                     (_, _) if ws && phase != ArrPhase::Value => self.ws(),
-                    (ArrPhase::Open | ArrPhase::AfterValue, b']') if count >= min_items => {
+                    (ArrPhase::Open | ArrPhase::AfterValue, b']')
+                        if count >= min_items && enough =>
+                    {
                         self.complete(schema)
                     }
                     (ArrPhase::AfterValue, b',') => {
@@ -218,6 +242,7 @@ impl Thread {
                         self.set_top(Frame::Array {
                             node,
                             count,
+                            found,
                             phase: ArrPhase::NextValue,
                         });
                         Some(self)
@@ -448,6 +473,7 @@ impl Thread {
             (Shape::Any | Shape::Array { .. }, b'[') => Frame::Array {
                 node,
                 count: 0,
+                found: 0,
                 phase: ArrPhase::Open,
             },
             (Shape::Any | Shape::String { .. }, b'"') => Frame::Str {
@@ -537,9 +563,12 @@ impl Thread {
                 members,
                 phase: ObjPhase::AfterMember,
             }),
-            Some(Frame::Array { node, count, .. }) => self.set_top(Frame::Array {
+            Some(Frame::Array {
+                node, count, found, ..
+            }) => self.set_top(Frame::Array {
                 node,
                 count: count.saturating_add(1).min(count_cap(schema, node)),
+                found,
                 phase: ArrPhase::AfterValue,
             }),
             Some(_) => return None,
@@ -599,6 +628,16 @@ fn element(schema: &Schema, node: NodeId, index: u32) -> Option<NodeId> {
         }
         // `Any` arrays hold any values.
         _ => Some(node),
+    }
+}
+
+/// Array `node`'s `contains`, if it has one.
+pub(crate) fn contains_of(schema: &Schema, node: NodeId) -> Option<&Contains> {
+    match schema.shape(node) {
+        Shape::Array {
+            contains: Some(c), ..
+        } => Some(c),
+        _ => None,
     }
 }
 

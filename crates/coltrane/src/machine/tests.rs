@@ -644,6 +644,23 @@ fn negations_conditions_dependencies_and_member_counts() {
             vec!["{\"a\":1,\"b\":1}", "{\"a\":1}", "{}"],
         ),
         (
+            json!({"type": "array", "contains": {"type": "integer", "minimum": 5}}),
+            vec!["[5]", "[1,\"a\",7]", "[9,9]"],
+            vec!["[]", "[1,2]", "[\"5\"]"],
+        ),
+        (
+            json!({"type": "array", "contains": {"const": 1}, "minContains": 2, "maxContains": 3,
+                "maxItems": 4}),
+            vec!["[1,1]", "[1,0,1,1]", "[1,1,1]"],
+            vec!["[1]", "[1,1,1,1]", "[0,0,0,1]", "[1,1,0,0,0]"],
+        ),
+        (
+            json!({"prefixItems": [{"type": "string"}], "items": {"type": "integer"},
+                "contains": {"type": "string"}, "maxContains": 1}),
+            vec!["[\"a\"]", "[\"a\",1,2]"],
+            vec!["[1]", "[]"],
+        ),
+        (
             json!({"not": {"minProperties": 1}}),
             vec!["{}"],
             vec!["{\"a\":1}", "1"],

@@ -66,12 +66,42 @@ pub enum Shape {
         items: Option<NodeId>,
         min_items: u32,
         max_items: u32,
+        /// `contains` with its counts (`None`: none).
+        contains: Option<Box<Contains>>,
     },
     /// One of these exact values (`enum`, `const`), matched in their compact serialization.
     Literal(LiteralTrie),
     /// Any of these shapes (`anyOf`, a list of types, a `$ref`'s target). No cycle runs through
     /// unions alone: the compiler refuses one (`SchemaError::Loop`).
     Union(Vec<NodeId>),
+}
+
+/// `contains`, `minContains`, `maxContains`: each element is a hit (its schema met with
+/// `contains`') or a miss (met with the complement; without `maxContains`, the element's own
+/// schema, so a hit not counted only undercounts), and the array counts its hits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contains {
+    /// Per position: the prefix's, then one for every later element.
+    pub hit: Vec<NodeId>,
+    pub miss: Vec<NodeId>,
+    pub min: u32,
+    pub max: u32,
+}
+
+impl Contains {
+    /// The (hit, miss) nodes of element `index`.
+    pub fn at(&self, index: u32) -> (NodeId, NodeId) {
+        let i = (index as usize).min(self.hit.len() - 1);
+        (self.hit[i], self.miss[i])
+    }
+
+    /// Hits counted as far as the counts tell them apart.
+    pub fn cap(&self) -> u32 {
+        match self.max {
+            u32::MAX => self.min,
+            max => max,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -223,6 +253,81 @@ impl Schema {
         total
     }
 
+    /// Fewest bytes of the elements array `id` still needs after `done` of them with `found`
+    /// hits of its `contains` — each element with one comma — and how many: enough for
+    /// `minItems` and `minContains`, within `maxItems` and `maxContains` (`INF` if none fit).
+    /// With `contains`, each position is a miss or a hit; the count that costs least is found
+    /// by trying each up to the prefix's end (a hit may be cheaper further on).
+    pub fn elements_needed(&self, id: NodeId, done: u32, found: u32) -> (u32, u32) {
+        let add = |a: u32, b: u32| a.saturating_add(b).min(INF);
+        let Shape::Array {
+            prefix,
+            items,
+            min_items,
+            max_items,
+            contains,
+        } = self.shape(id)
+        else {
+            return (0, 0);
+        };
+        let elem = |i: u32| {
+            prefix
+                .get(i as usize)
+                .copied()
+                .or(*items)
+                .map_or(INF, |n| self.min_bytes(n))
+        };
+        let Some(c) = contains else {
+            let k = min_items.saturating_sub(done);
+            let bytes = (done..done + k).fold(0, |t, i| add(t, add(elem(i), 1)));
+            return (bytes, k);
+        };
+        let need = c.min.saturating_sub(found);
+        let room = c.max.saturating_sub(found);
+        let k0 = need.max(min_items.saturating_sub(done));
+        let mut best = (INF, k0);
+        for k in k0..=k0 + prefix.len() as u32 {
+            if done.saturating_add(k) > *max_items {
+                break;
+            }
+            // Misses everywhere, then the cheapest switches to hits: the needed ones, and more
+            // while they save bytes and `maxContains` has room.
+            let mut base = k;
+            let mut forced = 0u32;
+            let mut gains: Vec<i64> = Vec::new();
+            for i in done..done + k {
+                let (h, m) = c.at(i);
+                let (h, m) = (self.min_bytes(h), self.min_bytes(m));
+                if m >= INF {
+                    forced += 1;
+                    base = add(base, h);
+                } else {
+                    base = add(base, m);
+                    if h < INF {
+                        gains.push(h as i64 - m as i64);
+                    }
+                }
+            }
+            if forced > room || (forced + gains.len() as u32) < need {
+                continue;
+            }
+            gains.sort_unstable();
+            let mut total = base as i64;
+            let mut hits = forced;
+            for g in gains {
+                if hits < need || (g < 0 && hits < room) {
+                    total += g;
+                    hits += 1;
+                }
+            }
+            let total = (total.max(0) as u64).min(INF as u64) as u32;
+            if base < INF && total < best.0 {
+                best = (total, k);
+            }
+        }
+        best
+    }
+
     pub fn min_bytes(&self, id: NodeId) -> u32 {
         self.min_bytes[id as usize]
     }
@@ -331,18 +436,14 @@ impl Schema {
                     t => t - 1,
                 }
             }
-            Shape::Array {
-                prefix,
-                items,
-                min_items,
-                ..
-            } => {
-                let mut total = 2u32;
-                for i in 0..*min_items as usize {
-                    let elem = prefix.get(i).copied().or(*items);
-                    total = add(total, elem.map_or(INF, mb));
+            Shape::Array { .. } => {
+                // Every element but the first after a comma.
+                let (bytes, k) = self.elements_needed(id, 0, 0);
+                match (bytes, k) {
+                    (INF, _) => INF,
+                    (b, 0) => add(2, b),
+                    (b, _) => add(2, b - 1),
                 }
-                add(total, min_items.saturating_sub(1))
             }
         }
     }

@@ -10,7 +10,14 @@ fn unsupported_keywords_are_named() {
             json!({"properties": {"a": {"pattern": "(?=x)"}}}),
             "pattern with a lookahead",
         ),
-        (json!({"type": "array", "contains": true}), "contains"),
+        (
+            json!({"not": {"type": "array", "contains": {"type": "null"}}}),
+            "not of contains",
+        ),
+        (
+            json!({"type": "array", "contains": {"pattern": "a"}, "maxContains": 2}),
+            "not of a pattern or format",
+        ),
         (
             json!({"not": {"type": "string", "pattern": "a"}}),
             "not of a pattern or format",

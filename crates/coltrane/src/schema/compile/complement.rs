@@ -138,10 +138,14 @@ impl Compiler<'_> {
                 out
             }
             Shape::Array {
+                contains: Some(_), ..
+            } => return Err(refused("not of contains", path)),
+            Shape::Array {
                 prefix,
                 items,
                 min_items,
                 max_items,
+                contains: None,
             } => {
                 let mut out = self.others(Kind::Array)?;
                 let any = self.add(Shape::Any)?;
@@ -343,6 +347,7 @@ fn array(prefix: Vec<NodeId>, items: Option<NodeId>, min_items: u32, max_items: 
         items,
         min_items,
         max_items,
+        contains: None,
     }
 }
 

@@ -12,7 +12,7 @@
 use super::{Compiler, OneOf, MAX_ONE_OF_CHECKED, MAX_ONE_OF_EXACT, MAX_PROPS};
 use crate::number::{NumberRule, RuleError};
 use crate::pattern::Pattern;
-use crate::schema::{ByteTrie, NodeId, Prop, Schema, SchemaError, Shape, INF};
+use crate::schema::{ByteTrie, Contains, NodeId, Prop, Schema, SchemaError, Shape, INF};
 
 impl Compiler<'_> {
     /// A node admitting what both `a` and `b` admit.
@@ -246,12 +246,14 @@ impl Compiler<'_> {
                     items: ia,
                     min_items: a0,
                     max_items: a1,
+                    contains: ca,
                 },
                 Shape::Array {
                     prefix: pb,
                     items: ib,
                     min_items: b0,
                     max_items: b1,
+                    contains: cb,
                 },
             ) => {
                 let n = pa.len().max(pb.len());
@@ -268,16 +270,57 @@ impl Compiler<'_> {
                     (Some(x), Some(y)) => Some(self.intersect(x, y, path)?),
                     _ => None,
                 };
+                // One side's `contains`, its hits and misses met with the other's elements.
+                let contains = match (ca, cb) {
+                    (Some(_), Some(_)) => {
+                        return Err(SchemaError::Unsupported {
+                            keyword: "contains in more than one branch of allOf".into(),
+                            path: path.to_string(),
+                        })
+                    }
+                    (Some(c), None) => Some(self.contains_meet(&c, &pb, ib, n, path)?),
+                    (None, Some(c)) => Some(self.contains_meet(&c, &pa, ia, n, path)?),
+                    (None, None) => None,
+                };
                 Shape::Array {
                     prefix,
                     items,
                     min_items: a0.max(b0),
                     max_items: a1.min(b1),
+                    contains,
                 }
             }
             // `Any` met above; different types share no value.
             _ => Shape::Never,
         })
+    }
+
+    /// `c` with its hits and misses met with the elements of another array (`prefix`, then
+    /// `items`), for `n` prefix positions and the rest.
+    fn contains_meet(
+        &mut self,
+        c: &Contains,
+        prefix: &[NodeId],
+        items: Option<NodeId>,
+        n: usize,
+        path: &str,
+    ) -> Result<Box<Contains>, SchemaError> {
+        let (mut hit, mut miss) = (Vec::new(), Vec::new());
+        for j in 0..=n as u32 {
+            let (h, m) = c.at(j);
+            let (h, m) = match prefix.get(j as usize).copied().or(items) {
+                Some(y) => (self.intersect(h, y, path)?, self.intersect(m, y, path)?),
+                None => (self.add(Shape::Never)?, self.add(Shape::Never)?),
+            };
+            hit.push(h);
+            miss.push(m);
+        }
+        Ok(Box::new(Contains {
+            hit,
+            miss,
+            min: c.min,
+            max: c.max,
+        }))
     }
 
     /// Node `id`: the values listed at `lit` that both its own schema and `other` admit

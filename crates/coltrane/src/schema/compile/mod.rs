@@ -22,7 +22,7 @@ pub(crate) struct OneOf {
 }
 
 use super::resources::{ref_overrides, Resources};
-use super::{ByteTrie, NodeId, Prop, Schema, SchemaError, Shape};
+use super::{ByteTrie, Contains, NodeId, Prop, Schema, SchemaError, Shape};
 use crate::format::{format_pattern, Formats};
 use crate::number::{Bound, Decimal, NumberRule, RuleError, MAX_MULTIPLE};
 use crate::pattern::{Pattern, PatternError};
@@ -313,6 +313,9 @@ impl<'a> Compiler<'a> {
                         | "maxItems"
                         | "minProperties"
                         | "maxProperties"
+                        | "contains"
+                        | "minContains"
+                        | "maxContains"
                         | "minLength"
                         | "maxLength"
                         | "pattern"
@@ -806,12 +809,61 @@ impl<'a> Compiler<'a> {
         }
         let min_items = Self::count(path, obj, "minItems")?.unwrap_or(0);
         let max_items = Self::count(path, obj, "maxItems")?.unwrap_or(u32::MAX);
+        let contains = self.contains(path, obj, &prefix, items)?;
         Ok(Shape::Array {
             prefix,
             items,
             min_items,
             max_items,
+            contains,
         })
+    }
+
+    /// `contains` (`minContains` and `maxContains` only beside it): each element position's
+    /// hit (its schema met with `contains`') and miss (met with the complement; without
+    /// `maxContains`, the element's own schema). `None` where it asks nothing (`minContains: 0`
+    /// and no maximum).
+    fn contains(
+        &mut self,
+        path: &str,
+        obj: &'a Map<String, Value>,
+        prefix: &[NodeId],
+        items: Option<NodeId>,
+    ) -> Result<Option<Box<Contains>>, SchemaError> {
+        let Some(schema) = obj.get("contains") else {
+            return Ok(None);
+        };
+        let min = Self::count(path, obj, "minContains")?.unwrap_or(1);
+        let max = Self::count(path, obj, "maxContains")?.unwrap_or(u32::MAX);
+        if min == 0 && max == u32::MAX {
+            return Ok(None);
+        }
+        let s = self.compile_at(&format!("{path}/contains"), schema)?;
+        let not_s = match max {
+            u32::MAX => None,
+            _ => Some(self.complement(s, path)?),
+        };
+        let (mut hit, mut miss) = (Vec::new(), Vec::new());
+        for j in 0..=prefix.len() {
+            let (h, m) = match prefix.get(j).copied().or(items) {
+                Some(e) => (
+                    self.intersect(e, s, path)?,
+                    match not_s {
+                        Some(n) => self.intersect(e, n, path)?,
+                        None => e,
+                    },
+                ),
+                None => (self.add(Shape::Never)?, self.add(Shape::Never)?),
+            };
+            hit.push(h);
+            miss.push(m);
+        }
+        Ok(Some(Box::new(Contains {
+            hit,
+            miss,
+            min,
+            max,
+        })))
     }
 }
 
