@@ -1,7 +1,8 @@
 //! A JSON Schema subset compiled to a graph of shapes the byte matcher walks. Supported: `type`
 //! (one or a list), `properties`, `required`, `additionalProperties` (boolean or schema),
 //! `items`, `prefixItems` (and draft-4 `items: [...]` with `additionalItems`), `enum`, `const`,
-//! `minItems`/`maxItems`, `minLength`/`maxLength`, `minProperties`/`maxProperties`, `pattern`
+//! `minItems`/`maxItems`, `contains` and its counts, `minLength`/`maxLength`,
+//! `minProperties`/`maxProperties`, `pattern`
 //! and the known `format`s, the numeric bounds and `multipleOf` (enforced on the digits:
 //! `number.rs`), `anyOf`, `allOf`, `oneOf`, `not`, `if`/`then`/`else`, the dependencies
 //! (`compile/`: intersections, complements and the unions they build), `$ref` to
