@@ -244,6 +244,15 @@ describe('the agentic loop over MCP servers', () => {
     assert.doesNotMatch(outside.text, /s3cret/);
     assert.equal(mcp.requests.length, requests, 'no request to a server outside the list');
   });
+
+  test('a stdio server (a command) is refused, and workerd says it cannot start processes', async () => {
+    const r = await ask({
+      messages: [{ role: 'user', content: 'Hi' }],
+      knot: { agentic: { mcp_servers: { mcpServers: { fs: { command: 'npx', args: ['-y', 'some-server'] } } } } },
+    });
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.json.error.message, /starts a command \(a stdio server\): this runtime cannot start processes \(a Worker, a page\)/);
+  });
 });
 
 // Four people each holding a four-turn chat with one Worker at once. As shipped but for what four
