@@ -198,7 +198,9 @@ fn the_report_names_relaxations_and_formats_kept_as_annotations() {
     );
     assert_eq!(m.relaxations.len(), 1);
     assert!(m.relaxations[0].starts_with("oneOf at #/properties/n:"));
-    let plain = coltrane(preset(Preset::JsonSchema(json!({"type": "string", "format": "date"}))));
+    let plain = coltrane(preset(Preset::JsonSchema(
+        json!({"type": "string", "format": "date"}),
+    )));
     assert!(plain.metrics().annotations.is_empty() && plain.metrics().relaxations.is_empty());
 }
 
