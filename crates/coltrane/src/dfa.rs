@@ -140,9 +140,10 @@ struct Walked {
     seen: Box<[u32]>,
 }
 
-/// Masks kept per place, places kept at once, pattern states kept per mask.
+/// Masks kept per place, places kept at once, pattern states kept per mask: at most 2 MiB of
+/// noted pattern states beside the masks themselves.
 const WALKED_PER_KEY: usize = 2;
-const WALKED_KEYS: usize = 256;
+const WALKED_KEYS: usize = 64;
 const WALKED_SEEN: usize = 4096;
 /// Candidates compared, and pairs of pattern states per comparison, at most.
 const ALIKE_TRIES: usize = 2;
