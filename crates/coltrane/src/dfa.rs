@@ -170,7 +170,7 @@ impl Dfa {
             walks: 0,
             plain: false,
         };
-        dfa.intern(start);
+        dfa.intern(start, None);
         dfa
     }
 
@@ -195,7 +195,8 @@ impl Dfa {
         self.states.get(s as usize).map_or(INF, |st| st.close)
     }
 
-    fn intern(&mut self, mut threads: Vec<Thread>) -> StateId {
+    /// The state of `threads`, whose fewest closing bytes are `close` (`None`: not known yet).
+    fn intern(&mut self, mut threads: Vec<Thread>, close: Option<u32>) -> StateId {
         threads.sort();
         threads.dedup();
         if threads.is_empty() {
@@ -221,11 +222,13 @@ impl Dfa {
             re,
             mark: 0,
             can_end: threads.iter().any(|t| t.can_end(schema)),
-            close: threads
-                .iter()
-                .map(|t| t.close_bytes(schema))
-                .min()
-                .unwrap_or(INF),
+            close: close.unwrap_or_else(|| {
+                threads
+                    .iter()
+                    .map(|t| t.close_bytes(schema))
+                    .min()
+                    .unwrap_or(INF)
+            }),
             threads: threads.clone(),
         });
         self.rows.push(None);
@@ -253,10 +256,12 @@ impl Dfa {
         let threads = state.threads.clone();
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
+        // The closing costs `step` computes to drop dead threads are the new state's too.
+        let mut close = None;
         for t in threads.iter() {
-            t.clone().step(&self.schema, b, &mut out);
+            t.clone().step_closing(&self.schema, b, &mut out, &mut close);
         }
-        let next = self.intern(std::mem::take(&mut out));
+        let next = self.intern(std::mem::take(&mut out), close);
         self.scratch = out;
         if self.rows[s as usize].is_none() {
             if self.row_count >= MAX_ROWS {

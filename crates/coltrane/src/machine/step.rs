@@ -30,6 +30,18 @@ impl Thread {
 
     /// Every thread this one becomes after byte `b` (none if it dies).
     pub fn step(self, schema: &Schema, b: u8, out: &mut Vec<Thread>) {
+        self.step_closing(schema, b, out, &mut None);
+    }
+
+    /// [`step`](Thread::step), and the fewest closing bytes of the threads it adds, where the
+    /// caller keeps them (computed anyway to drop dead threads; the DFA needs their minimum).
+    pub fn step_closing(
+        self,
+        schema: &Schema,
+        b: u8,
+        out: &mut Vec<Thread>,
+        close: &mut Option<u32>,
+    ) {
         let Some(&top) = self.frames.last() else {
             return;
         };
@@ -50,7 +62,7 @@ impl Thread {
                 for &a in leaves {
                     let mut t = self.clone();
                     t.set_top(Frame::Value(a));
-                    t.step(schema, b, out);
+                    t.step_closing(schema, b, out, close);
                 }
                 return;
             }
@@ -69,7 +81,11 @@ impl Thread {
                 let Some(elem) = element(schema, node, count) else {
                     return;
                 };
-                let start = |mut t: Thread, found: u16, elem: NodeId, out: &mut Vec<Thread>| {
+                let start = |mut t: Thread,
+                             found: u16,
+                             elem: NodeId,
+                             out: &mut Vec<Thread>,
+                             close: &mut Option<u32>| {
                     t.set_top(Frame::Array {
                         node,
                         count,
@@ -77,18 +93,18 @@ impl Thread {
                         phase: ArrPhase::Value,
                     });
                     t.frames.push(Frame::Value(elem));
-                    t.step(schema, b, out);
+                    t.step_closing(schema, b, out, close);
                 };
                 // Under `contains`, the element is a hit (counted) or a miss: two threads.
                 match contains_of(schema, node) {
-                    None => start(self, found, elem, out),
+                    None => start(self, found, elem, out, close),
                     Some(c) => {
                         let (hit, miss) = c.at(count);
                         if (found as u32) < c.max {
                             let more = (found as u32 + 1).min(c.cap()).min(u16::MAX as u32);
-                            start(self.clone(), more as u16, hit, out);
+                            start(self.clone(), more as u16, hit, out, close);
                         }
-                        start(self, found, miss, out);
+                        start(self, found, miss, out, close);
                     }
                 }
                 return;
@@ -98,8 +114,10 @@ impl Thread {
             // A thread no document can complete is dead now, not at some later byte: masks
             // built from it would offer tokens that lead nowhere (a property or an element
             // whose schema is `false`, an additional key that may not have a value, …).
-            if t.close_bytes(schema) < INF {
+            let c = t.close_bytes(schema);
+            if c < INF {
                 out.push(t);
+                *close = Some(close.map_or(c, |m| m.min(c)));
             }
         }
     }
