@@ -259,7 +259,8 @@ impl Dfa {
         // The closing costs `step` computes to drop dead threads are the new state's too.
         let mut close = None;
         for t in threads.iter() {
-            t.clone().step_closing(&self.schema, b, &mut out, &mut close);
+            t.clone()
+                .step_closing(&self.schema, b, &mut out, &mut close);
         }
         let next = self.intern(std::mem::take(&mut out), close);
         self.scratch = out;
