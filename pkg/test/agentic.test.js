@@ -2,14 +2,16 @@
 // and stateless, paged, behind a header), and the loop in knot-serve on 127.0.0.1 driven by the
 // official openai client — SmolLM2 and Gemma-3-270M calling the calculator, the tools that hang,
 // fail and answer 5 MB each ending in the gate that names them, a client that goes away
-// cancelling the pending call, the opt-in, the allow-list, and secrets never echoed.
+// cancelling the pending call, the opt-in, the allow-list, and secrets never echoed; SmolLM2
+// calling real tools (public MCP servers' schemas, registered verbatim) by name, the server
+// validating what it receives (the whole corpus with KNOT_FULL_CORPUS=1).
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { after, before, describe, test } from './harness.js';
-import { startMcpServer } from './mcp-server.js';
+import { startMcpServer, toolCorpus } from './mcp-server.js';
 import { nativeGenerator, post, startServer } from './servers.js';
 import { KNOT_BIN, ROOT, SMOL, haveNative, haveSmol } from './support.js';
 import { McpConnection, allowed, closed, namespaced, parseMcpServers } from '../src/openai/mcp.js';
@@ -472,4 +474,69 @@ describeIf(ready && existsSync(GEMMA), 'the agentic loop in knot-serve (Gemma-3-
     const result = resultOf(r, first.id);
     assert.ok(r.json.choices[0].message.content.includes(result), `the answer '${r.json.choices[0].message.content}' holds ${result}`);
   });
+});
+
+// The corpus of real tool schemas (tests/fixtures/mcp-tools) through the loop: each public
+// server's tools registered verbatim on an SDK server of its own (/corpus/S), SmolLM2 made to call
+// a tool by naming it in tool_choice, the server validating the arguments it receives with Ajv
+// (formats asserted). Seventeen servers are more than knot-serve takes configured (16): each
+// request names its server, which the allow-list lets in. CI calls the first tool of the six
+// servers tests/mcp_tools_smollm2.rs calls, in 48 tokens (the call and the answer after it; at 32,
+// GitHub's six required strings do not fit); KNOT_FULL_CORPUS=1 calls every tool, in 96 tokens
+// and a context that holds the largest schemas (MongoDB's, some 4,000 tokens).
+const FULL_CORPUS = Boolean(process.env.KNOT_FULL_CORPUS);
+const CORPUS_CI = ['everything', 'filesystem', 'github', 'mongodb', 'notion', 'playwright'];
+const CORPUS_TOKENS = FULL_CORPUS ? 96 : 48;
+
+describeIf(ready, `real tool schemas through the loop (SmolLM2; ${FULL_CORPUS ? 'every tool' : 'the first tool of six servers'})`, () => {
+  const corpus = toolCorpus();
+  const tools = corpus.flatMap((c) => namespaced(c.server, c.tools).map((t, i) => ({ ...t, first: i === 0, count: c.tools.length })));
+  let mcp;
+  let server;
+  before(async () => {
+    mcp = await startMcpServer();
+    // The loop's time budget raised: the prompt of a large schema takes a while on a slow machine.
+    server = await startServe(SMOL, FULL_CORPUS ? ['--max-context', '8192'] : [], { KNOT_AGENTIC_ALLOW: `${mcp.url}/corpus/`, KNOT_AGENTIC_MAX_MS: '600000' });
+  });
+  after(async () => {
+    server?.child.kill('SIGKILL');
+    await mcp?.close();
+  });
+  /** The request's own MCP server: corpus server `name`. */
+  const named = (name) => ({ mcp_servers: [{ name, url: `${mcp.url}/corpus/${name}` }] });
+
+  test('every tool of every server is offered: COLTRANE enforces each schema, none is left out', async () => {
+    for (const c of corpus) {
+      // The token budget ends the loop before its first turn: the listing alone.
+      const r = await agentic(server.url, { messages: [{ role: 'user', content: 'Hi' }], knot: { agentic: { ...named(c.server), max_total_tokens: 1 } } });
+      assert.equal(r.status, 200, r.text);
+      const [listed] = r.json.knot.agentic.C0.servers;
+      assert.deepEqual([listed.name, listed.ok, listed.tools, listed.left_out ?? []], [c.server, true, c.tools.length, []]);
+    }
+  });
+
+  for (const t of tools.filter((x) => FULL_CORPUS || (x.first && CORPUS_CI.includes(x.server)))) {
+    test(`${t.server}/${t.tool}: called by name, the server receives arguments valid under its schema`, async () => {
+      const seen = mcp.log.length;
+      // Two steps: the call, then the answer.
+      const r = await agentic(server.url, {
+        messages: [{ role: 'user', content: `Call the tool ${t.name}.` }], max_tokens: CORPUS_TOKENS,
+        tool_choice: { type: 'function', function: { name: t.name } }, knot: { agentic: { ...named(t.server), max_steps: 2 } },
+      });
+      assert.equal(r.status, 200, r.text);
+      const a = r.json.knot.agentic;
+      assert.deepEqual(a.C0.servers.map((s) => [s.name, s.ok, s.tools, s.left_out ?? []]), [[t.server, true, t.count, []]]);
+      const [call] = callsOf(r);
+      assert.equal(call?.name, t.name, `no call of ${t.name}: ${JSON.stringify(a.steps)}`);
+      const sent = a.messages.find((m) => m.tool_calls !== undefined)?.tool_calls[0].function.arguments;
+      const what = `${t.name}: arguments ${sent}; C1 ${JSON.stringify(call.C1)}; C2 ${JSON.stringify(call.C2)}`;
+      assert.equal(call.C1.valid, true, what);
+      assert.equal(call.C2.outcome, 'ok', what);
+      assert.equal(resultOf(r, call.id), 'valid', what);
+      // What the SDK server itself received and made of it.
+      const received = mcp.log.slice(seen);
+      assert.deepEqual(received.map((e) => [e.server, e.name, e.valid, e.errors]), [[t.server, t.tool, true, []]], what);
+      assert.deepEqual(received[0].args, JSON.parse(sent));
+    });
+  }
 });

@@ -6,13 +6,21 @@
 //   /faulty     stateful, the tools that go wrong
 //   /paged      stateless, tools/list two tools a page (cursor paging)
 //   /auth       as /stateless, behind `authorization: Bearer s3cret`
+//   /corpus/S   stateless, the tools of server S of the corpus of real tool schemas
+//               (tests/fixtures/mcp-tools/S.json), listed verbatim
 //
 // Tools: calculator and lookup (a key-value table) on /mcp, /stateless and /auth; wait (hangs
-// until the client gives up), fail (throws) and big_report (returns 5 MB) on /faulty. Run alone (`node test/mcp-server.js [port]`) it prints its
-// URL and serves until killed.
+// until the client gives up), fail (throws) and big_report (returns 5 MB) on /faulty; on
+// /corpus/S, each tool validates its arguments under its own inputSchema with Ajv (formats
+// asserted) and answers `valid` or the errors. Run alone (`node test/mcp-server.js [port]`) it
+// prints its URL and serves until killed.
 import { randomUUID } from 'node:crypto';
+import { readFileSync, readdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { pathToFileURL } from 'node:url';
+import Ajv from 'ajv';
+import Ajv2020 from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -104,6 +112,67 @@ function pagedServer(log) {
   return server;
 }
 
+const CORPUS_DIR = new URL('../../tests/fixtures/mcp-tools/', import.meta.url);
+/** @type {{ server: string, tools: { name: string, description?: string, inputSchema: any }[] }[] | undefined} */
+let corpusFiles;
+
+/**
+ * The corpus of real tool schemas: public MCP servers' tools/list answers
+ * (tests/fixtures/mcp-tools), servers in name order, as the Rust tests read it.
+ */
+export function toolCorpus() {
+  corpusFiles ??= readdirSync(CORPUS_DIR).filter((f) => f.endsWith('.json')).sort()
+    .map((f) => JSON.parse(readFileSync(new URL(f, CORPUS_DIR), 'utf8')));
+  return corpusFiles;
+}
+
+let ajvs;
+/** Each corpus tool's validator, compiled once. */
+const corpusValidators = new Map();
+
+/**
+ * Ajv for the draft a schema declares (2020-12, else draft-07, Ajv's default), in strict mode
+ * (union types, as in `"type": ["boolean", "string"]`, allowed), formats asserted (ajv-formats).
+ * Notion's `format: "json"` has no standard meaning: accepted, as an unknown format is an
+ * annotation.
+ */
+function validatorOf(server, tool) {
+  const key = `${server}/${tool.name}`;
+  let v = corpusValidators.get(key);
+  if (v === undefined) {
+    const options = { allErrors: true, allowUnionTypes: true };
+    ajvs ??= [new Ajv2020(options), new Ajv(options)].map((a) => addFormats(a).addFormat('json', true));
+    const schema = tool.inputSchema;
+    v = ajvs[String(schema.$schema ?? '').includes('2020-12') ? 0 : 1].compile(schema);
+    corpusValidators.set(key, v);
+  }
+  return v;
+}
+
+/**
+ * A low-level server listing one corpus server's tools with their exact inputSchema. A call is
+ * validated under its tool's schema and logged ({ name, server, args, valid, errors }); the
+ * result is `valid`, or the errors (a tool error).
+ */
+function corpusServer(log, { server: name, tools }) {
+  const server = new Server({ name: `corpus-${name}`, version: '1.0.0' }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const { name: tool, arguments: args = {} } = request.params;
+    const t = tools.find((x) => x.name === tool);
+    if (t === undefined) {
+      log.push({ name: tool, server: name, args, valid: false, errors: ['no such tool'] });
+      return { ...text(`no tool '${tool}'`), isError: true };
+    }
+    const validate = validatorOf(name, t);
+    const valid = validate(args);
+    const errors = valid ? [] : (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message} (${e.schemaPath})`);
+    log.push({ name: tool, server: name, args, valid, errors });
+    return valid ? text('valid') : { ...text(`invalid: ${errors.join('; ')}`), isError: true };
+  });
+  return server;
+}
+
 /**
  * Starts the server on 127.0.0.1 (port 0: any free one).
  * @returns {Promise<{ url: string, log: object[], requests: { path: string, headers: object }[], close(): Promise<void> }>}
@@ -160,6 +229,10 @@ export async function startMcpServer(port = 0) {
           return;
         }
         await stateless(req, res, body, toolServer);
+      } else if (path.startsWith('/corpus/')) {
+        const entry = toolCorpus().find((c) => c.server === path.slice('/corpus/'.length));
+        if (entry === undefined) res.writeHead(404).end('no such corpus server');
+        else await stateless(req, res, body, (l) => corpusServer(l, entry));
       } else {
         res.writeHead(404).end('not found');
       }
@@ -184,5 +257,5 @@ export async function startMcpServer(port = 0) {
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const server = await startMcpServer(Number(process.argv[2] ?? 0));
-  console.log(`mcp test server on ${server.url} (/mcp, /stateless, /faulty, /paged, /auth)`);
+  console.log(`mcp test server on ${server.url} (/mcp, /stateless, /faulty, /paged, /auth, /corpus/SERVER)`);
 }
