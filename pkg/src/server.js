@@ -29,7 +29,11 @@ import { ApiError, errorResponse, openaiResponse, openaiRoute, toApiError } from
  * @param {ServerSettings} settings
  */
 export function createServer(backend, settings) {
-  /** The last requests answered, newest last. */
+  /**
+   * The last requests answered, newest last: each its id, tokens, finish and ms, and its prompt's
+   * prefill (prompt_tokens, prefilled_tokens, ttft_ms, prefill_ms, prefill_tok_s, queue_ms).
+   * @type {(import('./types/openai.js').CompletionRecord & Record<string, unknown>)[]}
+   */
   const recent = [];
   const keep = settings.recent ?? 16;
   const routes = {
@@ -40,7 +44,8 @@ export function createServer(backend, settings) {
   /**
    * @param {Request} request
    * @param {{ waitUntil?: (work: Promise<unknown>) => void, signal?: AbortSignal, tag?: unknown,
-   *   onDone?: (record: object) => object | void }} [per] what this request adds: keeping work
+   *   onDone?: (record: import('./types/openai.js').CompletionRecord) => object | void }} [per]
+   *   what this request adds: keeping work
    *   alive past the response (Workers' `ctx.waitUntil`), a signal other than the request's, the
    *   tag its model calls carry (what their I/O counts against: the backend's `onTurn`), and
    *   what the shell records of it (merged into `recent`)

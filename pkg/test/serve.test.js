@@ -61,6 +61,44 @@ describeIf(ready, 'knot-serve', () => {
   // Node runs the whole API file; Bun and Deno the quick subset (the same server code).
   const other = g.Bun !== undefined || g.Deno !== undefined;
   openaiApiSuite({ url: () => server.url, model: MODEL, native, quick: other, windows: !other });
+
+  test('/stats: each request\'s prefill (prompt and prefilled tokens, ttft, tok/s); a prefix hit prefills less', async () => {
+    // A prompt of a few hundred tokens no earlier request began with (only the template's
+    // system prompt may be reused), asked twice: the second is a prefix hit.
+    const facts = Array.from({ length: 14 }, (_, i) => `Fact ${i + 1}: the lighthouse keeper counted ${(i * 37) % 101} gulls on day ${i + 1}.`);
+    const body = {
+      model: MODEL, temperature: 0, max_tokens: 6,
+      messages: [{ role: 'user', content: `Note ${Date.now()}. ${facts.join(' ')} Which day had the most gulls?` }],
+    };
+    const ask = async () => {
+      const r = await post(server.url, '/v1/chat/completions', body);
+      assert.equal(r.status, 200, r.text);
+      const { recent } = await (await fetch(`${server.url}/stats`)).json();
+      // Its record (by id: a request an earlier test left may end after it).
+      const rec = recent.find((x) => x.id === r.json.id);
+      assert.ok(rec !== undefined, `${r.json.id} among ${JSON.stringify(recent.map((x) => x.id))}`);
+      assert.equal(rec.prompt_tokens, r.json.usage.prompt_tokens);
+      assert.equal(rec.prefilled_tokens, rec.prompt_tokens - r.json.knot.prefill.reused, JSON.stringify(rec));
+      assert.ok(rec.prefilled_tokens >= 1 && rec.prefilled_tokens <= rec.prompt_tokens, JSON.stringify(rec));
+      assert.ok(rec.ttft_ms > 0 && rec.prefill_ms > 0, JSON.stringify(rec));
+      // Alone on the server, the generation's last token came: the host's own prefill time and
+      // the wait in line, which together fit in the time to the first token.
+      assert.ok(rec.queue_ms >= 0 && rec.prefill_ms + rec.queue_ms <= rec.ttft_ms + 0.2, JSON.stringify(rec));
+      assert.ok(rec.ttft_ms <= rec.ms + 1, JSON.stringify(rec));
+      // tok/s is prefilled_tokens over the prefill's seconds (prefill_ms is to a tenth of a ms).
+      const lo = rec.prefilled_tokens / ((rec.prefill_ms + 0.05) / 1000);
+      const hi = rec.prefilled_tokens / (Math.max(rec.prefill_ms - 0.05, 1e-3) / 1000);
+      assert.ok(rec.prefill_tok_s >= lo - 0.1 && rec.prefill_tok_s <= hi + 0.1, JSON.stringify(rec));
+      return rec;
+    };
+    const cold = await ask();
+    assert.ok(cold.prompt_tokens >= 250, `a long prompt: ${cold.prompt_tokens} tokens`);
+    const warm = await ask();
+    assert.equal(warm.prompt_tokens, cold.prompt_tokens);
+    assert.ok(warm.prefilled_tokens < cold.prefilled_tokens, `${warm.prefilled_tokens} < ${cold.prefilled_tokens}`);
+    console.log(`/stats prefill: cold ${cold.prefilled_tokens}/${cold.prompt_tokens} tokens in ${cold.prefill_ms} ms `
+      + `(${cold.prefill_tok_s} tok/s, ttft ${cold.ttft_ms} ms); warm ${warm.prefilled_tokens} in ${warm.prefill_ms} ms (ttft ${warm.ttft_ms} ms)`);
+  });
 });
 
 describeIf(ready, 'knot-serve: its own parts', () => {

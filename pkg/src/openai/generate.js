@@ -145,6 +145,15 @@ export function respond(job, drive) {
   started.catch(() => {});
   let completion = 0;
   let promptTokens = 0;
+  /**
+   * How the prompts were prefilled, over every generation of the request (an agentic loop's
+   * turns, a tool call's phases): the tokens run through the model (the prompt less what a
+   * prefix window or prefill window served), the time it took (the backend's `report.prefillMs`,
+   * admission to first token; without it, the generation's call to its first token, queue
+   * included), the wait in line (call to first token less that; null once a generation had no
+   * report), when the request's first token arrived (performance.now()).
+   */
+  const prefill = { tokens: 0, ms: 0, queueMs: /** @type {number | null} */ (0), timed: false, firstAt: /** @type {number | null} */ (null) };
   let first = true;
   let prefix = null;
   const begin = () => {
@@ -195,23 +204,46 @@ export function respond(job, drive) {
       ...(continuing ? { priority: true } : {}),
     };
     continuing = true;
-    for await (const e of backend.streamTokens(prompt, options)) {
-      if (e.prompt !== undefined) {
-        promptTokens += e.prompt.tokens;
-        prefix ??= e.prompt.prefix ?? null;
+    const called = performance.now();
+    /** When this generation's first token arrived, and what the backend reported of it. */
+    let arrived = null;
+    let report;
+    try {
+      for await (const e of backend.streamTokens(prompt, options)) {
+        if (arrived === null) {
+          arrived = performance.now();
+          prefill.firstAt ??= arrived;
+        }
+        if (e.prompt !== undefined) {
+          promptTokens += e.prompt.tokens;
+          prefill.tokens += Math.max(0, e.prompt.tokens - (e.prompt.prefix?.reused ?? 0));
+          prefix ??= e.prompt.prefix ?? null;
+        }
+        if (e.report !== undefined) report = e.report;
+        begin();
+        completion++;
+        if (e.constraint !== undefined) constraint = e.constraint;
+        if (e.health !== undefined) health = e.health;
+        raw += e.text;
+        if (onText(e.text)) {
+          ended = 'stop_sequence';
+          break;
+        }
+        if (e.finishReason !== null) ended = e.finishReason;
+        // (The backend's line yields to the event loop before every step: new requests get in
+        // and a client that left is noticed between tokens.)
       }
-      begin();
-      completion++;
-      if (e.constraint !== undefined) constraint = e.constraint;
-      if (e.health !== undefined) health = e.health;
-      raw += e.text;
-      if (onText(e.text)) {
-        ended = 'stop_sequence';
-        break;
+    } finally {
+      if (arrived !== null) {
+        // The backend's own measure (admission to first token) when its last token reached us;
+        // else (a stop sequence left before it) ours, from the call, with its wait in line.
+        const toFirst = arrived - called;
+        const hostMs = report?.prefillMs;
+        const known = typeof hostMs === 'number' && Number.isFinite(hostMs);
+        prefill.ms += known ? hostMs : toFirst;
+        prefill.queueMs = known && prefill.queueMs !== null ? prefill.queueMs + Math.max(0, toFirst - hostMs) : null;
+        prefill.timed = true;
       }
-      if (e.finishReason !== null) ended = e.finishReason;
-      // (The backend's line yields to the event loop before every step: new requests get in
-      // and a client that left is noticed between tokens.)
     }
     return { raw, ended };
   };
@@ -306,7 +338,15 @@ export function respond(job, drive) {
       signal?.removeEventListener('abort', onClientGone);
     }
   })();
-  return { started, done, body, shape, aborted: () => abort.signal.aborted, completion: () => completion };
+  /**
+   * The request's prefill so far: prompt tokens (as usage counts them), those prefilled, the
+   * prefill's ms, the wait in line (null: not known), when its first token arrived.
+   */
+  const prefillTiming = () => ({
+    promptTokens, prefilled: prefill.tokens, firstAt: prefill.firstAt,
+    ms: prefill.timed ? prefill.ms : null, queueMs: prefill.timed ? prefill.queueMs : null,
+  });
+  return { started, done, body, shape, aborted: () => abort.signal.aborted, completion: () => completion, prefill: prefillTiming };
 }
 
 /**

@@ -145,6 +145,8 @@ function templateTools(backend) {
  * @param {ReturnType<typeof settingsOf>} s
  */
 async function complete(backend, kind, request, s) {
+  // When the request started: its record's `ms` and `ttft_ms` count from here.
+  const t0 = performance.now();
   // The body is read first: its cap does not depend on the model.
   const body = await readJson(request, s.maxBodyBytes);
   const limits = { maxTokens: s.maxTokens, defaultMaxTokens: s.maxTokens, modelId: s.modelId };
@@ -184,9 +186,9 @@ async function complete(backend, kind, request, s) {
   const run = session?.C0.admitted
     ? respond(job, agenticDrive({ backend, req, template: templateTools(backend), session }))
     : runCompletion(job, session === null ? {} : { agentic: { C0: session.C0 } });
-  const t0 = Date.now();
   const record = (finish) => s.onDone?.({
-    id: run.shape.id, tokens: run.completion(), finish: run.aborted() ? 'aborted' : finish, ms: Date.now() - t0,
+    id: run.shape.id, tokens: run.completion(), finish: run.aborted() ? 'aborted' : finish,
+    ms: Math.round(performance.now() - t0), ...prefillRecord(run.prefill(), t0),
   });
   run.done.then((r) => record(r.finish), () => record('error'));
   s.waitUntil?.(run.done.catch(() => {}));
@@ -210,4 +212,24 @@ async function complete(backend, kind, request, s) {
   return new Response(run.body, {
     headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...headers(prefix) },
   });
+}
+
+/** Milliseconds to a tenth. */
+const tenth = (ms) => (ms === null ? null : Math.round(ms * 10) / 10);
+
+/**
+ * What a request's record says of its prompt's prefill (docs/batching.md): summed over its
+ * generations — an agentic loop's turns, a tool call's phases — as its usage's prompt_tokens is.
+ * @param {ReturnType<ReturnType<typeof respond>['prefill']>} p
+ * @param {number} t0 when the request started (performance.now())
+ */
+function prefillRecord(p, t0) {
+  return {
+    prompt_tokens: p.promptTokens,
+    prefilled_tokens: p.prefilled,
+    ttft_ms: p.firstAt === null ? null : tenth(p.firstAt - t0),
+    prefill_ms: tenth(p.ms),
+    prefill_tok_s: p.prefilled > 0 && p.ms !== null && p.ms > 0 ? Math.round(p.prefilled / (p.ms / 1000) * 10) / 10 : null,
+    queue_ms: tenth(p.queueMs),
+  };
 }

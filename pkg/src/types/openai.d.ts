@@ -28,12 +28,34 @@ export interface Backend {
   deletePrefillWindow(id: string): boolean;
 }
 
-/** One finished (or failed, or aborted) generation. */
+/**
+ * One finished (or failed, or aborted) request, as `/stats` lists it in `recent`. The prefill
+ * figures sum over the request's generations (an agentic loop's turns, a tool call's phases), as
+ * its usage's prompt_tokens does.
+ */
 export interface CompletionRecord {
   id: string;
+  /** Tokens generated. */
   tokens: number;
   finish: string;
+  /** From the request's start to its end. */
   ms: number;
+  /** Tokens of the prompt (the usage's prompt_tokens). */
+  prompt_tokens: number;
+  /** Prompt tokens run through the model: the prompt less those a prefix or prefill window served. */
+  prefilled_tokens: number;
+  /** From the request's start to its first generated token (null: none came). */
+  ttft_ms: number | null;
+  /**
+   * The prefill's time: the backend's own measure, admission to first token (a HostShim's
+   * `report.prefillMs`); for a generation a stop sequence ended before its last token, from the
+   * call to its first token (its wait in line included). Null: no token came.
+   */
+  prefill_ms: number | null;
+  /** `prefilled_tokens / (prefill_ms / 1000)`; null when nothing was prefilled (or not timed). */
+  prefill_tok_s: number | null;
+  /** The wait in the backend's line before admission; null when the backend did not report its prefill time. */
+  queue_ms: number | null;
 }
 
 export interface OpenAIOptions {

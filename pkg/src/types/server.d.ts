@@ -1,5 +1,5 @@
 // knot-wasm/server: the one server over a backend, on Fetch API types (src/server.js).
-import type { AgenticOptions, Backend, SpeechOptions } from './openai.js';
+import type { AgenticOptions, Backend, CompletionRecord, SpeechOptions } from './openai.js';
 
 export interface ServerSettings {
   /** The model's id in requests, /v1/models and /health. */
@@ -25,11 +25,13 @@ export interface PerRequest {
   waitUntil?: (work: Promise<unknown>) => void;
   signal?: AbortSignal;
   tag?: unknown;
-  onDone?: (record: object) => object | void;
+  /** Told each request's record; what it returns is merged into the record `/stats` lists. */
+  onDone?: (record: CompletionRecord) => object | void;
 }
 
 /** The server over `backend`: `fetch` answers every route; `recent` is what `/stats` lists. */
 export declare function createServer(backend: Backend, settings: ServerSettings): {
   fetch(request: Request, per?: PerRequest): Promise<Response>;
-  recent: object[];
+  /** The last requests answered, newest last: each record with what the shell's `onDone` added. */
+  recent: (CompletionRecord & Record<string, unknown>)[];
 };
