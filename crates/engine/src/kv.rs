@@ -11,8 +11,6 @@
 //! batch that produced it (the batch's rows are rounded to the storage type first), so a batch of
 //! positions gives bit for bit what one position at a time gives.
 
-use crate::buffer::reserve_exactly;
-use crate::ops::{axpy, dot, softmax};
 use crate::quant::float::{f16_to_f32, f32_to_f16};
 
 /// How keys and values are stored.
@@ -58,8 +56,6 @@ pub const REWIND_POSITIONS: usize = 64;
 /// A stored element.
 trait Cell: Copy + Default + Sync {
     fn store(x: f32) -> Self;
-    /// `row` as f32: the row itself when stored as f32, converted into `tmp` otherwise.
-    fn load<'a>(row: &'a [Self], tmp: &'a mut [f32]) -> &'a [f32];
     /// What `x` reads back as once stored.
     fn round(x: f32) -> f32;
 }
@@ -68,9 +64,6 @@ impl Cell for f32 {
     fn store(x: f32) -> f32 {
         x
     }
-    fn load<'a>(row: &'a [f32], _tmp: &'a mut [f32]) -> &'a [f32] {
-        row
-    }
     fn round(x: f32) -> f32 {
         x
     }
@@ -78,7 +71,15 @@ impl Cell for f32 {
 
 /// f16 bits.
 #[derive(Clone, Copy, Default)]
+#[repr(transparent)]
 struct F16(u16);
+
+impl F16 {
+    fn bits(row: &[F16]) -> &[u16] {
+        // SAFETY: F16 is a transparent u16.
+        unsafe { std::slice::from_raw_parts(row.as_ptr().cast::<u16>(), row.len()) }
+    }
+}
 
 /// The largest finite f16: values beyond it are stored as it, not as infinity, so a large key
 /// cannot turn attention scores into NaN.
@@ -87,12 +88,6 @@ const F16_MAX: f32 = 65504.0;
 impl Cell for F16 {
     fn store(x: f32) -> F16 {
         F16(f32_to_f16(x.clamp(-F16_MAX, F16_MAX)))
-    }
-    fn load<'a>(row: &'a [F16], tmp: &'a mut [f32]) -> &'a [f32] {
-        for (t, h) in tmp.iter_mut().zip(row) {
-            *t = f16_to_f32(h.0);
-        }
-        &tmp[..row.len()]
     }
     fn round(x: f32) -> f32 {
         f16_to_f32(F16::store(x).0)
@@ -427,240 +422,36 @@ impl KvCache {
         kept
     }
 
-    /// Causal grouped-query attention of a batch's queries over layer `layer`: positions before
-    /// the batch come from the cache, the batch's own from `a.k` / `a.v` (rounded by
-    /// [`KvCache::round`]).
-    pub fn attend(&self, layer: usize, a: Attention<'_>, buf: &mut AttentionBuffers) {
+    /// Layer `layer`'s sliding window (positions a query sees, itself included), if it has one.
+    pub(crate) fn window(&self, layer: usize) -> Option<usize> {
         match &self.layers {
-            Layers::F32(l) => attend(&l[layer], self.len, a, buf),
-            Layers::F16(l) => attend(&l[layer], self.len, a, buf),
+            Layers::F32(l) => l[layer].window,
+            Layers::F16(l) => l[layer].window,
         }
     }
 
-    /// Position `a.t`'s query heads that share kv head `g`, over layer `layer` (see
-    /// [`attend_one`]).
-    fn attend_item(
-        &self,
-        layer: usize,
-        a: &Query<'_>,
-        g: usize,
-        out: &mut [f32],
-        scores: &mut Vec<f32>,
-        key: &mut [f32],
-    ) {
+    /// Position `p`'s keys (all kv heads) in layer `layer`; `p` is held and still in the ring.
+    pub(crate) fn keys(&self, layer: usize, p: usize) -> Stored<'_> {
         match &self.layers {
-            Layers::F32(l) => attend_one(&l[layer], a, g, out, scores, key),
-            Layers::F16(l) => attend_one(&l[layer], a, g, out, scores, key),
+            Layers::F32(l) => Stored::F32(l[layer].k.row(p)),
+            Layers::F16(l) => Stored::F16(F16::bits(l[layer].k.row(p))),
+        }
+    }
+
+    /// Position `p`'s values, as [`KvCache::keys`].
+    pub(crate) fn values(&self, layer: usize, p: usize) -> Stored<'_> {
+        match &self.layers {
+            Layers::F32(l) => Stored::F32(l[layer].v.row(p)),
+            Layers::F16(l) => Stored::F16(F16::bits(l[layer].v.row(p))),
         }
     }
 }
 
-/// The attention of several sequences' batches over layer `layer` at once, each `(its cache,
-/// its attention)`: their (position, kv head) pairs share one hand-off to the matmul threads —
-/// sequences decoding together would otherwise hand off one small attention each, a thread
-/// left idle in most. Each pair is computed as [`KvCache::attend`] computes it, by one thread:
-/// the same bits.
-pub fn attend_all(
-    layer: usize,
-    jobs: &mut [(&KvCache, Attention<'_>)],
-    buf: &mut AttentionBuffers,
-) {
-    // The outputs are taken out of the jobs: the parts write them through pointers, each its
-    // own (job, position, kv head) span; the jobs are shared for their inputs.
-    let (mut items, mut work) = (0, 0);
-    buf.starts.clear();
-    buf.outs.clear();
-    for (kv, a) in jobs.iter_mut() {
-        buf.starts.push(items);
-        items += a.n * a.n_kv_heads;
-        work += a.n * (kv.len + a.n) * a.n_heads * a.head_dim;
-        let out = std::mem::take(&mut a.out);
-        buf.outs
-            .push(crate::quant::threads::Shared::new(out.as_mut_ptr()));
-    }
-    let jobs = &*jobs;
-    let (starts, outs) = (&buf.starts, &buf.outs);
-    let one = |item: usize, scores: &mut Vec<f32>, key: &mut [f32]| {
-        let j = starts.partition_point(|&s| s <= item) - 1;
-        let (kv, a) = &jobs[j];
-        let (t, g) = (
-            (item - starts[j]) / a.n_kv_heads,
-            (item - starts[j]) % a.n_kv_heads,
-        );
-        let (row, group, hd) = (a.n_heads * a.head_dim, a.n_heads / a.n_kv_heads, a.head_dim);
-        let query = Query {
-            q: &a.q[t * row..][..row],
-            k: a.k,
-            v: a.v,
-            pos: kv.len,
-            t,
-            n_heads: a.n_heads,
-            n_kv_heads: a.n_kv_heads,
-            hd,
-            scale: a.scale,
-        };
-        // SAFETY: each (job, t, g) output span is written by one part alone, inside that job's
-        // `out`, which outlives this call.
-        let at = t * row + g * group * hd;
-        let out = unsafe { std::slice::from_raw_parts_mut(outs[j].get().add(at), group * hd) };
-        kv.attend_item(layer, &query, g, out, scores, key);
-    };
-    let hd = jobs.first().map_or(0, |(_, a)| a.head_dim);
-    let ran = crate::quant::threads::parts(items, work, &|part, parts| {
-        let (mut scores, mut key) = (Vec::new(), vec![0.0f32; hd]);
-        for item in (part..items).step_by(parts) {
-            one(item, &mut scores, &mut key);
-        }
-    });
-    if !ran {
-        buf.key.resize(hd, 0.0);
-        for item in 0..items {
-            one(item, &mut buf.scores, &mut buf.key);
-        }
-    }
-}
-
-/// One attention call's inputs and output, row-major per position: `q` and `out` are
-/// `[n][n_heads][head_dim]`, `k` and `v` `[n][n_kv_heads][head_dim]`.
-pub struct Attention<'a> {
-    pub q: &'a [f32],
-    pub k: &'a [f32],
-    pub v: &'a [f32],
-    pub out: &'a mut [f32],
-    pub n: usize,
-    pub n_heads: usize,
-    pub n_kv_heads: usize,
-    pub head_dim: usize,
-    pub scale: f32,
-}
-
-/// Scratch reused across calls.
-#[derive(Default)]
-pub struct AttentionBuffers {
-    scores: Vec<f32>,
-    key: Vec<f32>,
-    /// [`attend_all`]'s first item of each job, and each job's output.
-    starts: Vec<usize>,
-    outs: Vec<crate::quant::threads::Shared<f32>>,
-}
-
-impl AttentionBuffers {
-    /// Capacity for `scores` scores (query heads per kv head × positions) and a head of
-    /// `head_dim` (lengths unchanged).
-    pub fn reserve(&mut self, scores: usize, head_dim: usize) {
-        reserve_exactly(&mut self.scores, scores);
-        reserve_exactly(&mut self.key, head_dim);
-    }
-}
-
-/// Position `s`'s row for the kv head at `off` as f32: from the batch (`s >= pos`) or the cache.
-fn kv_row<'a, T: Cell>(
-    rows: &'a Rows<T>,
-    batch: &'a [f32],
-    (pos, s, off, hd): (usize, usize, usize, usize),
-    tmp: &'a mut [f32],
-) -> &'a [f32] {
-    if s >= pos {
-        let kv_dim = rows.width;
-        &batch[(s - pos) * kv_dim + off..][..hd]
-    } else {
-        T::load(&rows.row(s)[off..off + hd], tmp)
-    }
-}
-
-fn attend<T: Cell>(layer: &LayerKv<T>, pos: usize, a: Attention<'_>, buf: &mut AttentionBuffers) {
-    let hd = a.head_dim;
-    let row = a.n_heads * hd;
-    // Each (position, kv head) pair is one thread's (so the same bits at every count): a
-    // prompt's positions or, decoding one, its kv heads split across the matmul threads,
-    // interleaved — later positions attend over more.
-    let work = a.n * (pos + a.n) * row;
-    let group = a.n_heads / a.n_kv_heads;
-    let items = a.n * a.n_kv_heads;
-    let out = crate::quant::threads::Shared::new(a.out.as_mut_ptr());
-    let (q, k, v) = (a.q, a.k, a.v);
-    let query = |t: usize| Query {
-        q: &q[t * row..][..row],
-        k,
-        v,
-        pos,
-        t,
-        n_heads: a.n_heads,
-        n_kv_heads: a.n_kv_heads,
-        hd,
-        scale: a.scale,
-    };
-    // Position t's heads that share kv head g: `[group][hd]` at t·row + g·group·hd.
-    let at = |item: usize| (item / a.n_kv_heads, item % a.n_kv_heads);
-    let span = |t: usize, g: usize| t * row + g * group * hd..t * row + (g + 1) * group * hd;
-    let ran = crate::quant::threads::parts(items, work, &|part, parts| {
-        let (mut scores, mut key) = (Vec::new(), vec![0.0f32; hd]);
-        for item in (part..items).step_by(parts) {
-            let (t, g) = at(item);
-            let r = span(t, g);
-            // SAFETY: each (t, g) output span is written by this part alone, inside `a.out`.
-            let out = unsafe { std::slice::from_raw_parts_mut(out.get().add(r.start), r.len()) };
-            attend_one(layer, &query(t), g, out, &mut scores, &mut key);
-        }
-    });
-    if !ran {
-        buf.key.resize(hd, 0.0);
-        for item in 0..items {
-            let (t, g) = at(item);
-            let out = &mut a.out[span(t, g)];
-            attend_one(layer, &query(t), g, out, &mut buf.scores, &mut buf.key);
-        }
-    }
-}
-
-/// Batch position `t`'s query heads (`q`: `[n_heads][hd]`) and the batch's keys and values.
-struct Query<'a> {
-    q: &'a [f32],
-    k: &'a [f32],
-    v: &'a [f32],
-    pos: usize,
-    t: usize,
-    n_heads: usize,
-    n_kv_heads: usize,
-    hd: usize,
-    scale: f32,
-}
-
-/// Causal attention of one position's query heads that share kv head `g` (`out`:
-/// `[group][hd]`) over the cache and the batch.
-fn attend_one<T: Cell>(
-    layer: &LayerKv<T>,
-    a: &Query<'_>,
-    g: usize,
-    out: &mut [f32],
-    scores: &mut Vec<f32>,
-    key: &mut [f32],
-) {
-    let (hd, pos) = (a.hd, a.pos);
-    let group = a.n_heads / a.n_kv_heads;
-    let len = pos + a.t + 1; // causal: this position sees itself and everything before
-    let first = layer.window.map_or(0, |w| len.saturating_sub(w));
-    let span = len - first;
-    scores.resize(group * span, 0.0);
-    let off = g * hd;
-    // The query heads that share kv head g are heads g*group .. (g+1)*group.
-    let q = &a.q[g * group * hd..][..group * hd];
-    for (i, s) in (first..len).enumerate() {
-        let k = kv_row(&layer.k, a.k, (pos, s, off, hd), key);
-        for j in 0..group {
-            scores[j * span + i] = dot(&q[j * hd..][..hd], k) * a.scale;
-        }
-    }
-    for j in 0..group {
-        softmax(&mut scores[j * span..(j + 1) * span]);
-        out[j * hd..][..hd].fill(0.0);
-    }
-    for (i, s) in (first..len).enumerate() {
-        let v = kv_row(&layer.v, a.v, (pos, s, off, hd), key);
-        for j in 0..group {
-            axpy(&mut out[j * hd..][..hd], scores[j * span + i], v);
-        }
-    }
+/// A stored row as the cache holds it.
+pub(crate) enum Stored<'a> {
+    F32(&'a [f32]),
+    /// f16 bits.
+    F16(&'a [u16]),
 }
 
 #[cfg(test)]

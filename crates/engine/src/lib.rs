@@ -9,6 +9,7 @@
     feature(stdarch_wasm_atomic_wait)
 )]
 
+pub mod attention;
 mod buffer;
 pub mod chat;
 pub mod decode;

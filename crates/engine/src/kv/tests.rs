@@ -1,4 +1,6 @@
 use super::*;
+use crate::attention::{attend_all_with, Attention, AttentionBuffers};
+use crate::quant::{available_kernels, Kernel};
 use crate::sampler::Pcg32;
 
 fn random(rng: &mut Pcg32, n: usize, scale: f32) -> Vec<f32> {
@@ -48,6 +50,18 @@ fn cache(s: &Setup, kv_type: KvType, window: Option<usize>, max: usize, ring: bo
 /// as the session does (round, attend, append, commit), and returns every position's output.
 /// Position p's q/k/v depend only on `seed` and the position held before it.
 fn run(c: &mut KvCache, s: &Setup, total: usize, batches: &[usize], seed: u64) -> Vec<f32> {
+    run_with(crate::quant::best_kernel(), c, s, total, batches, seed)
+}
+
+/// [`run`] on a chosen kernel path.
+fn run_with(
+    kernel: Kernel,
+    c: &mut KvCache,
+    s: &Setup,
+    total: usize,
+    batches: &[usize],
+    seed: u64,
+) -> Vec<f32> {
     let q_dim = s.n_heads * s.hd;
     let (mut q_all, mut k_all, mut v_all) = (Vec::new(), Vec::new(), Vec::new());
     for p in c.len()..c.len() + total {
@@ -67,19 +81,23 @@ fn run(c: &mut KvCache, s: &Setup, total: usize, batches: &[usize], seed: u64) -
         let mut v = v_all[done * s.kv_dim()..(done + n) * s.kv_dim()].to_vec();
         c.round(&mut k);
         c.round(&mut v);
-        c.attend(
+        attend_all_with(
+            kernel,
             0,
-            Attention {
-                q: &q_all[done * q_dim..(done + n) * q_dim],
-                k: &k,
-                v: &v,
-                out: &mut out[done * q_dim..(done + n) * q_dim],
-                n,
-                n_heads: s.n_heads,
-                n_kv_heads: s.n_kv_heads,
-                head_dim: s.hd,
-                scale: 0.125,
-            },
+            &mut [(
+                &*c,
+                Attention {
+                    q: &q_all[done * q_dim..(done + n) * q_dim],
+                    k: &k,
+                    v: &v,
+                    out: &mut out[done * q_dim..(done + n) * q_dim],
+                    n,
+                    n_heads: s.n_heads,
+                    n_kv_heads: s.n_kv_heads,
+                    head_dim: s.hd,
+                    scale: 0.125,
+                },
+            )],
             &mut buf,
         );
         c.append(0, &k, &v);
@@ -127,13 +145,84 @@ fn every_thread_count_attends_to_the_same_bits() {
             crate::quant::with_threads(t, || run(&mut c, &wide, 400, &[130, 1, 1, 9], 3)).unwrap()
         };
         let one = attend(1);
-        for t in [2, 3] {
+        for t in [2, 3, 4] {
             let got = attend(t);
             assert!(
                 one.iter()
                     .zip(&got)
                     .all(|(x, y)| x.to_bits() == y.to_bits()),
                 "{kv_type:?} at {t} threads"
+            );
+        }
+    }
+}
+
+/// Every kernel path (AVX2, SIMD128, portable — those this machine runs) attends in tiles as
+/// one position at a time: 300 positions cross four 64-key tiles, windows of 5, 70 and 200 start
+/// mid-tile and cross tiles as they slide, heads of 20 are not a whole number of vectors, and
+/// groups of 1, 3 and 4 query heads per kv head fill an item's rows unevenly.
+#[test]
+fn every_kernel_attends_in_tiles_as_one_position_at_a_time() {
+    let shapes = [
+        GQA,
+        Setup {
+            n_heads: 4,
+            n_kv_heads: 1,
+            hd: 20,
+        },
+        Setup {
+            n_heads: 2,
+            n_kv_heads: 2,
+            hd: 16,
+        },
+    ];
+    for kernel in available_kernels() {
+        for s in &shapes {
+            for kv_type in [KvType::F32, KvType::F16] {
+                for window in [None, Some(5), Some(70), Some(200)] {
+                    let mut one = cache(s, kv_type, window, 400, true);
+                    let mut many = cache(s, kv_type, window, 400, true);
+                    let a = run_with(kernel, &mut one, s, 300, &[1], 7);
+                    let b = run_with(kernel, &mut many, s, 300, &[37, 1, 9, 130, 2, 121], 7);
+                    let differ = a
+                        .iter()
+                        .zip(&b)
+                        .filter(|(x, y)| x.to_bits() != y.to_bits())
+                        .count();
+                    assert_eq!(
+                        differ, 0,
+                        "{kernel:?} {kv_type:?} window {window:?} hd {}",
+                        s.hd
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// SIMD128 and the portable path are both a multiply then an add, lane by lane: they give the
+/// same bits (checked where both run, in wasm32; natively the portable path is alone).
+#[test]
+fn the_unfused_paths_agree_bit_for_bit() {
+    let unfused: Vec<Kernel> = available_kernels()
+        .into_iter()
+        .filter(|&k| k != Kernel::Avx2)
+        .collect();
+    for kv_type in [KvType::F32, KvType::F16] {
+        let outs: Vec<Vec<f32>> = unfused
+            .iter()
+            .map(|&k| {
+                let mut c = cache(&GQA, kv_type, Some(70), 400, true);
+                run_with(k, &mut c, &GQA, 200, &[64, 1, 50], 5)
+            })
+            .collect();
+        for (k, out) in unfused.iter().zip(&outs) {
+            assert!(
+                out.iter()
+                    .zip(&outs[0])
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{k:?} differs from {:?}",
+                unfused[0]
             );
         }
     }
@@ -156,47 +245,55 @@ fn a_ring_attends_exactly_as_keeping_every_position() {
     }
 }
 
+/// Against softmax(q·k·scale)·v in f64, on every kernel path: the last positions of 200, with
+/// and without a window that reaches back across tiles (heads of 4: padded to a vector).
 #[test]
 fn attention_matches_a_direct_computation() {
-    // One query position over 9 cached ones, window 4: softmax(q·k·scale) over the last 4.
     let s = Setup {
         n_heads: 2,
         n_kv_heads: 1,
         hd: 4,
     };
-    let mut c = cache(&s, KvType::F32, Some(4), 64, true);
-    let out = run(&mut c, &s, 10, &[1], 3);
+    let total = 200;
     let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
-    for p in 0..10u64 {
+    for p in 0..total as u64 {
         let mut rng = Pcg32::new(3 * 1_000_003 + p);
         q.extend(random(&mut rng, 8, 1.0));
         k.extend(random(&mut rng, 4, 3.0));
         v.extend(random(&mut rng, 4, 1.0));
     }
-    let t = 9;
-    for h in 0..2 {
-        let qh = &q[(t * 2 + h) * 4..][..4];
-        let scores: Vec<f64> = (6..10)
-            .map(|p| {
-                (0..4)
-                    .map(|i| qh[i] as f64 * k[p * 4 + i] as f64)
-                    .sum::<f64>()
-                    * 0.125
-            })
-            .collect();
-        let max = scores.iter().cloned().fold(f64::MIN, f64::max);
-        let e: Vec<f64> = scores.iter().map(|x| (x - max).exp()).collect();
-        let z: f64 = e.iter().sum();
-        for i in 0..4 {
-            let want: f64 = (6..10)
-                .zip(&e)
-                .map(|(p, w)| w / z * v[p * 4 + i] as f64)
-                .sum();
-            let got = out[(t * 2 + h) * 4 + i] as f64;
-            assert!(
-                (got - want).abs() < 1e-5,
-                "head {h} dim {i}: {got} vs {want}"
-            );
+    for kernel in available_kernels() {
+        for window in [None, Some(4), Some(130)] {
+            let mut c = cache(&s, KvType::F32, window, 256, true);
+            let out = run_with(kernel, &mut c, &s, total, &[1, 70], 3);
+            for t in [63, 64, 127, 128, 199] {
+                let first = window.map_or(0, |w| (t + 1usize).saturating_sub(w));
+                for h in 0..2 {
+                    let qh = &q[(t * 2 + h) * 4..][..4];
+                    let scores: Vec<f64> = (first..=t)
+                        .map(|p| {
+                            (0..4)
+                                .map(|i| qh[i] as f64 * k[p * 4 + i] as f64)
+                                .sum::<f64>()
+                                * 0.125
+                        })
+                        .collect();
+                    let max = scores.iter().cloned().fold(f64::MIN, f64::max);
+                    let e: Vec<f64> = scores.iter().map(|x| (x - max).exp()).collect();
+                    let z: f64 = e.iter().sum();
+                    for i in 0..4 {
+                        let want: f64 = (first..=t)
+                            .zip(&e)
+                            .map(|(p, w)| w / z * v[p * 4 + i] as f64)
+                            .sum();
+                        let got = out[(t * 2 + h) * 4 + i] as f64;
+                        assert!(
+                            (got - want).abs() < 1e-5,
+                            "{kernel:?} window {window:?} position {t} head {h} dim {i}: {got} vs {want}"
+                        );
+                    }
+                }
+            }
         }
     }
 }

@@ -8,8 +8,9 @@ use super::config::ConfigExt;
 use super::error::EngineError;
 use super::head::{embed, load_vector, HeadBuffers, LmHead};
 use super::layout::{LayerWeights, ResidentWeights};
+use crate::attention::{attend_all, Attention, AttentionBuffers};
 use crate::buffer::{addressable, fit};
-use crate::kv::{attend_all, Attention, AttentionBuffers, KvCache, KvShape, KvType};
+use crate::kv::{KvCache, KvShape, KvType};
 use crate::ops::{gated, gelu_tanh_gated, rmsnorm, rmsnorm_in_place, swiglu, Rope};
 use crate::quant::{matmul, matmuls, MatmulScratch};
 use knot::{FfnActivation, ModelConfig};
@@ -286,7 +287,6 @@ impl Joint {
             return Err(EngineError::EmptyBatch);
         };
         let mut n = 0usize;
-        let mut context = 0;
         for s in sessions {
             if s.cfg != self.cfg || s.layers != first.layers {
                 return Err(EngineError::BadConfig(
@@ -297,13 +297,12 @@ impl Joint {
                 return Err(EngineError::EmptyBatch);
             }
             n = n.saturating_add(s.n);
-            context = context.max(s.position() + s.n);
         }
         addressable(
             "the joint batch's activations",
             &[n, widest(&self.cfg), std::mem::size_of::<f32>()],
         )?;
-        self.rows.fit(&self.cfg, n, context);
+        self.rows.fit(&self.cfg, n);
         Ok(())
     }
 
@@ -485,7 +484,7 @@ impl Session {
         // an allocation while a read writes into wasm memory would detach its view.
         self.kv.reserve(needed);
         if own_rows {
-            self.rows.fit(&self.cfg, n, needed);
+            self.rows.fit(&self.cfg, n);
         }
         self.n = n;
         self.next_layer = self.layers.start;
@@ -639,15 +638,16 @@ impl Session {
         let n = max_batch.clamp(1, max_ctx) as u128;
         let f32s = |k: u128| k.saturating_mul(4);
         // x, xb; q, att; k, v; hb, hb2 — then the quantized activations (i16 + two f32 per 32)
-        // of the widest input, the norm weights, and attention's scores over the context.
+        // of the widest input, the norm weights, and each thread's attention scratch (fixed:
+        // attention runs in tiles, whatever the context).
         let rows = 2 * (dim + q_dim + kv_dim + ffn) as u128;
-        let group = (cfg.n_heads / cfg.n_kv_heads.max(1)) as u128;
         let activations = f32s(n.saturating_mul(rows))
             .saturating_add(n.saturating_mul(widest).saturating_mul(9) / 4)
             .saturating_add(f32s(widest))
-            .saturating_add(f32s(
-                group.saturating_mul(max_ctx as u128) + cfg.head_dim as u128,
-            ));
+            .saturating_add(
+                crate::attention::scratch_bytes(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim) as u128
+                    * crate::quant::threads::threads() as u128,
+            );
         let logits = f32s((logits_rows.max(1) as u128).saturating_mul(cfg.vocab_size as u128));
         let clamp = |b: u128| u64::try_from(b).unwrap_or(u64::MAX);
         SessionMemory {
@@ -841,8 +841,8 @@ impl Rows {
         head.logits(c.norm_eps, hidden, bufs)
     }
 
-    /// Sized for `n` rows attending over at most `context` positions.
-    fn fit(&mut self, c: &ModelConfig, n: usize, context: usize) {
+    /// Sized for `n` rows.
+    fn fit(&mut self, c: &ModelConfig, n: usize) {
         let (dim, q_dim, kv_dim, ffn) = (c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim);
         for (buf, width) in [
             (&mut self.xb, dim),
@@ -856,8 +856,7 @@ impl Rows {
             fit(buf, n * width);
         }
         self.scratch.reserve(n * widest(c));
-        self.attn
-            .reserve(c.n_heads / c.n_kv_heads.max(1) * context, c.head_dim);
+        self.attn.reserve(c.n_heads, c.n_kv_heads, c.head_dim);
     }
 }
 

@@ -169,7 +169,7 @@ fn kernel_available(kernel: Kernel) -> bool {
     }
 }
 
-fn best_kernel() -> Kernel {
+pub(crate) fn best_kernel() -> Kernel {
     static BEST: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
     // available_kernels lists Scalar first and faster kernels after it.
     *BEST.get_or_init(|| *available_kernels().last().unwrap_or(&Kernel::Scalar))
