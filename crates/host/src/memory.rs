@@ -10,6 +10,12 @@ use knot::{Knot, ModelConfig};
 /// with the batch, and 256 positions keep prefill near full speed.
 pub const DEFAULT_BUDGET_BATCH: usize = 256;
 
+/// Positions of a lone sequence's prefill batch when every layer stays cached and `maxBatch` is
+/// not set: a chunk then costs no reads and no speed (attention runs in key tiles, whatever the
+/// batch), while a whole long prompt at once would take its activations for every position — and
+/// in wasm memory never shrinks back.
+pub const RESIDENT_PREFILL_CHUNK: usize = 512;
+
 /// The fewest positions a budgeted host accepts: a context smaller than this is refused.
 pub const MIN_BUDGET_CONTEXT: usize = 256;
 

@@ -59,7 +59,8 @@ pub struct HostOptions {
     pub kv_type: KvType,
     /// The most positions one forward pass runs: a longer prompt is prefilled in chunks of it,
     /// which bounds the activations (a chunk costs a read of every layer not cached). `None`:
-    /// the whole prompt at once, or [`crate::memory::DEFAULT_BUDGET_BATCH`] under a budget or
+    /// [`crate::memory::RESIDENT_PREFILL_CHUNK`] when every layer stays cached, the whole prompt
+    /// at once when layers stream, or [`crate::memory::DEFAULT_BUDGET_BATCH`] under a budget or
     /// with `max_sequences` (a chunk is what a prompt delays the sequences decoding beside it by).
     pub max_batch: Option<usize>,
     /// Bytes the host may take. Open checks the plan (resident tensors, layer cache, KV cache

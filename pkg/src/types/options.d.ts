@@ -52,9 +52,10 @@ export interface HostShimOptions extends LineOptions {
   maxContext?: number;
   /**
    * Most positions one forward pass runs: a longer prompt is prefilled in chunks of it, which
-   * bounds the activations (each chunk reads every layer not cached). Default: the whole prompt
-   * at once, or 256 with `memoryBudget` or `maxSequences` (a chunk is then what a new prompt
-   * delays the generations running beside it by).
+   * bounds the activations (each chunk reads every layer not cached). Default: 512 when every
+   * layer stays cached (chunks then cost no speed), the whole prompt at once when layers stream,
+   * or 256 with `memoryBudget` or `maxSequences` (a chunk is then what a new prompt delays the
+   * generations running beside it by).
    */
   maxBatch?: number;
   /**

@@ -140,8 +140,11 @@ fn plan_memory(knot: &Knot, opts: &HostOptions) -> Result<Planned, HostError> {
     let windows = |sequences: usize| sequences + opts.prefix_windows;
     // Sequences run together prefill in chunks beside the others' decoding: a chunk is what a
     // long prompt delays them by, so it is bounded even without a budget. A lone sequence
-    // delays nobody: its prompt runs as one pass.
+    // delays nobody: with every layer cached its chunk only bounds the activations; streaming,
+    // each chunk would read the layers again, so its prompt runs as one pass.
+    let all_cached = opts.lru_capacity >= config.n_layers && opts.max_resident_bytes.is_none();
     let max_batch = |sequences: usize| match sequences {
+        1 if all_cached => opts.max_batch.unwrap_or(memory::RESIDENT_PREFILL_CHUNK),
         1 => opts.max_batch.unwrap_or(usize::MAX),
         _ => opts.max_batch.unwrap_or(memory::DEFAULT_BUDGET_BATCH),
     };
