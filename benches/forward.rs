@@ -5,6 +5,10 @@
 //! two side by side as a ratio measured in the same run. It also decodes with plain sampling
 //! (T 0.7, top-k 40) and with MOA (k 3, top-k 40) interleaved, and reports MOA's cost: the
 //! decode tok/s ratio and the time of the pick itself per token.
+//!
+//! `KNOT_PROMPT_LEN` (scripts/bench.sh --prompt-lens): the prompt's length in tokens, prefilled
+//! as one batch (default 128); decode then runs 64 steps after it. Above 128 the MOA part is
+//! skipped (its fields are null) and above 1024 a single run is timed; `runs` says how many.
 
 use engine::sampler::greedy;
 use engine::{DecodeConfig, Model, Pipeline, SamplerConfig, Session};
@@ -25,7 +29,16 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
     engine::quant::set_threads(threads).expect("KNOT_THREADS");
-    let (prompt_len, n, runs) = (128usize, 64usize, 3usize);
+    // `KNOT_PROMPT_LEN`: the prefill's length (std::env works natively and under wasm32-wasip1).
+    let prompt_len: usize = std::env::var("KNOT_PROMPT_LEN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&l| l > 0)
+        .unwrap_or(128);
+    let n = 64usize;
+    // A prefill of thousands of tokens takes long, in wasm most of all: the median of three runs
+    // up to 1024 tokens, a single run above.
+    let runs = if prompt_len > 1024 { 1 } else { 3 };
     let file = KnotFile::read(&path);
     let model = file.model();
     let vocab = model.config.vocab_size as u32;
@@ -58,7 +71,17 @@ fn main() {
         decode.push(n as f64 / t1.elapsed().as_secs_f64());
         head_share.push(head_s / (head_s + layers_s));
     }
-    let moa = moa_cost(&model, &mut session, &prompt, n, 2 * runs + 1);
+    // MOA's cost is about sampling, not prompt length: measured at the default length only,
+    // its fields null otherwise so the line keeps the same fields.
+    let moa = if prompt_len <= 128 {
+        moa_cost(&model, &mut session, &prompt, n, 2 * runs + 1)
+    } else {
+        MOA_FIELDS
+            .iter()
+            .map(|f| format!("\"{f}\":null"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     println!(
         "{{\"target\":\"{}\",\"threads\":{threads},\"model\":{:?},\"prefill_tok_s\":{:.2},\"decode_tok_s\":{:.2},\"lm_head_share\":{:.3},\"prompt_len\":{prompt_len},\"n\":{n},\"runs\":{runs},{moa}}}",
         std::env::consts::ARCH,
@@ -68,6 +91,15 @@ fn main() {
         median(head_share)
     );
 }
+
+/// The JSON fields [`moa_cost`] reports.
+const MOA_FIELDS: [&str; 5] = [
+    "plain_decode_tok_s",
+    "moa_decode_tok_s",
+    "moa_over_plain",
+    "plain_pick_ms",
+    "moa_pick_ms",
+];
 
 /// Decode with plain sampling and with MOA over the same top-k, runs interleaved (alternating
 /// which goes first). Returns JSON fields: both decode rates, their ratio, and the pick's own
