@@ -5,6 +5,27 @@
 
 use knot_suite::{require_model, KnotFile};
 
+/// Each `vocab`-wide row of `rows` equals the step at its index, bit for bit.
+fn assert_rows_are_the_steps(rows: &[f32], steps: &[Vec<f32>], vocab: usize, what: &str) {
+    for (i, step) in steps.iter().enumerate() {
+        let row = &rows[i * vocab..(i + 1) * vocab];
+        let differ = row
+            .iter()
+            .zip(step)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        let worst = row
+            .iter()
+            .zip(step)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert_eq!(
+            differ, 0,
+            "{what}, row {i}: {differ} logits differ, max |Δ| {worst}"
+        );
+    }
+}
+
 #[test]
 fn batched_rows_are_bit_identical_to_one_position_at_a_time() {
     for name in ["SmolLM2-135M-Instruct.Q4_1.knot", "gemma-3-270m.knot"] {
@@ -33,23 +54,7 @@ fn batched_rows_are_bit_identical_to_one_position_at_a_time() {
             let mut s = engine::Session::new(&model.config, 64).unwrap();
             model.forward(&mut s, head, false).unwrap();
             let rows = model.forward(&mut s, &tail[..b], true).unwrap();
-            for (i, step) in steps.iter().take(b).enumerate() {
-                let row = &rows[i * vocab..(i + 1) * vocab];
-                let differ = row
-                    .iter()
-                    .zip(step)
-                    .filter(|(a, b)| a.to_bits() != b.to_bits())
-                    .count();
-                let worst = row
-                    .iter()
-                    .zip(step)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0f32, f32::max);
-                assert_eq!(
-                    differ, 0,
-                    "{name}: batch {b}, row {i}: {differ} logits differ, max |Δ| {worst}"
-                );
-            }
+            assert_rows_are_the_steps(rows, &steps[..b], vocab, &format!("{name}: batch {b}"));
         }
     }
 }
@@ -97,20 +102,8 @@ fn long_prompt_rows_are_bit_identical_to_decoding() {
                 model.forward(&mut s, tail, true).unwrap().to_vec()
             })
             .unwrap();
-            for (i, step) in steps.iter().enumerate() {
-                let row = &rows[i * vocab..(i + 1) * vocab];
-                let differ = row
-                    .iter()
-                    .zip(step)
-                    .filter(|(a, b)| a.to_bits() != b.to_bits())
-                    .count();
-                assert_eq!(
-                    differ,
-                    0,
-                    "{name}: {threads} threads, position {}: {differ} logits differ",
-                    head_len + i
-                );
-            }
+            let what = format!("{name}: {threads} threads, from position {head_len}");
+            assert_rows_are_the_steps(&rows, &steps, vocab, &what);
         }
     }
 }
