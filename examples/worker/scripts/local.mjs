@@ -146,6 +146,9 @@ export async function startLocal(options = {}) {
   return { url: url.href.replace(/\/$/, ''), mf, r2, sizes, profile: JSON.parse(simulate), dispose: () => mf.dispose() };
 }
 
+/** A bundle's modules as Miniflare takes a Worker's script. */
+const scriptOf = ({ modules }) => ({ modules, modulesRoot: join(modules[0].path, '..') });
+
 /**
  * Starts a model split across stations in workerd: the coordinator (this Worker with
  * KNOT_STATIONS set) and one Worker per station, each hosting its Durable Object in an isolate of
@@ -162,11 +165,14 @@ export async function startStations(options) {
   const profile = resolveProfile(options.profile ?? 'local');
   const key = options.modelKey ?? CONFIG.vars.MODEL_KEY;
   const knot = options.modelFile ?? modelFile();
-  const { modules } = await bundle({ quiet: options.quiet ?? true });
+  // The coordinator runs this Worker (src/index.js), each station the station scripts' entry
+  // (src/station.js, as wrangler.station.toml deploys it): the same wasm, in a bundle of its own.
+  const [coordinator, station] = await Promise.all([
+    bundle({ quiet: options.quiet ?? true }),
+    bundle({ entry: join(ROOT, 'src/station.js'), out: join(DIST, 'station/index.js'), quiet: true }),
+  ]);
   const bucket = CONFIG.r2_buckets[0].binding;
   const base = {
-    modules,
-    modulesRoot: join(modules[0].path, '..'),
     compatibilityDate: CONFIG.compatibility_date,
     compatibilityFlags: CONFIG.compatibility_flags,
     r2Buckets: { [bucket]: CONFIG.r2_buckets[0].bucket_name },
@@ -189,12 +195,14 @@ export async function startStations(options) {
     workers: [
       {
         ...base,
+        ...scriptOf(coordinator),
         name: 'coordinator',
         bindings: { KNOT_SIMULATE: simulateVar(profile, 'coordinator'), ...vars, KNOT_STATIONS: JSON.stringify(table) },
         durableObjects: Object.fromEntries(stations.map((s) => [s.binding, { className: s.className, scriptName: s.name }])),
       },
       ...stations.map((s, i) => ({
         ...base,
+        ...scriptOf(station),
         name: s.name,
         bindings: { KNOT_SIMULATE: simulateVar(profile, s.name), ...vars, ...options.stationVars?.[i] },
         // Its own class, and every other station as the coordinator binds it: a layer station

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
+import { parse } from 'smol-toml';
 import { ROOT } from '../scripts/bundle.mjs';
 
 const WRANGLER = join(ROOT, 'node_modules/wrangler/bin/wrangler.js');
@@ -105,10 +106,23 @@ describe('wrangler deploy --dry-run', () => {
     ]);
   });
 
+  test('wrangler.station.toml: a private script (its own entry, no URL)', () => {
+    // The station entry exports the classes and serves nothing of its own (test/stations.test.js
+    // shows its 404s in workerd); no workers.dev address, preview URL or route reaches it.
+    const config = parse(readFileSync(join(ROOT, 'wrangler.station.toml'), 'utf8'));
+    assert.equal(config.main, 'src/station.js');
+    assert.equal(config.workers_dev, false);
+    assert.equal(config.preview_urls, false);
+    assert.equal(config.route, undefined);
+    assert.equal(config.routes, undefined);
+  });
+
   test('a broken configuration fails it', async () => {
     // The station script with a Durable Object class its entry does not export.
-    const config = readFileSync(join(ROOT, 'wrangler.station.toml'), 'utf8')
-      .replace('main = "src/index.js"', `main = ${JSON.stringify(join(ROOT, 'src/index.js'))}`)
+    const text = readFileSync(join(ROOT, 'wrangler.station.toml'), 'utf8');
+    assert.ok(text.includes('main = "src/station.js"'));
+    const config = text
+      .replace('main = "src/station.js"', `main = ${JSON.stringify(join(ROOT, 'src/station.js'))}`)
       .replaceAll('HeadStation', 'HeadStatoin');
     const file = join(tmp, 'broken.toml');
     writeFileSync(file, config);

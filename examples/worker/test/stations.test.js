@@ -3,7 +3,8 @@
 // in a local R2 bucket. Output equal to the native CLI (one process) greedy and seeded, for
 // SmolLM2 on 2 layer stations with 2 head shards and for Gemma-3-270M on 4 + 4 with every
 // isolate under the 128 MB limit; a station failing mid-generation is a clear error and the next
-// request succeeds; a bad message to a station is refused and it keeps serving. After open the
+// request succeeds; a bad message to a station is refused and it keeps serving, and a station
+// script's own fetch answers 404 to everything (only the bindings reach it). After open the
 // coordinator reads nothing from R2, and a token costs one round trip per layer station plus one
 // for the head shards' fan-out (Gemma's embedding rows come from the head stations: its prompt's
 // in one more round, its picked tokens' riding with the logits); the coordinator's request
@@ -238,6 +239,25 @@ describe('SmolLM2 split across stations', () => {
     assert.equal(other.status, 409);
     const missing = await stub.fetch('https://station/step', { method: 'POST', body: new Uint8Array(0) });
     assert.equal(missing.status, 400);
+    // A station script's own fetch (src/station.js, what a URL of it would reach) serves nothing:
+    // the stations answer only through the coordinator's bindings, above.
+    for (const name of ['layers-0', 'head-1']) {
+      const script = await local.mf.getWorker(name);
+      for (const [path, init] of [
+        ['/', {}],
+        ['/step?layers=0-3', { method: 'POST', body: new Uint8Array(0) }],
+        ['/stats?layers=0-3', {}],
+        ['/v1/chat/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: CAPITAL }) }],
+      ]) {
+        const res = await script.fetch(`http://station${path}`, init);
+        assert.equal(res.status, 404, `${name}: ${init.method ?? 'GET'} ${path}`);
+        const { error } = await res.json();
+        assert.equal(error.code, 'unknown_url');
+        assert.equal(error.type, 'invalid_request_error');
+        assert.equal(error.param, null);
+        assert.match(error.message, /serves only its Durable Object bindings/);
+      }
+    }
     const again = await openai.chat.completions.create({ model: MODEL, messages: CAPITAL, temperature: 0, max_tokens: 8 });
     assert.equal(again.choices[0].message.content, first.choices[0].message.content);
   });
