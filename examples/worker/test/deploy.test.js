@@ -4,6 +4,8 @@
 // limits (compressed: 3 MB on the free plan, 10 MB paid). wrangler runs with no telemetry, no
 // error reports and no banner (whose update check is the one network call a dry run makes),
 // with a home and config directory of its own, and without a network where that can be had.
+// The station scripts are private (wrangler.station.toml), and `npm run deploy`
+// (scripts/deploy.mjs) refuses a Worker without API keys unless --public.
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -51,15 +53,17 @@ console.log(OFFLINE ? 'wrangler runs with no network (unshare -n)' : 'unshare -n
 function dryRun(config, extra = []) {
   const outdir = join(tmp, `out-${Math.random().toString(36).slice(2)}`);
   mkdirSync(outdir);
-  const args = [WRANGLER, 'deploy', '--dry-run', '--outdir', outdir, '--config', config, ...extra];
+  return run([WRANGLER, 'deploy', '--dry-run', '--outdir', outdir, '--config', config, ...extra]).then((r) => ({
+    ...r, files: readdirSync(outdir).map((name) => join(outdir, name)),
+  }));
+}
+
+/** Node with `args` in the example's directory, offline where it can be; its code and output. */
+function run(args, env = ENV) {
   const [command, argv] = OFFLINE ? ['unshare', ['-n', process.execPath, ...args]] : [process.execPath, args];
   return new Promise((resolve) => {
-    execFile(command, argv, { cwd: ROOT, env: ENV, timeout: 120_000, maxBuffer: 1 << 24 }, (error, stdout, stderr) => {
-      resolve({
-        code: error ? (typeof error.code === 'number' ? error.code : -1) : 0,
-        output: `${stdout}\n${stderr}`,
-        files: readdirSync(outdir).map((name) => join(outdir, name)),
-      });
+    execFile(command, argv, { cwd: ROOT, env, timeout: 120_000, maxBuffer: 1 << 24 }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, output: `${stdout}\n${stderr}` });
     });
   });
 }
@@ -129,5 +133,54 @@ describe('wrangler deploy --dry-run', () => {
     const r = await dryRun(file);
     assert.notEqual(r.code, 0, `a Durable Object class the Worker does not export deployed:\n${r.output}`);
     assert.match(r.output, /Durable Objects, which are not exported in your entrypoint file: HeadStatoin/, r.output);
+  });
+});
+
+describe('npm run deploy (scripts/deploy.mjs): no keyless public Worker', () => {
+  const deploy = (args, env = ENV) => run([join(ROOT, 'scripts/deploy.mjs'), ...args], env);
+  // What a refusal says, and that it ran no wrangler (every command run is printed first).
+  const refused = (r, name) => {
+    assert.equal(r.code, 2, r.output);
+    assert.match(r.output, new RegExp(`refusing to deploy ${name} without API keys`), r.output);
+    assert.match(r.output, /answers anyone who finds its URL/);
+    assert.match(r.output, /--api-keys-file FILE or KNOT_API_KEYS/);
+    assert.match(r.output, /--public to serve everyone/);
+    assert.doesNotMatch(r.output, /\$ wrangler|--dry-run: exiting now/, r.output);
+  };
+
+  test('no keys and no --public: refused before any wrangler run (the coordinator and its nine scripts too)', async () => {
+    for (const [config, name] of [['wrangler.toml', 'knot-worker'], ['wrangler.stations.toml', 'knot-coordinator']]) {
+      const r = await deploy(['--config', config, '--dry-run']);
+      refused(r, name);
+      assert.match(r.output, /A dry run has no network/);
+    }
+    // The keys and --public together are a contradiction: refused too.
+    const both = await deploy(['--dry-run', '--public'], { ...ENV, KNOT_API_KEYS: 'sk-test-both' });
+    assert.equal(both.code, 2, both.output);
+    assert.match(both.output, /not both/);
+    assert.doesNotMatch(both.output, /\$ wrangler|sk-test-both/);
+  });
+
+  test('--api-keys-file: the dry run passes with the secret, its text nowhere in the output', async () => {
+    const key = `sk-knot-test-${Math.random().toString(36).slice(2)}`;
+    const file = join(tmp, 'keys.txt');
+    writeFileSync(file, `${key}\n`);
+    const r = await deploy(['--dry-run', '--api-keys-file', file]);
+    assert.equal(r.code, 0, r.output);
+    assert.match(r.output, /\$ wrangler deploy --config \S+wrangler.toml --secrets-file \S+ --dry-run --outdir/, r.output);
+    assert.match(r.output, /--dry-run: exiting now/);
+    assert.match(r.output, /would set the secret KNOT_API_KEYS on knot-worker with the deploy: 1 key from/);
+    assert.match(r.output, /env\.KNOT_API_KEYS \("\(hidden\)"\)/, r.output);
+    assert.ok(!r.output.includes(key), 'the key was printed');
+    assert.ok(!r.output.includes(key.slice(8)), 'part of the key was printed');
+  });
+
+  test('--public: the dry run passes with KNOT_PUBLIC, and warns', async () => {
+    const r = await deploy(['--dry-run', '--public']);
+    assert.equal(r.code, 0, r.output);
+    assert.match(r.output, /\$ wrangler deploy --config \S+wrangler.toml --var KNOT_PUBLIC:1 --dry-run/, r.output);
+    assert.match(r.output, /warning: --public: knot-worker serves everyone who finds its URL, without an API key/);
+    assert.match(r.output, /env\.KNOT_PUBLIC/, r.output);
+    assert.match(r.output, /--dry-run: exiting now/);
   });
 });
