@@ -5,20 +5,25 @@ import { toApiError } from './openai/index.js';
 /**
  * Serves `handler` on host:port with the runtime's server. Resolves once listening, with the URL
  * and a `close()` that stops taking connections and resolves when the open ones ended.
- * @param {(request: Request) => Promise<Response>} handler
+ * @param {(request: Request, peer: { client?: string }) => Promise<Response>} handler told each
+ *   request and the address of the client that sent it
  * @param {{ port: number, host: string }} at
  * @returns {Promise<{ url: string, close(): Promise<void> }>}
  */
 export async function listen(handler, { port, host }) {
   const g = /** @type {any} */ (globalThis);
   if (g.Bun !== undefined) {
-    const server = g.Bun.serve({ port, hostname: host, fetch: handler, idleTimeout: 0 });
+    const server = g.Bun.serve({
+      port, hostname: host, idleTimeout: 0,
+      fetch: (request, bun) => handler(request, { client: bun.requestIP(request)?.address }),
+    });
     return { url: `http://${host}:${server.port}`, close: async () => server.stop() };
   }
   if (g.Deno !== undefined) {
     let resolveListening;
     const listening = new Promise((resolve) => { resolveListening = resolve; });
-    const server = g.Deno.serve({ port, hostname: host, onListen: (addr) => resolveListening(addr) }, handler);
+    const server = g.Deno.serve({ port, hostname: host, onListen: (addr) => resolveListening(addr) },
+      (request, info) => handler(request, { client: info.remoteAddr?.hostname }));
     const addr = await listening;
     return { url: `http://${host}:${addr.port}`, close: () => server.shutdown() };
   }
@@ -45,7 +50,7 @@ async function listenNode(handler, { port, host }) {
         // @ts-ignore Node's fetch needs it for a streamed body.
         duplex: 'half',
       });
-      const response = await handler(request);
+      const response = await handler(request, { client: req.socket.remoteAddress });
       res.writeHead(response.status, Object.fromEntries(response.headers));
       if (response.body !== null) {
         for await (const chunk of /** @type {any} */ (response.body)) {

@@ -142,10 +142,17 @@ export function agenticOptIn(s, request, field) {
  * @param {NonNullable<ReturnType<typeof agenticOptIn>>} optIn
  * @param {{ tools: import('./tools.js').Tool[], toolChoice: import('./tools.js').ToolChoice, toolChoiceGiven: boolean }} req
  * @param {AbortSignal} signal
+ * @param {boolean | string[]} [scope] the MCP servers the request's key may reach: all the server
+ *   allows (true), or those configured servers only (a list)
  */
-export async function admit(s, optIn, req, signal) {
+export async function admit(s, optIn, req, signal, scope = true) {
+  if (scope === false) scope = [];
   const t0 = Date.now();
   let extra = [];
+  const notInScope = (message, param) => new ApiError(403, message, { type: 'permission_error', param, code: 'mcp_server_not_allowed' });
+  if (scope !== true && optIn.mcpServers !== undefined) {
+    throw notInScope('This API key may reach only the configured MCP servers its scope names', 'knot.agentic.mcp_servers');
+  }
   if (optIn.mcpServers !== undefined) {
     try {
       extra = parseMcpServers(optIn.mcpServers, 'knot.agentic.mcp_servers');
@@ -171,7 +178,13 @@ export async function admit(s, optIn, req, signal) {
       throw badRequest(`knot.agentic.servers[${i}] '${name}' is not a configured MCP server`, `knot.agentic.servers[${i}]`, 'invalid_value');
     }
   }
-  const configured = optIn.only === undefined ? s.servers : s.servers.filter((c) => optIn.only?.includes(c.name));
+  if (scope !== true) {
+    for (const [i, name] of (optIn.only ?? []).entries()) {
+      if (!scope.includes(name)) throw notInScope(`This API key may not reach the MCP server '${name}' (its scope)`, `knot.agentic.servers[${i}]`);
+    }
+  }
+  const inScope = scope === true ? s.servers : s.servers.filter((c) => scope.includes(c.name));
+  const configured = optIn.only === undefined ? inScope : inScope.filter((c) => optIn.only?.includes(c.name));
   const servers = [...configured, ...extra];
   const budgets = {
     maxSteps: capped(optIn.budgets.max_steps, s.maxSteps, 'max_steps'),

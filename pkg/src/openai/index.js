@@ -104,6 +104,9 @@ function settingsOf(options) {
     prefillWindows: options.prefillWindows ?? true,
     agentic: agenticOf(options.agentic),
     speech: options.speech,
+    maxMessages: options.maxMessages ?? 1024,
+    maxTools: options.maxTools ?? 256,
+    scope: options.scope ?? null,
   };
   if (typeof s.modelId !== 'string' || s.modelId === '') throw new TypeError('openaiResponse: options.modelId must be a string');
   if (!PROSODY.includes(s.terminalProsody)) {
@@ -149,16 +152,16 @@ async function complete(backend, kind, request, s) {
   const t0 = performance.now();
   // The body is read first: its cap does not depend on the model.
   const body = await readJson(request, s.maxBodyBytes);
-  const limits = { maxTokens: s.maxTokens, defaultMaxTokens: s.maxTokens, modelId: s.modelId };
+  const limits = { maxTokens: s.maxTokens, defaultMaxTokens: s.maxTokens, modelId: s.modelId, maxMessages: s.maxMessages, maxTools: s.maxTools };
   const promptField = kind === 'chat' ? 'messages' : 'prompt';
   const req = kind === 'chat' ? parseChatRequest(body, limits, coltraneFromResponseFormat) : parseCompletionRequest(body, limits);
   const window = request.headers.get('x-knot-prefill-window');
   const signal = s.signal ?? request.signal;
   if (kind !== 'chat') refuseAgentic(request);
-  const optIn = kind === 'chat' ? agenticOptIn(s.agentic, request, /** @type {any} */ (req).agentic) : null;
+  const optIn = kind === 'chat' ? scoped(agenticOptIn(s.agentic, request, /** @type {any} */ (req).agentic), s.scope) : null;
   if (optIn === null && kind === 'chat' && /** @type {any} */ (req).toolChoiceWithoutTools !== null) throw /** @type {any} */ (req).toolChoiceWithoutTools;
   // C0 runs before the model is asked for: a preflight never waits in the line.
-  const session = optIn === null ? null : await admit(s.agentic, optIn, /** @type {any} */ (req), signal);
+  const session = optIn === null ? null : await admit(s.agentic, optIn, /** @type {any} */ (req), signal, s.scope?.agentic ?? true);
   let plan = { mode: 'plain', tools: [], forced: false, callTag: null, closeTag: null, maxCalls: 0 };
   /** @type {import('./generate.js').Prompt} */
   let prompt = '';
@@ -211,6 +214,21 @@ async function complete(backend, kind, request, s) {
   }
   return new Response(run.body, {
     headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...headers(prefix) },
+  });
+}
+
+/**
+ * The loop as the request's key may run it: a key without the agentic scope that asks for the
+ * loop is refused (403, before any MCP server is reached); one the server's mode would put in
+ * the loop without asking runs without it.
+ * @param {ReturnType<typeof agenticOptIn>} optIn
+ * @param {{ name: string, agentic: boolean | string[] } | null} scope
+ */
+function scoped(optIn, scope) {
+  if (optIn === null || scope === null || scope.agentic !== false) return optIn;
+  if (optIn.via === 'server') return null;
+  throw new ApiError(403, 'This API key may not run the agentic loop (its scope)', {
+    type: 'permission_error', param: optIn.via === 'body' ? 'knot.agentic' : null, code: 'agentic_not_allowed',
   });
 }
 

@@ -201,13 +201,21 @@ function messageText(content, i) {
 /**
  * A chat completion request, checked.
  * @param {Record<string, unknown>} body
- * @param {{ maxTokens: number, defaultMaxTokens: number, modelId: string }} limits
+ * @param {{ maxTokens: number, defaultMaxTokens: number, modelId: string, maxMessages?: number, maxTools?: number }} limits
+ *   maxMessages, maxTools: the most a request may send (the server's caps; unset: none)
  * @param {(format: object) => object | null} fromResponseFormat the package's mapping to COLTRANE
  */
 export function parseChatRequest(body, limits, fromResponseFormat) {
   const c = common(body, CHAT_FIELDS, limits);
   if (!Array.isArray(body.messages) || body.messages.length === 0) {
     throw bad("'messages' must be a non-empty list of { role, content }", 'messages', 'invalid_value');
+  }
+  // Counted before anything is read from them: each is work (a template, a schema compiled).
+  if (limits.maxMessages !== undefined && body.messages.length > limits.maxMessages) {
+    throw bad(`'messages' has ${body.messages.length} messages, more than this server's limit of ${limits.maxMessages}`, 'messages', 'too_many_messages');
+  }
+  if (limits.maxTools !== undefined && Array.isArray(body.tools) && body.tools.length > limits.maxTools) {
+    throw bad(`'tools' has ${body.tools.length} tools, more than this server's limit of ${limits.maxTools}`, 'tools', 'too_many_tools');
   }
   const messages = chatMessages(body.messages);
   const tools = toolList(body.tools);

@@ -65,6 +65,16 @@ export interface OpenAIOptions {
   maxTokens?: number;
   /** Request bodies past this are refused with 413. Default 256 KiB. */
   maxBodyBytes?: number;
+  /** The most messages a chat request may send: past it 400 `too_many_messages`. Default 1024. */
+  maxMessages?: number;
+  /** The most tools a chat request may send: past it 400 `too_many_tools`. Default 256. */
+  maxTools?: number;
+  /**
+   * What the request's API key may do (knot-wasm/server's gate): `agentic: false` refuses a request
+   * asking for the loop (403 `agentic_not_allowed`), a list keeps it to those MCP servers.
+   * Default: everything.
+   */
+  scope?: { name: string; agentic: boolean | string[] } | null;
   /** Implicit prefix reuse across requests. Default true. */
   prefixReuse?: boolean;
   /** COLTRANE's terminal prosody on prose (not on structured output). Default 'bias'. */
