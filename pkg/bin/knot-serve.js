@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // knot-serve: an OpenAI-compatible server over a model file, in Node >= 20, Bun or Deno.
 //
-//   npx knot-serve models/model.knot [--port 8080] [--host 127.0.0.1]
+//   npx knot-serve models/model.knot [--port 8080] [--host 127.0.0.1] [--api-key-file keys.txt]
 //
+// On loopback it serves whoever asks; anywhere else it needs an API key (or --insecure).
 // Every layer is resident (read once at start). Routes: /health, /stats, /v1/models,
 // /v1/chat/completions, /v1/completions, /v1/audio/speech (needs the optional package
 // espeak-ng), /prefill/windows. `--help` lists the options.
@@ -10,6 +11,7 @@ import { readFile } from 'node:fs/promises';
 import process from 'node:process';
 import { parseArgs } from 'node:util';
 import { FileKnotSource, HostShim } from '../src/node.js';
+import { AccessConfigError, createGate, parseApiKeys } from '../src/server.js';
 import { createServer } from '../src/server.js';
 import { listen } from '../src/serve.js';
 import { knotFor } from '../src/gguf-cache.js';
@@ -19,7 +21,23 @@ import { autoAudioMode, parseAudioMode, probeAudio, speechPlayback } from '../sr
 const HELP = `usage: knot-serve MODEL.knot|MODEL.gguf [options]
 
   --port N                 port (default 8080; 0 picks a free one)
-  --host ADDR              address to listen on (default 127.0.0.1)
+  --host ADDR              address to listen on (default 127.0.0.1); any address but loopback
+                           needs an API key, or --insecure
+  --api-key KEY            a key clients must send (Authorization: Bearer KEY, or x-api-key);
+                           repeat for more. Prefer --api-key-file: a command line is visible to
+                           other users of the machine
+  --api-key-file FILE      keys, one per line (or JSON with scopes and limits: docs/security.md)
+                           (default: KNOT_API_KEYS, the same text)
+  --insecure               serve a non-loopback --host without a key: anyone who reaches it may
+                           use the model (and the agentic loop's MCP servers)
+  --cors-origin LIST       origins (comma-separated, or *) whose browser pages may call the
+                           server (default: KNOT_CORS_ORIGINS; unset: none)
+  --rate-limit N[/SEC]     requests each key may make per SEC seconds (default 60), bursting to
+                           N; past it 429 with Retry-After (default: KNOT_RATE_LIMIT; unset: none)
+  --concurrent-per-key N   generations each key may run at once (default: none)
+  --max-body-bytes N       the largest request body (default 262144; past it 413)
+  --max-messages N         the most messages a chat request may send (default 1024)
+  --max-tools N            the most tools a chat request may send (default 256)
   --model-id NAME          the model's id in requests (default: the file's name)
   --max-tokens N           the most max_tokens a request may ask, and the default (512)
   --max-context N          positions of the KV cache (default 4096, capped by the model)
@@ -52,6 +70,12 @@ const HELP = `usage: knot-serve MODEL.knot|MODEL.gguf [options]
   --tts-audio-dir DIR      file mode's directory (default: KNOT_TTS_AUDIO_DIR or a new temp dir)
 
 A .gguf is converted once into a .knot-cache directory next to it and reused after.`;
+
+/** Whether `host` is an address only this machine reaches. */
+function isLoopback(host) {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h) || h === '::ffff:127.0.0.1';
+}
 
 function fail(message) {
   process.stderr.write(`knot-serve: ${message}\n`);
@@ -89,6 +113,15 @@ try {
       'tts-audio-mode': { type: 'string', default: process.env.KNOT_TTS_AUDIO_MODE || 'none' },
       'tts-audio-dir': { type: 'string', default: process.env.KNOT_TTS_AUDIO_DIR || undefined },
       'no-prefill-windows': { type: 'boolean', default: process.env.KNOT_PREFILL_WINDOWS === '0' },
+      'api-key': { type: 'string', multiple: true },
+      'api-key-file': { type: 'string' },
+      insecure: { type: 'boolean', default: false },
+      'cors-origin': { type: 'string', default: process.env.KNOT_CORS_ORIGINS || undefined },
+      'rate-limit': { type: 'string', default: process.env.KNOT_RATE_LIMIT || undefined },
+      'concurrent-per-key': { type: 'string' },
+      'max-body-bytes': { type: 'string', default: String(256 * 1024) },
+      'max-messages': { type: 'string', default: '1024' },
+      'max-tools': { type: 'string', default: '256' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -121,6 +154,40 @@ try {
   agenticSettings(agentic);
 } catch (e) {
   fail(`${o.mcp !== undefined && e.field === 'KNOT_MCP_SERVERS' ? e.message.replace('KNOT_MCP_SERVERS', o.mcp) : e.message}`);
+}
+
+// Who may ask: keys, their limits, browser origins. Settled before the model opens, and a server
+// others can reach without a key is refused unless its owner says so.
+let gate;
+try {
+  const keyText = o['api-key-file'] !== undefined
+    ? await readFile(o['api-key-file'], 'utf8').catch((e) => fail(`--api-key-file: ${e.message}`))
+    : process.env.KNOT_API_KEYS ?? '';
+  const keys = [
+    ...(o['api-key'] ?? []).flatMap((k, i) => parseApiKeys(JSON.stringify([{ key: k, name: `arg-${i + 1}` }]), '--api-key')),
+    ...parseApiKeys(keyText, o['api-key-file'] ?? 'KNOT_API_KEYS'),
+  ];
+  if (new Set(keys.map((k) => k.key)).size !== keys.length) throw new AccessConfigError('a key is given twice', '--api-key');
+  const rate = /^(\d+)(?:\/(\d+))?$/.exec(o['rate-limit'] ?? '');
+  if (o['rate-limit'] !== undefined && (rate === null || Number(rate[1]) < 1 || Number(rate[2] ?? 60) < 1)) {
+    fail(`--rate-limit (or KNOT_RATE_LIMIT) must be N or N/SECONDS (whole numbers >= 1), got '${o['rate-limit']}'`);
+  }
+  gate = createGate({
+    keys,
+    corsOrigins: (o['cors-origin'] ?? '').split(',').map((x) => x.trim()).filter(Boolean),
+    ...(rate === null ? {} : { rateLimit: { limit: Number(rate[1]), windowMs: Number(rate[2] ?? 60) * 1000 } }),
+    ...(o['concurrent-per-key'] === undefined ? {} : { concurrent: int('concurrent-per-key', o['concurrent-per-key'], 1) }),
+  });
+} catch (e) {
+  fail(e.message);
+}
+if (!gate.needsKey && !isLoopback(o.host) && !o.insecure) {
+  fail(`refusing to serve ${o.host} without an API key: anyone who can reach it could use the model`
+    + `${agentic.servers.length > 0 ? ' and call your MCP servers with their credentials' : ''}. `
+    + 'Give --api-key-file FILE (or KNOT_API_KEYS), or --insecure if that is what you want.');
+}
+for (const origin of gate.report().cors_origins) {
+  if (origin !== '*' && !/^https?:\/\/[^/\s]+$/.test(origin)) fail(`--cors-origin: '${origin}' is not an origin (scheme://host[:port], or *)`);
 }
 
 // Speech playback, settled before the model opens: a bad directory fails at once.
@@ -157,7 +224,11 @@ if (info.chatTemplate === null) {
 }
 const { fetch: handler } = createServer(shim, {
   modelId,
+  gate,
   maxTokens: int('max-tokens', o['max-tokens'], 1),
+  maxBodyBytes: int('max-body-bytes', o['max-body-bytes'], 1),
+  maxMessages: int('max-messages', o['max-messages'], 1),
+  maxTools: int('max-tools', o['max-tools'], 0),
   prefixReuse: !o['no-prefix-reuse'],
   prefillWindows: !o['no-prefill-windows'],
   terminalProsody: /** @type {any} */ (o['terminal-prosody']),
@@ -186,7 +257,7 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
   process.on(signal, () => stop(signal));
 }
 
-server = await listen(handler, { port: int('port', o.port), host: o.host });
+server = await listen((request, peer) => handler(request, { client: peer.client }), { port: int('port', o.port), host: o.host });
 const runtime = globalThis.Bun ? 'Bun' : globalThis.Deno ? 'Deno' : 'Node';
 // One write: whoever waits for the URL reads the whole startup message with it.
 const template = info.chatTemplate.name === null ? `${info.chatTemplate.source} chat template` : `${info.chatTemplate.name} chat template (implied)`;
@@ -200,5 +271,7 @@ process.stdout.write(`knot-serve: ${modelId} on ${server.url} (OpenAI API at ${s
     : '')
   + (playback.mode === 'none' ? ''
     : `knot-serve: speech audio ${playback.mode === 'file' ? `written to ${playback.dir}` : 'played with aplay'}`
-      + `${audioMode === 'auto' ? ' (auto)' : ''}\n`));
+      + `${audioMode === 'auto' ? ' (auto)' : ''}\n`)
+  + (gate.needsKey ? `knot-serve: ${gate.report().keys} API key(s) required\n`
+    : isLoopback(o.host) ? '' : `knot-serve: WARNING: serving ${o.host} without an API key (--insecure)\n`));
 
