@@ -113,10 +113,32 @@ function simulateVar(profile, isolate) {
 }
 
 /**
+ * The vars of a local run: the caller's, and — unless they give API keys — KNOT_PUBLIC = "1":
+ * a local run listens on 127.0.0.1 only, where the owner is the only client (deployed, a
+ * Worker without keys serves nobody: src/access.js).
+ * @param {Record<string, string>} [vars]
+ */
+export function localAccess(vars = {}) {
+  return { ...(vars.KNOT_API_KEYS ? {} : { KNOT_PUBLIC: '1' }), ...vars };
+}
+
+/**
+ * The Rate Limiting bindings of a local run, as Miniflare simulates them: wrangler.toml's
+ * [[ratelimits]], or `override` ({ limit, period } for KNOT_RATE_LIMITER; false: none).
+ * @param {{ limit: number, period: 10 | 60 } | false} [override]
+ */
+export function rateLimits(override) {
+  if (override === false) return {};
+  const configured = CONFIG.ratelimits ?? [];
+  return Object.fromEntries(configured.map((r) => [r.name, { simple: override && r.name === 'KNOT_RATE_LIMITER' ? override : r.simple }]));
+}
+
+/**
  * Starts the Worker in workerd with the model uploaded to its local R2 bucket.
  * @param {{ port?: number, vars?: Record<string, string>, entry?: string, quiet?: boolean,
- *   inspectorPort?: number, profile?: string | object }} [options] `profile`: production's
- *   costs to simulate (scripts/profiles.mjs), default `local`
+ *   inspectorPort?: number, profile?: string | object, rateLimit?: { limit: number, period: 10 | 60 } | false }} [options]
+ *   `profile`: production's costs to simulate (scripts/profiles.mjs), default `local`;
+ *   `rateLimit`: KNOT_RATE_LIMITER's limit in place of wrangler.toml's (false: none)
  */
 export async function startLocal(options = {}) {
   ensureWasm();
@@ -130,7 +152,8 @@ export async function startLocal(options = {}) {
     modulesRoot: join(modules[0].path, '..'),
     compatibilityDate: CONFIG.compatibility_date,
     compatibilityFlags: CONFIG.compatibility_flags,
-    bindings: { ...CONFIG.vars, KNOT_SIMULATE: simulate, ...options.vars },
+    bindings: { ...CONFIG.vars, KNOT_SIMULATE: simulate, ...localAccess(options.vars) },
+    ratelimits: rateLimits(options.rateLimit),
     r2Buckets: [bucket],
     r2Persist: false,
     // No request for Cloudflare's `cf` object data: nothing here needs the network.
@@ -177,7 +200,7 @@ export async function startStations(options) {
     compatibilityFlags: CONFIG.compatibility_flags,
     r2Buckets: { [bucket]: CONFIG.r2_buckets[0].bucket_name },
   };
-  const vars = { ...CONFIG.vars, MODEL_KEY: key, ...options.vars };
+  const vars = { ...CONFIG.vars, MODEL_KEY: key, ...localAccess(options.vars) };
   const stations = [
     ...Array.from({ length: options.layers }, (_, i) => ({ name: `layers-${i}`, binding: `LAYERS_${i}`, className: 'LayerStation' })),
     ...Array.from({ length: options.heads }, (_, i) => ({ name: `head-${i}`, binding: `HEADS_${i}`, className: 'HeadStation' })),
@@ -198,6 +221,7 @@ export async function startStations(options) {
         ...scriptOf(coordinator),
         name: 'coordinator',
         bindings: { KNOT_SIMULATE: simulateVar(profile, 'coordinator'), ...vars, KNOT_STATIONS: JSON.stringify(table) },
+        ratelimits: rateLimits(options.rateLimit),
         durableObjects: Object.fromEntries(stations.map((s) => [s.binding, { className: s.className, scriptName: s.name }])),
       },
       ...stations.map((s, i) => ({

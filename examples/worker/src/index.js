@@ -12,17 +12,16 @@
 //   the OpenAI routes /v1/models, /v1/chat/completions, /v1/completions, /prefill/windows[/:id];
 //                     /v1/audio/speech answers 501 speech_unavailable (speech.js, docs/speech.md)
 //
-// Every generation runs inside `ctx.waitUntil`, so a client that goes away cannot cancel it
+// Who may ask is settled first (access.js: API keys, limits, CORS), before the model opens: a
+// stranger's request costs a hash, not a model. Every generation runs inside `ctx.waitUntil`, so a client that goes away cannot cancel it
 // halfway (workerd cancels a request's pending work when its client disconnects, which would
 // leave the shared model stuck); the client's going away aborts it instead, cleanly.
 import { ApiError, errorResponse, openaiRoute, toApiError } from 'knot-wasm/openai';
+import { gateFor } from './access.js';
 import { getModel } from './model.js';
 import { resumeMeter, startMeter } from './meter.js';
 import { simulate } from './simulate.js';
 import { refuseSpeech } from './speech.js';
-
-// The Durable Object classes of a split model; a script hosting stations exports them.
-export { HeadStation, LayerStation } from './stations.js';
 
 /** The routes of the shell and the server besides the OpenAI ones (model.js adds /stations). */
 const OWN_ROUTES = ['/health', '/stats', '/stations'];
@@ -34,12 +33,22 @@ export default {
    * @param {{ waitUntil(p: Promise<unknown>): void }} ctx
    */
   async fetch(request, env, ctx) {
+    let cors = {};
     try {
       // Production's costs when a local run asked for them (KNOT_SIMULATE); deployed, env as is.
       env = simulate(env);
+      const { pathname } = new URL(request.url);
+      const admitted = await gateFor(env).admit(request, {
+        openRoute: pathname === '/health', client: request.headers.get('cf-connecting-ip') ?? undefined,
+      });
+      if ('response' in admitted) return admitted.response;
+      cors = admitted.cors;
+      // A stranger's /health: up, and the model's id — without opening the model.
+      if (admitted.principal === null) {
+        return Response.json({ status: 'ok', model: env.MODEL_ID || String(env.MODEL_KEY ?? '').replace(/\.knot$/, '') }, { headers: cors });
+      }
       // Answered before the model opens: the refusal needs no model, and neither does an unknown
       // route (a browser's /favicon.ico must not open a model).
-      const { pathname } = new URL(request.url);
       if (pathname === '/v1/audio/speech') refuseSpeech(request);
       if (openaiRoute(pathname) === null && !OWN_ROUTES.includes(pathname)) {
         throw new ApiError(404, `Unknown route: ${request.method} ${pathname}`, { code: 'unknown_url' });
@@ -50,6 +59,7 @@ export default {
       // checked per invocation, as production counts it.
       const meter = startMeter('request');
       const answer = await model.server.fetch(request, {
+        admitted,
         waitUntil: (work) => ctx.waitUntil(work),
         tag: meter,
         onDone: (r) => {
@@ -64,7 +74,9 @@ export default {
     } catch (e) {
       // A model that cannot open (over budget, a station that failed) answers with its code's
       // status, like every coded failure.
-      return errorResponse(toApiError(e));
+      const answer = errorResponse(toApiError(e));
+      for (const [k, v] of Object.entries(cors)) answer.headers.set(k, v);
+      return answer;
     }
   },
 };

@@ -10,6 +10,7 @@ import { HostShim, errorStatus, planStations } from 'knot-wasm';
 import { ApiError, agenticFromEnv, agenticSettings } from 'knot-wasm/openai';
 import { createServer } from 'knot-wasm/server';
 import { Coordinator, hopAssessmentSettings } from 'knot-wasm/stations';
+import { gateFor } from './access.js';
 import { R2KnotSource } from './r2.js';
 import { stationOptions } from './stations.js';
 import { stationTable, transport } from './transport.js';
@@ -114,6 +115,8 @@ export function settings(env) {
     // one object for the isolate's life, so its tools cache lasts across requests.
     agentic,
     maxBodyBytes: envInt(env, 'KNOT_MAX_BODY_BYTES', 256 * 1024),
+    maxMessages: envInt(env, 'KNOT_MAX_MESSAGES', 1024),
+    maxTools: envInt(env, 'KNOT_MAX_TOOLS', 256),
     // The model's line: requests waiting past it are refused (429), as are those waiting too
     // long; a step silent for KNOT_STALL_MS (its request was canceled mid-call) is taken back.
     line: {
@@ -145,8 +148,13 @@ async function open(s, env) {
   const model = { shim, source, server: /** @type {any} */ (null), settings: s, openMs: Date.now() - t0, openMeter, lastMeter: null };
   model.server = createServer(shim, {
     modelId: s.modelId,
+    // index.js admits each request before the model opens; the server counts each key's
+    // generations at once with the same gate.
+    gate: gateFor(env),
     maxTokens: s.maxTokens,
     maxBodyBytes: s.maxBodyBytes,
+    maxMessages: s.maxMessages,
+    maxTools: s.maxTools,
     prefixReuse: s.prefixReuse,
     terminalProsody: s.terminalProsody,
     prefillWindows: s.prefillWindows,
