@@ -21,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parse } from 'smol-toml';
+import { parseApiKeys } from 'knot-wasm/server';
 import { ROOT } from './bundle.mjs';
 
 const WRANGLER = join(ROOT, 'node_modules/wrangler/bin/wrangler.js');
@@ -79,20 +80,18 @@ function apiKeys() {
   return text ? { text, source: `${SECRET} in the environment` } : null;
 }
 
-/** How many keys the secret's text holds, read as the Worker reads it (commas/newlines, or JSON). */
-function countKeys(text) {
-  try {
-    const json = JSON.parse(text);
-    if (Array.isArray(json)) return json.filter((k) => typeof k === 'string' && k.trim()).length;
-    if (typeof json === 'string') return json.trim() ? 1 : 0;
-  } catch {
-    // Not JSON: keys separated by commas or newlines.
-  }
-  return text.split(/[,\n]/).map((k) => k.trim()).filter(Boolean).length;
-}
-
 const keys = apiKeys();
-if (keys && countKeys(keys.text) === 0) refuse(`${keys.source}: no API key in it`);
+// Read as the Worker reads them (knot-wasm/server's parseApiKeys): keys it would refuse at its
+// first request (short, repeated, bad JSON) are refused here, naming the entry, never the key.
+let keyCount = 0;
+if (keys) {
+  try {
+    keyCount = parseApiKeys(keys.text, keys.source).length;
+  } catch (e) {
+    refuse(e.message);
+  }
+  if (keyCount === 0) refuse(`${keys.source}: no API key in it`);
+}
 if (keys && args.public) refuse(`--public serves everyone without a key: give it or the keys (${keys.source}), not both`);
 
 /** wrangler's environment: this one, without the keys (they go through a file only). */
@@ -181,7 +180,7 @@ try {
     const file = join(temp, 'secrets.json');
     writeFileSync(file, JSON.stringify({ [SECRET]: keys.text }), { mode: 0o600 });
     argv.push('--secrets-file', file);
-    const n = countKeys(keys.text);
+    const n = keyCount;
     console.log(`deploy: ${dryRun ? 'would set' : 'setting'} the secret ${SECRET} on ${name} with the deploy: ${n} key${n === 1 ? '' : 's'} from ${keys.source} (not shown)`);
   } else if (args.public) {
     argv.push('--var', 'KNOT_PUBLIC:1');

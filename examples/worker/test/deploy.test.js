@@ -155,10 +155,17 @@ describe('npm run deploy (scripts/deploy.mjs): no keyless public Worker', () => 
       assert.match(r.output, /A dry run has no network/);
     }
     // The keys and --public together are a contradiction: refused too.
-    const both = await deploy(['--dry-run', '--public'], { ...ENV, KNOT_API_KEYS: 'sk-test-both' });
+    const both = await deploy(['--dry-run', '--public'], { ...ENV, KNOT_API_KEYS: 'sk-test-both-0123456789' });
     assert.equal(both.code, 2, both.output);
     assert.match(both.output, /not both/);
-    assert.doesNotMatch(both.output, /\$ wrangler|sk-test-both/);
+    assert.doesNotMatch(both.output, /\$ wrangler|sk-test-both-0123456789/);
+    // Keys the Worker would refuse at its first request are refused here, naming no key.
+    const short = join(tmp, 'short-keys.txt');
+    writeFileSync(short, 'sk-short\n');
+    const weak = await deploy(['--dry-run', '--api-keys-file', short]);
+    assert.equal(weak.code, 2, weak.output);
+    assert.match(weak.output, /short-keys\.txt\[0\]: a key must be at least 16 characters/);
+    assert.doesNotMatch(weak.output, /\$ wrangler|sk-short/);
   });
 
   test('--api-keys-file: the dry run passes with the secret, its text nowhere in the output', async () => {
