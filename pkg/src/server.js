@@ -15,9 +15,6 @@ import { createGate } from './access.js';
 
 export { AccessConfigError, createGate, parseApiKeys, tokenBucket, MIN_KEY_LENGTH } from './access.js';
 
-/** The routes that run a generation: each counts against its key's generations at once. */
-const GENERATIONS = new Set(['/v1/chat/completions', '/v1/completions']);
-
 /**
  * @typedef {{
  *   modelId: string, maxTokens?: number, maxBodyBytes?: number, maxMessages?: number, maxTools?: number,
@@ -68,8 +65,6 @@ export function createServer(backend, settings) {
    */
   const fetch = async (request, per = {}) => {
     let cors = {};
-    /** @type {(() => void) | null} */
-    let release = null;
     try {
       const { pathname } = new URL(request.url);
       const admitted = per.admitted ?? await gate.admit(request, { openRoute: pathname === '/health', client: per.client });
@@ -79,7 +74,6 @@ export function createServer(backend, settings) {
       // A stranger's /health: that the server is up, and its model, nothing more.
       if (principal === null) return withHeaders(Response.json({ status: 'ok', model: settings.modelId }), cors);
       if (openaiRoute(pathname) !== null) {
-        if (GENERATIONS.has(pathname) && request.method === 'POST') release = gate.enter(principal);
         const answer = await openaiResponse(backend, request, {
           modelId: settings.modelId,
           maxTokens: settings.maxTokens,
@@ -92,17 +86,16 @@ export function createServer(backend, settings) {
           agentic: settings.agentic,
           speech: settings.speech,
           scope: principal.scope,
+          // Once the request is parsed and allowed: its key's generations at once.
+          enter: () => gate.enter(principal),
           waitUntil: per.waitUntil,
           signal: per.signal,
           tag: per.tag,
           onDone: (r) => {
-            release?.();
             recent.push({ ...r, key: principal.scope.name, ...per.onDone?.(r) });
             if (recent.length > keep) recent.shift();
           },
         });
-        // An answer that is not a generation's stream has no generation left running.
-        if (answer.status !== 200) release?.();
         return withHeaders(answer, cors);
       }
       const route = routes[pathname];
@@ -113,7 +106,6 @@ export function createServer(backend, settings) {
       }
       return withHeaders(await route.answer(request), cors);
     } catch (e) {
-      release?.();
       return withHeaders(errorResponse(toApiError(e)), cors);
     }
   };

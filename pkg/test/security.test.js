@@ -213,6 +213,10 @@ describe(haveSmol() ? 'knot-serve with API keys' : 'knot-serve with API keys (no
     const second = await chat(ONE);
     assert.equal(second.status, 429);
     assert.equal((await second.json()).error.code, 'concurrency_limit_exceeded');
+    // A malformed request is answered for what it is, not counted.
+    const malformed = await chat(ONE, { model: 'gpt-4o' });
+    assert.equal(malformed.status, 404);
+    assert.equal((await malformed.json()).error.code, 'model_not_found');
     await first.text();
     // The first one's end gave its place back.
     for (let i = 0; ; i++) {

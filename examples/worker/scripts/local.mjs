@@ -152,7 +152,12 @@ export async function startLocal(options = {}) {
     modulesRoot: join(modules[0].path, '..'),
     compatibilityDate: CONFIG.compatibility_date,
     compatibilityFlags: CONFIG.compatibility_flags,
-    bindings: { ...CONFIG.vars, KNOT_SIMULATE: simulate, ...localAccess(options.vars) },
+    bindings: {
+      ...CONFIG.vars, KNOT_SIMULATE: simulate,
+      // Retry-After names the period the binding counts (src/access.js).
+      ...(options.rateLimit ? { KNOT_RATE_LIMIT_PERIOD: String(options.rateLimit.period) } : {}),
+      ...localAccess(options.vars),
+    },
     ratelimits: rateLimits(options.rateLimit),
     r2Buckets: [bucket],
     r2Persist: false,

@@ -107,6 +107,7 @@ function settingsOf(options) {
     maxMessages: options.maxMessages ?? 1024,
     maxTools: options.maxTools ?? 256,
     scope: options.scope ?? null,
+    enter: options.enter,
   };
   if (typeof s.modelId !== 'string' || s.modelId === '') throw new TypeError('openaiResponse: options.modelId must be a string');
   if (!PROSODY.includes(s.terminalProsody)) {
@@ -160,8 +161,17 @@ async function complete(backend, kind, request, s) {
   if (kind !== 'chat') refuseAgentic(request);
   const optIn = kind === 'chat' ? scoped(agenticOptIn(s.agentic, request, /** @type {any} */ (req).agentic), s.scope) : null;
   if (optIn === null && kind === 'chat' && /** @type {any} */ (req).toolChoiceWithoutTools !== null) throw /** @type {any} */ (req).toolChoiceWithoutTools;
+  // The request is whole and allowed: from here until its run ends it counts against its key's
+  // generations at once (a malformed request is answered for what it is, never 429).
+  const release = s.enter?.() ?? (() => {});
   // C0 runs before the model is asked for: a preflight never waits in the line.
-  const session = optIn === null ? null : await admit(s.agentic, optIn, /** @type {any} */ (req), signal, s.scope?.agentic ?? true);
+  let session = null;
+  try {
+    session = optIn === null ? null : await admit(s.agentic, optIn, /** @type {any} */ (req), signal, s.scope?.agentic ?? true);
+  } catch (e) {
+    release();
+    throw e;
+  }
   let plan = { mode: 'plain', tools: [], forced: false, callTag: null, closeTag: null, maxCalls: 0 };
   /** @type {import('./generate.js').Prompt} */
   let prompt = '';
@@ -175,6 +185,7 @@ async function complete(backend, kind, request, s) {
       prompt = typeof req.prompt === 'string' ? req.prompt : Uint32Array.from(req.prompt);
     }
   } catch (e) {
+    release();
     await session?.close();
     throw toApiError(e, promptField);
   }
@@ -186,9 +197,16 @@ async function complete(backend, kind, request, s) {
   const job = {
     backend, kind, modelId: s.modelId, req, prompt, plan, signal, generation, prosody: s.terminalProsody,
   };
-  const run = session?.C0.admitted
-    ? respond(job, agenticDrive({ backend, req, template: templateTools(backend), session }))
-    : runCompletion(job, session === null ? {} : { agentic: { C0: session.C0 } });
+  let run;
+  try {
+    run = session?.C0.admitted
+      ? respond(job, agenticDrive({ backend, req, template: templateTools(backend), session }))
+      : runCompletion(job, session === null ? {} : { agentic: { C0: session.C0 } });
+  } catch (e) {
+    release();
+    throw e;
+  }
+  run.done.then(release, release);
   const record = (finish) => s.onDone?.({
     id: run.shape.id, tokens: run.completion(), finish: run.aborted() ? 'aborted' : finish,
     ms: Math.round(performance.now() - t0), ...prefillRecord(run.prefill(), t0),

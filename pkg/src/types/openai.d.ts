@@ -75,6 +75,12 @@ export interface OpenAIOptions {
    * Default: everything.
    */
   scope?: { name: string; agentic: boolean | string[] } | null;
+  /**
+   * Called once a generation request is parsed and allowed, before it runs: the function that
+   * ends it (called when its run ends). Throws (a 429 ApiError) to refuse it: the server's
+   * generations at once per key.
+   */
+  enter?: () => () => void;
   /** Implicit prefix reuse across requests. Default true. */
   prefixReuse?: boolean;
   /** COLTRANE's terminal prosody on prose (not on structured output). Default 'bias'. */
