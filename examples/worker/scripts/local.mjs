@@ -26,7 +26,7 @@ export function modelFile() {
 }
 
 /** The package's wasm, built by the project's script when missing. */
-function ensureWasm() {
+export function ensureWasm() {
   if (!existsSync(join(REPO, 'pkg/dist/wasm/host_bg.wasm'))) {
     console.error('[worker] the wasm package is not built: running scripts/build-wasm.sh');
     execFileSync(join(REPO, 'scripts/build-wasm.sh'), { stdio: ['ignore', 'inherit', 'inherit'] });
@@ -108,7 +108,7 @@ export async function uploadFile(r2, key, file, options = {}) {
  * The var KNOT_SIMULATE for one isolate: the profile (a name or an object, default `local`),
  * with the isolate's name seeding its draws.
  */
-function simulateVar(profile, isolate) {
+export function simulateVar(profile, isolate) {
   return JSON.stringify({ ...resolveProfile(profile ?? 'local'), isolate });
 }
 

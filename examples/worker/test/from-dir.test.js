@@ -1,0 +1,149 @@
+// Local = deployed: the wrangler configurations themselves run in workerd (Miniflare) through
+// scripts/cloudflare/miniflare.mjs. Unit checks of `workerFromConfig` on the shipped configs
+// (wrangler.toml, wrangler.stations.toml, wrangler.station.toml: the options object as wrangler's
+// local dev reads them) and a refusal of what it does not translate; then one run of a generated
+// directory (plan.json + coordinator.toml + stations/*.toml, made here from the shipped Gemma
+// layout, 4 layer stations + 4 head shards) under the `prod` profile, whose greedy chat output
+// through the `openai` client equals the native CLI's.
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { parse, stringify } from 'smol-toml';
+import { REPO, client, native } from './support.js';
+import { ROOT } from '../scripts/bundle.mjs';
+import { readPlan, startFromDir, workerFromConfig } from '../scripts/cloudflare/miniflare.mjs';
+
+const tmp = mkdtempSync(join(tmpdir(), 'knot-from-dir-'));
+const bundleDir = join(tmp, 'dist');
+after(() => rmSync(tmp, { recursive: true, force: true }));
+
+const read = (file) => parse(readFileSync(join(ROOT, file), 'utf8'));
+const WHOLE = read('wrangler.toml');
+const COORDINATOR = read('wrangler.stations.toml');
+const STATION = read('wrangler.station.toml');
+
+/** The stations the shipped coordinator binds, in its order: `{ binding, className, script }`. */
+const SHIPPED_STATIONS = COORDINATOR.durable_objects.bindings.map((b) => ({ binding: b.name, className: b.class_name, script: b.script_name }));
+
+/**
+ * A generated directory as `knot-cloudflare plan` writes it, made from the shipped files: the
+ * coordinator's config as is, one station config per script it binds (wrangler.station.toml with
+ * the script's name), `main` relative to the directory, and plan.json naming them and the model.
+ * @param {string} dir
+ * @param {string} modelFile
+ */
+function shippedDir(dir, modelFile) {
+  mkdirSync(join(dir, 'stations'), { recursive: true });
+  const main = (from, entry) => relative(from, join(ROOT, entry));
+  writeFileSync(join(dir, 'coordinator.toml'), stringify({ ...COORDINATOR, main: main(dir, 'src/index.js') }));
+  const stations = SHIPPED_STATIONS.map((s) => {
+    const config = `stations/${s.script}.toml`;
+    writeFileSync(join(dir, config), stringify({ ...STATION, name: s.script, main: main(join(dir, 'stations'), 'src/station.js') }));
+    return { script: s.script, kind: s.className === 'HeadStation' ? 'head' : 'layers', binding: s.binding, config };
+  });
+  const plan = {
+    version: 1,
+    name: COORDINATOR.name,
+    model: { file: modelFile, key: COORDINATOR.vars.MODEL_KEY, bytes: statSync(modelFile).size },
+    bucket: COORDINATOR.r2_buckets[0].bucket_name,
+    topology: 'stations',
+    coordinator: { script: COORDINATOR.name, config: 'coordinator.toml' },
+    stations,
+  };
+  writeFileSync(join(dir, 'plan.json'), `${JSON.stringify(plan, null, 2)}\n`);
+  return plan;
+}
+
+describe('workerFromConfig: the shipped configs as wrangler dev reads them', () => {
+  const LIMITER = { KNOT_RATE_LIMITER: { simple: { limit: 120, period: 60 } } };
+  const common = { compatibilityDate: '2026-04-01', r2Buckets: { MODELS: 'knot-models' } };
+  const stationBindings = Object.fromEntries(SHIPPED_STATIONS.map((s) => [s.binding, { className: s.className, scriptName: s.script }]));
+  /** The options without the bundle's paths, checked apart. */
+  const options = ({ modules, modulesRoot, ...rest }) => rest;
+
+  test('wrangler.toml: the streaming single Worker', async () => {
+    const w = await workerFromConfig(join(ROOT, 'wrangler.toml'), { bundleDir });
+    assert.deepEqual(options(w), {
+      ...common, name: 'knot-worker', compatibilityFlags: ['enable_request_signal'],
+      bindings: { ...WHOLE.vars }, ratelimits: LIMITER, durableObjects: {},
+    });
+    assert.deepEqual(w.modules.map((m) => m.type), ['ESModule', 'CompiledWasm']);
+    assert.equal(w.modulesRoot, join(w.modules[0].path, '..'));
+  });
+
+  test('wrangler.stations.toml: the coordinator binds each station by script name', async () => {
+    const w = await workerFromConfig(join(ROOT, 'wrangler.stations.toml'), { bundleDir });
+    assert.deepEqual(options(w), {
+      ...common, name: 'knot-coordinator', compatibilityFlags: ['enable_request_signal'],
+      bindings: { ...COORDINATOR.vars }, ratelimits: LIMITER, durableObjects: stationBindings,
+    });
+    // One entry, one bundle: the whole Worker and the coordinator share src/index.js's.
+    const whole = await workerFromConfig(join(ROOT, 'wrangler.toml'), { bundleDir });
+    assert.equal(w.modules[0].path, whole.modules[0].path);
+  });
+
+  test('wrangler.station.toml: its own classes by name, every station by script name', async () => {
+    const w = await workerFromConfig(join(ROOT, 'wrangler.station.toml'), { bundleDir });
+    assert.deepEqual(options(w), {
+      ...common, name: 'knot-station', bindings: { ...STATION.vars }, ratelimits: {},
+      durableObjects: { LAYERS: 'LayerStation', HEADS: 'HeadStation', ...stationBindings },
+    });
+    // src/station.js in a directory of its own, apart from src/index.js's bundle.
+    const coordinator = await workerFromConfig(join(ROOT, 'wrangler.stations.toml'), { bundleDir });
+    assert.notEqual(w.modulesRoot, coordinator.modulesRoot);
+  });
+
+  test('what it does not translate is refused, not dropped', async () => {
+    const config = (extra) => {
+      const file = join(tmp, `refused-${Math.random().toString(36).slice(2)}.toml`);
+      writeFileSync(file, stringify({ ...WHOLE, main: join(ROOT, 'src/index.js'), ...extra }));
+      return file;
+    };
+    await assert.rejects(workerFromConfig(config({ kv_namespaces: [{ binding: 'CACHE', id: 'x' }] }), { bundleDir }), /'kv_namespaces': not translated to Miniflare/);
+    await assert.rejects(
+      workerFromConfig(config({ durable_objects: { bindings: [{ name: 'X', class_name: 'LayerStation', environment: 'staging' }] } }), { bundleDir }),
+      /durable_objects\.bindings field 'environment': not translated/,
+    );
+    await assert.rejects(workerFromConfig(config({ rules: [{ type: 'Text', globs: ['**/*.txt'] }] }), { bundleDir }), /rule .*Text.*not translated/);
+  });
+});
+
+describe('startFromDir: a generated directory in workerd', () => {
+  const gemma = join(REPO, 'models', COORDINATOR.vars.MODEL_KEY);
+  const have = existsSync(gemma);
+  if (!have && process.env.KNOT_REQUIRE_MODELS) throw new Error(`${gemma} is missing and KNOT_REQUIRE_MODELS is set (run scripts/prepare-model.sh --all)`);
+  const dir = join(tmp, 'gemma');
+  let local;
+  before(async () => {
+    if (!have) return;
+    shippedDir(dir, gemma);
+    local = await startFromDir(dir, { profile: 'prod', bundleDir });
+  });
+  after(async () => local?.dispose());
+
+  test('the shipped Gemma stations (4 + 4), prod profile: greedy chat output equals the native CLI', { skip: !have, timeout: 120_000 }, async () => {
+    const plan = readPlan(dir);
+    assert.equal(local.plan.topology, 'stations');
+    // Every script of the plan runs, the coordinator first (it serves the URL).
+    assert.deepEqual(local.workers.map((w) => w.name), [plan.coordinator.script, ...plan.stations.map((s) => s.script)]);
+    const openai = client(local.url);
+    const asks = [
+      [{ role: 'user', content: 'What is the capital of France? Answer in one sentence.' }],
+      [{ role: 'user', content: 'Write a haiku about rain.' }],
+    ];
+    for (const messages of asks) {
+      const r = await openai.chat.completions.create({ model: COORDINATOR.vars.MODEL_ID, messages, temperature: 0, max_tokens: 12 });
+      assert.equal(r.choices[0].message.content, (await native(messages, 12, undefined, gemma)).text);
+    }
+    // The split the plan names, each station's isolate under prod's costs and the 128 MB limit.
+    const { stations } = await (await fetch(`${local.url}/stations`)).json();
+    const kinds = plan.stations.map((s) => (s.kind === 'head' ? 'head station' : 'layer station'));
+    assert.deepEqual(stations.map((s) => s.kind), kinds);
+    for (const s of stations) {
+      assert.equal(s.profile, 'prod');
+      assert.ok(s.wasmMemoryBytes < 128 * 2 ** 20, `${s.station}: ${s.wasmMemoryBytes} bytes`);
+    }
+  });
+});
