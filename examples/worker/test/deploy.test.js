@@ -5,7 +5,8 @@
 // error reports and no banner (whose update check is the one network call a dry run makes),
 // with a home and config directory of its own, and without a network where that can be had.
 // The station scripts are private (wrangler.station.toml), and `npm run deploy`
-// (scripts/deploy.mjs) refuses a Worker without API keys unless --public.
+// (bin/knot-cloudflare.mjs deploy) refuses a Worker without API keys unless --public; its plans
+// and generated configurations for SmolLM2 and Gemma are test/cloudflare.test.js's.
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -136,8 +137,11 @@ describe('wrangler deploy --dry-run', () => {
   });
 });
 
-describe('npm run deploy (scripts/deploy.mjs): no keyless public Worker', () => {
-  const deploy = (args, env = ENV) => run([join(ROOT, 'scripts/deploy.mjs'), ...args], env);
+describe('npm run deploy (bin/knot-cloudflare.mjs deploy): no keyless public Worker', () => {
+  // The shipped model, as `npm run deploy` gives it; the generated directory in the test's temp.
+  const MODEL = join(ROOT, '../../models/SmolLM2-135M-Instruct.Q4_1.knot');
+  const deploy = (args, env = ENV) => run([join(ROOT, 'bin/knot-cloudflare.mjs'), 'deploy', MODEL,
+    '--out', join(tmp, `gen-${Math.random().toString(36).slice(2)}`), ...args], env);
   // What a refusal says, and that it ran no wrangler (every command run is printed first).
   const refused = (r, name) => {
     assert.equal(r.code, 2, r.output);
@@ -148,9 +152,9 @@ describe('npm run deploy (scripts/deploy.mjs): no keyless public Worker', () => 
     assert.doesNotMatch(r.output, /\$ wrangler|--dry-run: exiting now/, r.output);
   };
 
-  test('no keys and no --public: refused before any wrangler run (the coordinator and its nine scripts too)', async () => {
-    for (const [config, name] of [['wrangler.toml', 'knot-worker'], ['wrangler.stations.toml', 'knot-coordinator']]) {
-      const r = await deploy(['--config', config, '--dry-run']);
+  test('no keys and no --public: refused before any wrangler run (the coordinator and its station scripts too)', async () => {
+    for (const [flags, name] of [[['--stream'], 'knot'], [['--name', 'knot-coordinator'], 'knot-coordinator']]) {
+      const r = await deploy([...flags, '--dry-run']);
       refused(r, name);
       assert.match(r.output, /A dry run has no network/);
     }
@@ -172,21 +176,22 @@ describe('npm run deploy (scripts/deploy.mjs): no keyless public Worker', () => 
     const key = `sk-knot-test-${Math.random().toString(36).slice(2)}`;
     const file = join(tmp, 'keys.txt');
     writeFileSync(file, `${key}\n`);
-    const r = await deploy(['--dry-run', '--api-keys-file', file]);
+    // The streaming single Worker (one script: the quickest dry run; the split is cloudflare.test.js's).
+    const r = await deploy(['--stream', '--dry-run', '--api-keys-file', file]);
     assert.equal(r.code, 0, r.output);
-    assert.match(r.output, /\$ wrangler deploy --config \S+wrangler.toml --secrets-file \S+ --dry-run --outdir/, r.output);
+    assert.match(r.output, /\$ wrangler deploy --config \S+coordinator.toml --secrets-file \S+ --dry-run --outdir/, r.output);
     assert.match(r.output, /--dry-run: exiting now/);
-    assert.match(r.output, /would set the secret KNOT_API_KEYS on knot-worker with the deploy: 1 key from/);
+    assert.match(r.output, /would set the secret KNOT_API_KEYS on knot with the deploy: 1 key from/);
     assert.match(r.output, /env\.KNOT_API_KEYS \("\(hidden\)"\)/, r.output);
     assert.ok(!r.output.includes(key), 'the key was printed');
     assert.ok(!r.output.includes(key.slice(8)), 'part of the key was printed');
   });
 
   test('--public: the dry run passes with KNOT_PUBLIC, and warns', async () => {
-    const r = await deploy(['--dry-run', '--public']);
+    const r = await deploy(['--stream', '--dry-run', '--public']);
     assert.equal(r.code, 0, r.output);
-    assert.match(r.output, /\$ wrangler deploy --config \S+wrangler.toml --var KNOT_PUBLIC:1 --dry-run/, r.output);
-    assert.match(r.output, /warning: --public: knot-worker serves everyone who finds its URL, without an API key/);
+    assert.match(r.output, /\$ wrangler deploy --config \S+coordinator.toml --var KNOT_PUBLIC:1 --dry-run/, r.output);
+    assert.match(r.output, /warning: --public: knot serves everyone who finds its URL, without an API key/);
     assert.match(r.output, /env\.KNOT_PUBLIC/, r.output);
     assert.match(r.output, /--dry-run: exiting now/);
   });
