@@ -110,6 +110,15 @@ describe('workerFromConfig: the shipped configs as wrangler dev reads them', () 
   });
 });
 
+test('a directory whose files disagree with its plan.json is refused before workerd starts', async () => {
+  const dir = join(tmp, 'inconsistent');
+  const plan = shippedDir(dir, join(ROOT, 'wrangler.toml'));
+  writeFileSync(join(dir, 'plan.json'), JSON.stringify({ ...plan, model: { ...plan.model, bytes: plan.model.bytes + 1 } }));
+  await assert.rejects(startFromDir(dir), /was planned for/);
+  writeFileSync(join(dir, 'stations', 'stray.toml'), '');
+  assert.throws(() => readPlan(dir), /stray\.toml is not in .*plan\.json's stations/);
+});
+
 describe('startFromDir: a generated directory in workerd', () => {
   const gemma = join(REPO, 'models', COORDINATOR.vars.MODEL_KEY);
   const have = existsSync(gemma);
