@@ -1,19 +1,22 @@
 // Local = deployed: the wrangler configurations themselves run in workerd (Miniflare) through
 // scripts/cloudflare/miniflare.mjs. Unit checks of `workerFromConfig` on the shipped configs
 // (wrangler.toml, wrangler.stations.toml, wrangler.station.toml: the options object as wrangler's
-// local dev reads them) and a refusal of what it does not translate; then one run of a generated
-// directory (plan.json + coordinator.toml + stations/*.toml, made here from the shipped Gemma
-// layout, 4 layer stations + 4 head shards) under the `prod` profile, whose greedy chat output
-// through the `openai` client equals the native CLI's.
+// local dev reads them) and a refusal of what it does not translate; then one run of a directory
+// generated as `knot-cloudflare plan` writes it (plan.mjs's planDeployment, configs.mjs's
+// writeConfigs: plan.json + coordinator.toml + stations/*.toml) for Gemma-3-270M at the default
+// budget, under the `prod` profile, whose greedy chat output through the `openai` client equals
+// the native CLI's.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parse, stringify } from 'smol-toml';
 import { REPO, client, native } from './support.js';
 import { ROOT } from '../scripts/bundle.mjs';
+import { writeConfigs } from '../scripts/cloudflare/configs.mjs';
 import { readPlan, startFromDir, workerFromConfig } from '../scripts/cloudflare/miniflare.mjs';
+import { planDeployment } from '../scripts/cloudflare/plan.mjs';
 
 const tmp = mkdtempSync(join(tmpdir(), 'knot-from-dir-'));
 const bundleDir = join(tmp, 'dist');
@@ -28,32 +31,14 @@ const STATION = read('wrangler.station.toml');
 const SHIPPED_STATIONS = COORDINATOR.durable_objects.bindings.map((b) => ({ binding: b.name, className: b.class_name, script: b.script_name }));
 
 /**
- * A generated directory as `knot-cloudflare plan` writes it, made from the shipped files: the
- * coordinator's config as is, one station config per script it binds (wrangler.station.toml with
- * the script's name), `main` relative to the directory, and plan.json naming them and the model.
+ * A generated directory as `knot-cloudflare plan` writes it: the model's deployment planned at
+ * the default budget and written by configs.mjs.
  * @param {string} dir
- * @param {string} modelFile
+ * @param {string} file the model
  */
-function shippedDir(dir, modelFile) {
-  mkdirSync(join(dir, 'stations'), { recursive: true });
-  const main = (from, entry) => relative(from, join(ROOT, entry));
-  writeFileSync(join(dir, 'coordinator.toml'), stringify({ ...COORDINATOR, main: main(dir, 'src/index.js') }));
-  const stations = SHIPPED_STATIONS.map((s) => {
-    const config = `stations/${s.script}.toml`;
-    writeFileSync(join(dir, config), stringify({ ...STATION, name: s.script, main: main(join(dir, 'stations'), 'src/station.js') }));
-    return { script: s.script, kind: s.className === 'HeadStation' ? 'head' : 'layers', binding: s.binding, config };
-  });
-  const plan = {
-    version: 1,
-    name: COORDINATOR.name,
-    model: { file: modelFile, key: COORDINATOR.vars.MODEL_KEY, bytes: statSync(modelFile).size },
-    bucket: COORDINATOR.r2_buckets[0].bucket_name,
-    topology: 'stations',
-    coordinator: { script: COORDINATOR.name, config: 'coordinator.toml' },
-    stations,
-  };
-  writeFileSync(join(dir, 'plan.json'), `${JSON.stringify(plan, null, 2)}\n`);
-  return plan;
+async function planned(dir, file) {
+  writeConfigs(dir, await planDeployment({ file }));
+  return readPlan(dir);
 }
 
 describe('workerFromConfig: the shipped configs as wrangler dev reads them', () => {
@@ -110,9 +95,24 @@ describe('workerFromConfig: the shipped configs as wrangler dev reads them', () 
   });
 });
 
-test('a directory whose files disagree with its plan.json is refused before workerd starts', async () => {
-  const dir = join(tmp, 'inconsistent');
-  const plan = shippedDir(dir, join(ROOT, 'wrangler.toml'));
+const SMOL = join(REPO, 'models', WHOLE.vars.MODEL_KEY);
+const GEMMA = join(REPO, 'models', COORDINATOR.vars.MODEL_KEY);
+for (const file of [SMOL, GEMMA]) {
+  if (!existsSync(file) && process.env.KNOT_REQUIRE_MODELS) throw new Error(`${file} is missing and KNOT_REQUIRE_MODELS is set (run scripts/prepare-model.sh --all)`);
+}
+
+test('SmolLM2 as planned translates script by script; a directory that disagrees with its plan.json is refused', { skip: !existsSync(SMOL) }, async () => {
+  const dir = join(tmp, 'smol');
+  const plan = await planned(dir, SMOL);
+  const [coordinator, ...stations] = await Promise.all([plan.coordinator, ...plan.stations].map((s) => workerFromConfig(join(dir, s.config), { bundleDir })));
+  const bound = (s) => ({ className: s.kind === 'head' ? 'HeadStation' : 'LayerStation', scriptName: s.script });
+  assert.deepEqual(coordinator.durableObjects, Object.fromEntries(plan.stations.map((s) => [s.binding, bound(s)])));
+  for (const [i, w] of stations.entries()) {
+    const own = plan.stations[i];
+    assert.equal(w.name, own.script);
+    assert.deepEqual(w.durableObjects, Object.fromEntries(plan.stations.map((s) => [s.binding, s === own ? bound(s).className : bound(s)])));
+    assert.equal(w.bindings.MODEL_KEY, plan.model.key);
+  }
   writeFileSync(join(dir, 'plan.json'), JSON.stringify({ ...plan, model: { ...plan.model, bytes: plan.model.bytes + 1 } }));
   await assert.rejects(startFromDir(dir), /was planned for/);
   writeFileSync(join(dir, 'stations', 'stray.toml'), '');
@@ -120,36 +120,34 @@ test('a directory whose files disagree with its plan.json is refused before work
 });
 
 describe('startFromDir: a generated directory in workerd', () => {
-  const gemma = join(REPO, 'models', COORDINATOR.vars.MODEL_KEY);
-  const have = existsSync(gemma);
-  if (!have && process.env.KNOT_REQUIRE_MODELS) throw new Error(`${gemma} is missing and KNOT_REQUIRE_MODELS is set (run scripts/prepare-model.sh --all)`);
+  const have = existsSync(GEMMA);
   const dir = join(tmp, 'gemma');
   let local;
   before(async () => {
     if (!have) return;
-    shippedDir(dir, gemma);
+    await planned(dir, GEMMA);
     local = await startFromDir(dir, { profile: 'prod', bundleDir });
   });
   after(async () => local?.dispose());
 
-  test('the shipped Gemma stations (4 + 4), prod profile: greedy chat output equals the native CLI', { skip: !have, timeout: 120_000 }, async () => {
-    const plan = readPlan(dir);
-    assert.equal(local.plan.topology, 'stations');
+  test('Gemma-3-270M as planned, prod profile: greedy chat output equals the native CLI', { skip: !have, timeout: 120_000 }, async () => {
+    const { plan } = local;
+    assert.equal(plan.topology, 'stations');
     // Every script of the plan runs, the coordinator first (it serves the URL).
     assert.deepEqual(local.workers.map((w) => w.name), [plan.coordinator.script, ...plan.stations.map((s) => s.script)]);
+    const model = local.workers[0].bindings.MODEL_ID;
     const openai = client(local.url);
     const asks = [
       [{ role: 'user', content: 'What is the capital of France? Answer in one sentence.' }],
       [{ role: 'user', content: 'Write a haiku about rain.' }],
     ];
     for (const messages of asks) {
-      const r = await openai.chat.completions.create({ model: COORDINATOR.vars.MODEL_ID, messages, temperature: 0, max_tokens: 12 });
-      assert.equal(r.choices[0].message.content, (await native(messages, 12, undefined, gemma)).text);
+      const r = await openai.chat.completions.create({ model, messages, temperature: 0, max_tokens: 12 });
+      assert.equal(r.choices[0].message.content, (await native(messages, 12, undefined, GEMMA)).text);
     }
     // The split the plan names, each station's isolate under prod's costs and the 128 MB limit.
     const { stations } = await (await fetch(`${local.url}/stations`)).json();
-    const kinds = plan.stations.map((s) => (s.kind === 'head' ? 'head station' : 'layer station'));
-    assert.deepEqual(stations.map((s) => s.kind), kinds);
+    assert.deepEqual(stations.map((s) => s.kind), plan.stations.map((s) => (s.kind === 'head' ? 'head station' : 'layer station')));
     for (const s of stations) {
       assert.equal(s.profile, 'prod');
       assert.ok(s.wasmMemoryBytes < 128 * 2 ** 20, `${s.station}: ${s.wasmMemoryBytes} bytes`);
