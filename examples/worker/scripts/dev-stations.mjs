@@ -24,7 +24,11 @@ try {
 const port = Number(process.env.PORT ?? 8788);
 let local;
 if (from) {
-  local = await startFromDir(from, { port, profile, quiet: false });
+  // A directory that is not a plan's, or a config this harness does not translate: a message.
+  local = await startFromDir(from, { port, profile, quiet: false }).catch((e) => {
+    console.error(`knot stations: ${e.message}`);
+    process.exit(1);
+  });
   console.log(`knot stations: ${local.url}  (topology ${local.plan.topology} from ${from}; GET /stations, POST /v1/chat/completions; Ctrl-C stops)`);
   console.log(describeRun(local));
 } else {

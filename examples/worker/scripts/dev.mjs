@@ -18,7 +18,12 @@ try {
   process.exit(2);
 }
 const port = Number(process.env.PORT ?? 8787);
-const local = from ? await startFromDir(from, { port, profile, quiet: false }) : await startLocal({ port, profile });
+/** A directory that is not a plan's, or a config this harness does not translate: a message. */
+const fromDir = () => startFromDir(from, { port, profile, quiet: false }).catch((e) => {
+  console.error(`knot worker: ${e.message}`);
+  process.exit(1);
+});
+const local = from ? await fromDir() : await startLocal({ port, profile });
 const what = from ? `topology ${local.plan.topology} from ${from}; ` : '';
 console.log(`knot worker: ${local.url}  (${what}GET /health, POST /v1/chat/completions; Ctrl-C stops)`);
 if (from) console.log(describeRun(local));
