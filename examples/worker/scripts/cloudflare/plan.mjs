@@ -15,13 +15,18 @@ import { bundle, ROOT } from '../bundle.mjs';
 const MiB = 2 ** 20;
 
 /**
- * The platform's limits this plan is checked against (https://developers.cloudflare.com/workers/platform/limits/):
- * subrequests per invocation (R2 reads and Durable Object calls count), CPU per invocation, the
- * compressed bundle. An isolate has 128 MB for the JS heap and wasm memory together.
+ * The platform's limits this plan is checked against (https://developers.cloudflare.com/workers/platform/limits/,
+ * read 2026-12: 50 / 10,000 subrequests, 10 ms / 5 min CPU, 128 MB memory, Worker size 64 MiB on
+ * both plans): subrequests per invocation (R2 reads and Durable Object calls count), CPU per
+ * invocation, the bundle. The Worker size limit changed in 2026 (cloudflare-docs PRs #31002,
+ * #31067): before, 3 MB (free) / 10 MB (paid) after compression. The bundle is checked against
+ * both readings — 64 MiB uncompressed, and the older compressed figure, which an account that
+ * still enforces it would apply — so a plan that passes deploys either way. An isolate has 128
+ * MB for the JS heap and wasm memory together.
  */
 export const LIMITS = {
-  free: { subrequests: 50, cpuMs: 10, bundleBytes: 3 * 1e6 },
-  paid: { subrequests: 10_000, cpuMs: 300_000, bundleBytes: 10 * 1e6 },
+  free: { subrequests: 50, cpuMs: 10, bundleBytes: 64 * MiB, gzipBytesBefore2026: 3 * 1e6 },
+  paid: { subrequests: 10_000, cpuMs: 300_000, bundleBytes: 64 * MiB, gzipBytesBefore2026: 10 * 1e6 },
   isolateBytes: 128 * 1e6,
 };
 
@@ -291,7 +296,7 @@ async function planOpened(source, o) {
     memory: [{ script: o.name, plannedBytes: coordinatorBytes }, ...stations.map((s) => ({ script: s.script, plannedBytes: s.plannedBytes }))],
     ...(topology !== 'stations' && whole.memoryPlan ? { memoryPlan: whole.memoryPlan } : {}),
     bundle: topology === 'stations' ? sizes : { coordinator: sizes.coordinator },
-    limits: { subrequests: limits.subrequests, cpuMs: limits.cpuMs, bundleBytes: limits.bundleBytes },
+    limits: { subrequests: limits.subrequests, cpuMs: limits.cpuMs, bundleBytes: limits.bundleBytes, gzipBytesBefore2026: limits.gzipBytesBefore2026 },
   };
   if (topology === 'whole') {
     Object.assign(figures, {
@@ -334,7 +339,8 @@ async function planOpened(source, o) {
     });
   }
   for (const [kind, s] of Object.entries(figures.bundle)) {
-    if (s.gzipBytes > limits.bundleBytes) throw new PlanError(`the ${kind} bundle is ${(s.gzipBytes / 1e6).toFixed(2)} MB gzipped, over the ${o.plan} plan's ${limits.bundleBytes / 1e6} MB`);
+    if (s.bytes > limits.bundleBytes) throw new PlanError(`the ${kind} bundle is ${(s.bytes / MiB).toFixed(2)} MiB, over the Worker size limit of ${limits.bundleBytes / MiB} MiB`);
+    if (s.gzipBytes > limits.gzipBytesBefore2026) throw new PlanError(`the ${kind} bundle is ${(s.gzipBytes / 1e6).toFixed(2)} MB gzipped, over the ${o.plan} plan's ${limits.gzipBytesBefore2026 / 1e6} MB of the limits before 2026`);
   }
   if (o.plan === 'free') await checkFree(source, { topology, figures, stations, layout, notes, name: o.name, openReads: whole.openReads });
   figures.notes = notes;
@@ -450,6 +456,6 @@ export function formatPlan(d) {
     for (const p of f.cpu.perIsolate) lines.push(`  ${p.script.padEnd(28)} ${p.cpuMsPerToken === null ? 'not estimated' : `~${p.cpuMsPerToken} ms`}`);
   }
   const gz = (s) => `${(s.bytes / 1e6).toFixed(2)} MB, ${(s.gzipBytes / 1e6).toFixed(2)} MB gzipped`;
-  lines.push(`bundle: coordinator ${gz(f.bundle.coordinator)}${f.bundle.station ? `; station ${gz(f.bundle.station)}` : ''} (limit ${f.limits.bundleBytes / 1e6} MB gzipped on the ${d.plan} plan)`);
+  lines.push(`bundle: coordinator ${gz(f.bundle.coordinator)}${f.bundle.station ? `; station ${gz(f.bundle.station)}` : ''} (limits: ${f.limits.bundleBytes / MiB} MiB a Worker; ${f.limits.gzipBytesBefore2026 / 1e6} MB gzipped on the ${d.plan} plan before 2026)`);
   return lines.join('\n');
 }
