@@ -119,38 +119,50 @@ test('SmolLM2 as planned translates script by script; a directory that disagrees
   assert.throws(() => readPlan(dir), /stray\.toml is not in .*plan\.json's stations/);
 });
 
-describe('startFromDir: a generated directory in workerd', () => {
-  const have = existsSync(GEMMA);
-  const dir = join(tmp, 'gemma');
-  let local;
-  before(async () => {
-    if (!have) return;
-    await planned(dir, GEMMA);
-    local = await startFromDir(dir, { profile: 'prod', bundleDir });
-  });
-  after(async () => local?.dispose());
-
-  test('Gemma-3-270M as planned, prod profile: greedy chat output equals the native CLI', { skip: !have, timeout: 120_000 }, async () => {
-    const { plan } = local;
-    assert.equal(plan.topology, 'stations');
-    // Every script of the plan runs, the coordinator first (it serves the URL).
-    assert.deepEqual(local.workers.map((w) => w.name), [plan.coordinator.script, ...plan.stations.map((s) => s.script)]);
-    const model = local.workers[0].bindings.MODEL_ID;
-    const openai = client(local.url);
-    const asks = [
+// Each model as `knot-cloudflare deploy` would deploy it (96 MiB an isolate, the paid plan),
+// run from the very directory it writes: SmolLM2 on 4 + 1 stations, Gemma-3-270M on 2 + 3.
+const RUNS = [
+  { name: 'SmolLM2-135M', file: SMOL, asks: [[{ role: 'user', content: 'What is the capital of France? Answer in one sentence.' }]] },
+  {
+    name: 'Gemma-3-270M',
+    file: GEMMA,
+    asks: [
       [{ role: 'user', content: 'What is the capital of France? Answer in one sentence.' }],
       [{ role: 'user', content: 'Write a haiku about rain.' }],
-    ];
-    for (const messages of asks) {
-      const r = await openai.chat.completions.create({ model, messages, temperature: 0, max_tokens: 12 });
-      assert.equal(r.choices[0].message.content, (await native(messages, 12, undefined, GEMMA)).text);
-    }
-    // The split the plan names, each station's isolate under prod's costs and the 128 MB limit.
-    const { stations } = await (await fetch(`${local.url}/stations`)).json();
-    assert.deepEqual(stations.map((s) => s.kind), plan.stations.map((s) => (s.kind === 'head' ? 'head station' : 'layer station')));
-    for (const s of stations) {
-      assert.equal(s.profile, 'prod');
-      assert.ok(s.wasmMemoryBytes < 128 * 2 ** 20, `${s.station}: ${s.wasmMemoryBytes} bytes`);
-    }
+    ],
+  },
+];
+
+for (const run of RUNS) {
+  describe(`startFromDir: ${run.name} as planned, in workerd`, () => {
+    const have = existsSync(run.file);
+    const dir = join(tmp, `run-${run.name}`);
+    let local;
+    before(async () => {
+      if (!have) return;
+      await planned(dir, run.file);
+      local = await startFromDir(dir, { profile: 'prod', bundleDir });
+    });
+    after(async () => local?.dispose());
+
+    test(`${run.name} as planned, prod profile: greedy chat output equals the native CLI`, { skip: !have, timeout: 120_000 }, async () => {
+      const { plan } = local;
+      assert.equal(plan.topology, 'stations');
+      // Every script of the plan runs, the coordinator first (it serves the URL).
+      assert.deepEqual(local.workers.map((w) => w.name), [plan.coordinator.script, ...plan.stations.map((s) => s.script)]);
+      const model = local.workers[0].bindings.MODEL_ID;
+      const openai = client(local.url);
+      for (const messages of run.asks) {
+        const r = await openai.chat.completions.create({ model, messages, temperature: 0, max_tokens: 12 });
+        assert.equal(r.choices[0].message.content, (await native(messages, 12, undefined, run.file)).text);
+      }
+      // The split the plan names, each station's isolate under prod's costs and the 128 MB limit.
+      const { stations } = await (await fetch(`${local.url}/stations`)).json();
+      assert.deepEqual(stations.map((s) => s.kind), plan.stations.map((s) => (s.kind === 'head' ? 'head station' : 'layer station')));
+      for (const s of stations) {
+        assert.equal(s.profile, 'prod');
+        assert.ok(s.wasmMemoryBytes < 128 * 2 ** 20, `${s.station}: ${s.wasmMemoryBytes} bytes`);
+      }
+    });
   });
-});
+}
