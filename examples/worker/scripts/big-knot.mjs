@@ -1,19 +1,29 @@
-// `npm run big-knot`: a model larger than any real one here, served by stations in workerd — not
-// in the default suite (it costs minutes). It writes a synthetic llama-style knot of ~640 MB
-// (crates/knot/examples/synthetic_knot.rs: 32 layers of dim 1024, Q8_0, noise weights), plans the
-// fewest stations whose isolates fit the budget (the package's planStations, from the index
-// alone), uploads the file to the local R2 in parts (one put would pass Node's string limit),
-// serves it under a profile, and checks: greedy output equal to the native CLI on the same file,
-// nothing read from R2 after the loads, every isolate's wasm memory under 128 MiB.
-//   node scripts/big-knot.mjs [--profile prod] [--budget-mb 112] [--tokens 16] [--keep]
-// The knot is written once to models/synthetic-640m.knot (git-ignored) and reused.
+// `npm run big-knot`: a model larger than any real one here, planned and run the way a user
+// deploys it — not in the default suite (it costs minutes). It writes a synthetic llama-style
+// knot of ~640 MB (crates/knot/examples/synthetic_knot.rs: 32 layers of dim 1024, Q8_0, noise
+// weights), plans it as `knot-cloudflare plan` does (scripts/cloudflare/plan.mjs's
+// planDeployment at --budget-mb, 512 positions, the conversations per layer station it finds room
+// for), writes the generated directory (configs.mjs's writeConfigs) to .cloudflare/big-knot/,
+// prints the plan, runs that directory in workerd under a profile (miniflare.mjs's startFromDir:
+// the model uploaded to the local R2 in parts), and checks: greedy output equal to the native CLI
+// on the same file (with the Worker's terminal prosody), nothing read from R2 after the loads,
+// every isolate's wasm memory under 128 MiB. Then `knot-cloudflare deploy --dry-run` on the same knot (a temporary key file, wrangler
+// offline where the machine allows it): its transcript printed, wrangler's tables of bindings
+// counted (whole in .cloudflare/big-knot/deploy-dry-run.log).
+//   node scripts/big-knot.mjs [--profile prod] [--budget-mb 112] [--tokens 16]
+// The knot is written once to models/synthetic-640m.knot (git-ignored) and reused; KNOT_BIN
+// names the native CLI (default target/debug/knot).
 import assert from 'node:assert/strict';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FileKnotSource, planStations } from 'knot-wasm';
-import { REPO, startStations } from './local.mjs';
+import { ROOT } from './bundle.mjs';
+import { writeConfigs } from './cloudflare/configs.mjs';
+import { describeRun, startFromDir } from './cloudflare/miniflare.mjs';
+import { formatPlan, planDeployment } from './cloudflare/plan.mjs';
+import { REPO } from './local.mjs';
 import { describeProfile, profilesFromArgs } from './profiles.mjs';
 import { streamOnce } from './stream.mjs';
 
@@ -23,66 +33,79 @@ const arg = (name, fallback) => {
   return i >= 0 ? Number(process.argv[i + 1]) : fallback;
 };
 const [profile] = profilesFromArgs(process.argv.slice(2), { fallback: 'prod' });
-const BUDGET = arg('budget-mb', 112) * MiB;
+const BUDGET_MB = arg('budget-mb', 112);
 const TOKENS = arg('tokens', 16);
 const CONTEXT = 512;
+const NAME = 'big-knot';
 const KEY = 'synthetic-640m.knot';
 const FILE = join(REPO, 'models', KEY);
+const DIR = join(ROOT, '.cloudflare', NAME);
 const PROMPT = 'The lighthouse keeper climbed the stairs and';
 const KNOT_BIN = process.env.KNOT_BIN ?? join(REPO, 'target/debug/knot');
+const seconds = (t0) => `${((Date.now() - t0) / 1000).toFixed(1)} s`;
 
 if (!existsSync(FILE)) {
+  const t0 = Date.now();
   console.log(`writing ${FILE} …`);
   execFileSync('cargo', ['run', '--release', '-q', '-p', 'knot', '--example', 'synthetic_knot', '--', FILE,
     '--layers', '32', '--dim', '1024', '--ffn', '4096', '--vocab', '32000'], { cwd: REPO, stdio: 'inherit' });
+  console.log(`wrote it in ${seconds(t0)}`);
 }
 const bytes = statSync(FILE).size;
 assert.ok(bytes > 600e6, `${FILE}: ${bytes} bytes, not over 600 MB`);
 
-// The split, planned from the file's index as a user would: one conversation per layer station,
-// 512 positions, the stations' default f32 KV cache.
-const source = await FileKnotSource.open(FILE);
-const plan = await planStations(source, { memoryBudget: BUDGET, maxContext: CONTEXT, maxConversations: 1 });
-await source.close?.();
-console.log(`${KEY}: ${(bytes / 1e6).toFixed(0)} MB; planned for ${BUDGET / MiB} MiB an isolate: ${plan.layers} layer + ${plan.heads} head stations`
-  + ` (largest planned ${(Math.max(...plan.stations.map((s) => s.total)) / MiB).toFixed(1)} MiB)`);
+// The plan, as `knot-cloudflare plan models/synthetic-640m.knot --name big-knot --budget-mb 112`
+// makes it (that command's context is its default 2048; this run's, 512).
+let t0 = Date.now();
+const deployment = await planDeployment({ file: FILE, budgetMb: BUDGET_MB, name: NAME, maxContext: CONTEXT });
+console.log(formatPlan(deployment));
+writeConfigs(DIR, deployment);
+console.log(`wrote ${DIR}: plan.json, coordinator.toml, ${deployment.stations.length} station configs in stations/ (planned and written in ${seconds(t0)})`);
+assert.equal(deployment.topology, 'stations', `${KEY} at ${BUDGET_MB} MiB: planned ${deployment.topology}, not stations`);
 console.log(`profile ${describeProfile(profile)}`);
 
-const t0 = Date.now();
-const local = await startStations({
-  layers: plan.layers,
-  heads: plan.heads,
-  profile,
-  modelKey: KEY,
-  modelFile: FILE,
-  vars: { MODEL_ID: 'synthetic', KNOT_MAX_CONTEXT: String(CONTEXT), KNOT_STATION_CONVERSATIONS: '1', KNOT_MAX_TOKENS: String(TOKENS) },
-});
-console.log(`started ${local.stations.length} stations and uploaded the knot in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+t0 = Date.now();
+const local = await startFromDir(DIR, { profile });
+const { plan } = local;
+console.log(`started ${describeRun(local)} and uploaded the knot in ${seconds(t0)}`);
+const layers = plan.stations.filter((s) => s.kind === 'layers').length;
+const heads = plan.stations.length - layers;
 try {
   const json = async (path) => (await fetch(`${local.url}${path}`)).json();
-  const request = { model: 'synthetic', prompt: PROMPT, temperature: 0, max_tokens: TOKENS };
+  const model = local.workers[0].bindings.MODEL_ID;
+  const request = { model, prompt: PROMPT, temperature: 0, max_tokens: TOKENS };
   const cold = await streamOnce(local.url, '/v1/completions', request);
   const warm = await streamOnce(local.url, '/v1/completions', request);
   const res = await fetch(`${local.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request) });
   const text = (await res.json()).choices[0].text;
   const spent = (await json('/stats')).last_request;
+  // The native reference with the Worker's terminal prosody (TERMINAL_PROSODY, default bias: near
+  // the token limit it leans toward ending the sentence), as test/support.js's `native` has it.
   // Asynchronously: a blocked event loop would miss workerd closing idle connections.
-  const { stdout } = await promisify(execFile)(KNOT_BIN, ['generate', FILE, '-n', String(TOKENS), '--json', '--temperature', '0', '--prompt', PROMPT],
+  const prosody = local.workers[0].bindings.TERMINAL_PROSODY || 'bias';
+  const { stdout } = await promisify(execFile)(KNOT_BIN, ['generate', FILE, '-n', String(TOKENS), '--json', '--temperature', '0', '--prosody', prosody, '--prompt', PROMPT],
     { encoding: 'utf8', maxBuffer: 1 << 26 });
   const native = JSON.parse(stdout);
   assert.equal(text, native.text, 'the split model and one native process disagree');
   assert.equal(spent.r2_reads, 0, 'the coordinator read R2 after the load');
   const s = await json('/stations');
   const coordinator = await json('/stats');
-  const isolates = [['coordinator', coordinator.wasmMemoryBytes], ...s.stations.map((x) => [x.station, x.wasmMemoryBytes])];
-  console.table(isolates.map(([name, b]) => ({ isolate: name, wasmMiB: +(b / MiB).toFixed(1) })));
+  // /stations lists the stations in the plan's order (the coordinator's KNOT_STATIONS).
+  const isolates = [
+    [plan.coordinator.script, coordinator.wasmMemoryBytes, plan.coordinator.plannedBytes],
+    ...s.stations.map((x, i) => [plan.stations[i]?.script ?? x.station, x.wasmMemoryBytes, plan.stations[i]?.plannedBytes]),
+  ];
+  console.table(isolates.map(([name, b, planned]) => ({ isolate: name, plannedMiB: planned ? +(planned / MiB).toFixed(1) : null, wasmMiB: +(b / MiB).toFixed(1) })));
   for (const [name, b] of isolates) assert.ok(b < 128 * MiB, `${name}: ${(b / MiB).toFixed(1)} MiB`);
   for (const st of s.stations) assert.equal(st.last_request.r2_reads, 0, `${st.station} read R2 after its load`);
   console.log(JSON.stringify({
     knotMB: +(bytes / 1e6).toFixed(0),
     profile: profile.name,
-    layers: plan.layers,
-    heads: plan.heads,
+    budgetMb: plan.budgetMb,
+    context: plan.context,
+    conversations: plan.conversations,
+    layers,
+    heads,
     coldFirstTokenMs: Math.round(cold.firstMs),
     warmFirstTokenMs: Math.round(warm.firstMs),
     decodeTokS: +warm.decodeTokS.toFixed(1),
@@ -93,4 +116,51 @@ try {
   }));
 } finally {
   await local.dispose();
+}
+
+// The deploy a user would run next, dry: everything but the network (bin/knot-cloudflare.mjs).
+// wrangler in a home of its own, quiet and without metrics; offline where `unshare -n` works.
+const tmp = mkdtempSync(join(tmpdir(), 'knot-big-knot-'));
+try {
+  const keys = join(tmp, 'keys.txt');
+  writeFileSync(keys, `sk-big-knot-${Math.random().toString(36).slice(2)}\n`, { mode: 0o600 });
+  const argv = ['deploy', FILE, '--budget-mb', String(BUDGET_MB), '--name', NAME, '--api-keys-file', keys, '--out', join(tmp, 'out'), '--dry-run'];
+  const env = {
+    PATH: process.env.PATH,
+    HOME: join(tmp, 'home'),
+    XDG_CONFIG_HOME: join(tmp, 'config'),
+    WRANGLER_LOG_PATH: join(tmp, 'logs'),
+    WRANGLER_SEND_METRICS: 'false',
+    WRANGLER_SEND_ERROR_REPORTS: 'false',
+    WRANGLER_HIDE_BANNER: 'true',
+    CI: '1',
+    NO_COLOR: '1',
+  };
+  const offline = spawnSync('unshare', ['-n', 'true']).status === 0;
+  const bin = join(ROOT, 'bin/knot-cloudflare.mjs');
+  const [command, args] = offline ? ['unshare', ['-n', process.execPath, bin, ...argv]] : [process.execPath, [bin, ...argv]];
+  console.log(`\n$ knot-cloudflare ${argv.join(' ')}   (${offline ? 'offline: unshare -n' : 'network not removed: unshare -n is not permitted here'}; `
+    + `the key file a temporary one; the CLI plans at its default context, 2048)`);
+  t0 = Date.now();
+  const r = spawnSync(command, args, { cwd: ROOT, env, encoding: 'utf8', maxBuffer: 1 << 26, timeout: 900_000 });
+  // The whole transcript in DIR; here, each wrangler run's table of bindings as a count.
+  const transcript = join(DIR, 'deploy-dry-run.log');
+  writeFileSync(transcript, `$ knot-cloudflare ${argv.join(' ')}\n${r.stdout ?? ''}${r.stderr ?? ''}`);
+  let bindings = 0;
+  const flush = () => {
+    if (bindings) console.log(`  (${bindings} bindings: the table in ${transcript})`);
+    bindings = 0;
+  };
+  for (const line of `${r.stdout ?? ''}${r.stderr ?? ''}`.split('\n')) {
+    if (/^env\.\w+ \(/.test(line)) { bindings += 1; continue; }
+    if (/^Binding\s+Resource\s*$/.test(line) || line === 'Your Worker has access to the following bindings:') continue;
+    flush();
+    if (line.trim()) console.log(line);
+  }
+  flush();
+  const why = r.error ? r.error.message : r.status !== 0 ? `exit ${r.status ?? r.signal}` : null;
+  console.log(`knot-cloudflare deploy --dry-run: ${why ? `failed (${why})` : 'passed'} in ${seconds(t0)}`);
+  if (why) process.exitCode = 1;
+} finally {
+  rmSync(tmp, { recursive: true, force: true });
 }
