@@ -4,6 +4,7 @@
 // `--profile` simulates production's costs (scripts/profiles.mjs; default local: none).
 // `--from DIR` runs a directory `knot-cloudflare plan` wrote instead (its plan.json, coordinator
 // and station configs: what `deploy` uploads), whatever its topology.
+// Without it, wrangler.toml (the shipped single Worker); a model as it deploys: plan it, then --from.
 import { describeRun, fromArg, startFromDir } from './cloudflare/miniflare.mjs';
 import { startLocal } from './local.mjs';
 import { describeProfile, profilesFromArgs } from './profiles.mjs';
