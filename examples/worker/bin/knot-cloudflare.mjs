@@ -35,6 +35,9 @@ const WRANGLER_PUT_BYTES = 300 * 2 ** 20;
 const HEALTH_TIMEOUT_MS = 300_000;
 const USAGE = `usage: knot-cloudflare <plan|deploy|destroy|status> MODEL.knot [options]
   --budget-mb N          wasm memory per isolate, MiB (default 96; an isolate has 128 MB in all)
+  --context N            positions each conversation may hold (default 2048)
+  --conversations N      conversations a layer station keeps (default 4, fewer when no split fits;
+                         fewer make a shorter chain: fewer hops per token)
   --plan free|paid       the Workers plan to fit (default paid)
   --name PREFIX          script names: PREFIX, PREFIX-layers-i, PREFIX-head-i (default knot)
   --bucket NAME          the R2 bucket holding the model (default knot-models)
@@ -57,6 +60,8 @@ try {
     allowPositionals: true,
     options: {
       'budget-mb': { type: 'string', default: '96' },
+      context: { type: 'string', default: '2048' },
+      conversations: { type: 'string' },
       plan: { type: 'string', default: 'paid' },
       name: { type: 'string', default: 'knot' },
       bucket: { type: 'string', default: 'knot-models' },
@@ -111,10 +116,13 @@ function planOptions() {
   if (!model) refuse(`${command} needs the model: knot-cloudflare ${command} MODEL.knot\n${USAGE}`);
   if (extra.length) refuse(`unexpected argument${extra.length > 1 ? 's' : ''}: ${extra.join(' ')}\n${USAGE}`);
   if (!/^\d+$/.test(args['budget-mb'])) refuse(`--budget-mb must be a whole number of MiB, got '${args['budget-mb']}'`);
+  if (!/^\d+$/.test(args.context)) refuse(`--context must be a whole number of positions, got '${args.context}'`);
+  if (args.conversations !== undefined && !/^\d+$/.test(args.conversations)) refuse(`--conversations must be a whole number, got '${args.conversations}'`);
   if (!existsSync(model)) refuse(`${model}: no such file`);
   if (!statSync(model).isFile()) refuse(`${model}: not a file`);
   return {
     file: model, budgetMb: Number(args['budget-mb']), plan: args.plan, name: args.name, bucket: args.bucket, stream: args.stream,
+    maxContext: Number(args.context), ...(args.conversations === undefined ? {} : { conversations: Number(args.conversations) }),
   };
 }
 

@@ -215,6 +215,8 @@ describe('knot-cloudflare plan', () => {
       [['plan', SMOL, '--plan', 'gold'], /--plan must be free or paid, got 'gold'/],
       [['plan', SMOL, '--budget-mb', 'lots'], /--budget-mb must be a whole number of MiB/],
       [['plan', SMOL, '--name', 'Bad_Name'], /--name must be/],
+      [['plan', SMOL, '--context', 'long'], /--context must be a whole number of positions/],
+      [['plan', SMOL, '--conversations', '0'], /--conversations must be an integer in 1\.\.64/],
       [['plan', keys], /keys\.txt: /],
       [['launch', SMOL], /unknown command 'launch'/],
       [['destroy', '--out', join(tmp, 'none')], /plan\.json: no such file/],

@@ -159,17 +159,21 @@ async function timeStep(file) {
  * The fewest stations for `budget`, at 4 conversations per layer station, fewer (down to 1), then
  * halving the context (down to 256): the first that fits, and what was given up for it.
  * @param {FileKnotSource} source
- * @param {{ budget: number, maxContext: number, kvCache: string }} o
+ * @param {{ budget: number, maxContext: number, kvCache: string, conversations?: number }} o
+ *   conversations: per layer station, fixed (fewer conversations make a shorter chain: fewer
+ *   hops per token)
  */
-async function fitStations(source, { budget, maxContext, kvCache }) {
-  const tries = CONVERSATIONS.map((c) => ({ conversations: c, context: maxContext }));
+async function fitStations(source, { budget, maxContext, kvCache, conversations }) {
+  // Asked for a number of conversations: that one only (then a shorter context).
+  const counts = conversations === undefined ? CONVERSATIONS : [conversations];
+  const tries = counts.map((c) => ({ conversations: c, context: maxContext }));
   for (let c = Math.floor(maxContext / 2); c >= SMALLEST_CONTEXT; c = Math.floor(c / 2)) tries.push({ conversations: 1, context: c });
   let last;
   for (const t of tries) {
     try {
       const layout = await planStations(source, { memoryBudget: budget, maxContext: t.context, kvCache, maxConversations: t.conversations });
       const given = [];
-      if (t.conversations < CONVERSATIONS[0]) given.push(`${t.conversations} conversation${t.conversations === 1 ? '' : 's'} per layer station instead of ${CONVERSATIONS[0]} (no split of ${CONVERSATIONS[0]} fits)`);
+      if (t.conversations < counts[0]) given.push(`${t.conversations} conversation${t.conversations === 1 ? '' : 's'} per layer station instead of ${counts[0]} (no split of ${counts[0]} fits)`);
       if (t.context < maxContext) given.push(`a context of ${t.context} positions instead of ${maxContext} (no split at ${maxContext} fits, even with one conversation)`);
       return { layout, conversations: t.conversations, given };
     } catch (e) {
@@ -194,10 +198,15 @@ async function fitStations(source, { budget, maxContext, kvCache }) {
  * Plans the deployment of `file`. Rejects with a PlanError (a message for the user) when the
  * model cannot be served as asked.
  * @param {{ file: string, budgetMb?: number, plan?: 'free' | 'paid', name?: string, bucket?: string,
- *   key?: string, maxContext?: number, kvCache?: 'f16' | 'f32', stream?: boolean }} options
+ *   key?: string, maxContext?: number, kvCache?: 'f16' | 'f32', stream?: boolean, conversations?: number }} options
+ *   conversations: per layer station (default: 4, fewer when no split fits)
  * @returns {Promise<Deployment>}
  */
-export async function planDeployment({ file, budgetMb = 96, plan = 'paid', name = 'knot', bucket = 'knot-models', key, maxContext = 2048, kvCache = 'f16', stream = false }) {
+export async function planDeployment({ file, budgetMb = 96, plan = 'paid', name = 'knot', bucket = 'knot-models', key, maxContext = 2048, kvCache = 'f16', stream = false, conversations }) {
+  if (!Number.isInteger(maxContext) || maxContext < 16 || maxContext > 131072) throw new PlanError(`--context must be an integer in 16..131072 (positions), got '${maxContext}'`);
+  if (conversations !== undefined && (!Number.isInteger(conversations) || conversations < 1 || conversations > 64)) {
+    throw new PlanError(`--conversations must be an integer in 1..64 (per layer station), got '${conversations}'`);
+  }
   if (plan !== 'free' && plan !== 'paid') throw new PlanError(`--plan must be free or paid, got '${plan}'`);
   if (!Number.isInteger(budgetMb) || budgetMb < 16 || budgetMb > 4096) throw new PlanError(`--budget-mb must be an integer in 16..4096 (MiB of wasm memory per isolate), got '${budgetMb}'`);
   // Script names: lowercase letters, digits and dashes (Workers' rule), room left for '-layers-NN'.
@@ -215,7 +224,7 @@ export async function planDeployment({ file, budgetMb = 96, plan = 'paid', name 
     throw new PlanError(`${file}: ${/** @type {any} */ (e).code === 'ENOENT' ? 'no such file' : /** @type {Error} */ (e).message}`);
   }
   try {
-    return await planOpened(source, { path, budgetMb, plan, name, bucket, key: key ?? basename(path), maxContext, kvCache, stream });
+    return await planOpened(source, { path, budgetMb, plan, name, bucket, key: key ?? basename(path), maxContext, kvCache, stream, conversations });
   } catch (e) {
     if (e instanceof PlanError) throw e;
     // A file that is not a knot, a truncated one: the package's message, not a stack.
@@ -258,7 +267,7 @@ async function planOpened(source, o) {
   } else {
     topology = 'stations';
     notes.push(`the whole model does not fit ${mib(budget)} with every layer resident (${whole.why.replace(/^the model does not fit the memory budget of \d+ bytes \([^)]*\): /, '')}): split across stations (--stream would stream layers from R2 on every token instead)`);
-    const fit = await fitStations(source, { budget, maxContext: o.maxContext, kvCache: o.kvCache });
+    const fit = await fitStations(source, { budget, maxContext: o.maxContext, kvCache: o.kvCache, conversations: o.conversations });
     layout = fit.layout;
     notes.push(...fit.given.map((g) => `gave up ${g}`));
     context = layout.context;
