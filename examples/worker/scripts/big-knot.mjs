@@ -57,7 +57,9 @@ assert.ok(bytes > 600e6, `${FILE}: ${bytes} bytes, not over 600 MB`);
 // The plan, as `knot-cloudflare plan models/synthetic-640m.knot --name big-knot --budget-mb 112`
 // makes it (that command's context is its default 2048; this run's, 512).
 let t0 = Date.now();
-const deployment = await planDeployment({ file: FILE, budgetMb: BUDGET_MB, name: NAME, maxContext: CONTEXT });
+// One conversation per layer station: the shortest chain that fits (11 + 1 stations at 112 MiB,
+// where 4 conversations need 21 + 1: twice the hops per token).
+const deployment = await planDeployment({ file: FILE, budgetMb: BUDGET_MB, name: NAME, maxContext: CONTEXT, conversations: 1 });
 console.log(formatPlan(deployment));
 writeConfigs(DIR, deployment);
 console.log(`wrote ${DIR}: plan.json, coordinator.toml, ${deployment.stations.length} station configs in stations/ (planned and written in ${seconds(t0)})`);
@@ -124,7 +126,7 @@ const tmp = mkdtempSync(join(tmpdir(), 'knot-big-knot-'));
 try {
   const keys = join(tmp, 'keys.txt');
   writeFileSync(keys, `sk-big-knot-${Math.random().toString(36).slice(2)}\n`, { mode: 0o600 });
-  const argv = ['deploy', FILE, '--budget-mb', String(BUDGET_MB), '--name', NAME, '--api-keys-file', keys, '--out', join(tmp, 'out'), '--dry-run'];
+  const argv = ['deploy', FILE, '--budget-mb', String(BUDGET_MB), '--context', String(CONTEXT), '--conversations', '1', '--name', NAME, '--api-keys-file', keys, '--out', join(tmp, 'out'), '--dry-run'];
   const env = {
     PATH: process.env.PATH,
     HOME: join(tmp, 'home'),
@@ -140,7 +142,7 @@ try {
   const bin = join(ROOT, 'bin/knot-cloudflare.mjs');
   const [command, args] = offline ? ['unshare', ['-n', process.execPath, bin, ...argv]] : [process.execPath, [bin, ...argv]];
   console.log(`\n$ knot-cloudflare ${argv.join(' ')}   (${offline ? 'offline: unshare -n' : 'network not removed: unshare -n is not permitted here'}; `
-    + `the key file a temporary one; the CLI plans at its default context, 2048)`);
+    + 'the key file a temporary one: the same plan as above)');
   t0 = Date.now();
   const r = spawnSync(command, args, { cwd: ROOT, env, encoding: 'utf8', maxBuffer: 1 << 26, timeout: 900_000 });
   // The whole transcript in DIR; here, each wrangler run's table of bindings as a count.
