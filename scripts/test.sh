@@ -207,7 +207,17 @@ wasi_tests() {
   cargo test --no-fail-fast --target wasm32-wasip1 -p host --test batching
 }
 
-package_tests() { (cd pkg && KNOT_REQUIRE_MODELS=1 npm test); }
+# The package's suites (`npm test` is all of them): the types and the Node suite here; the Bun and
+# Deno subsets in the wasm32 lane, whose core is free once its WASI tests end.
+package_tests() { (cd pkg && npm run typecheck && KNOT_REQUIRE_MODELS=1 npm run test:node); }
+other_runtimes() { (cd pkg && KNOT_REQUIRE_MODELS=1 npm run test:bun && KNOT_REQUIRE_MODELS=1 npm run test:deno); }
+
+# A lane that needs the wasm package waits for the step that builds it.
+package_built=$step_logs/package-built
+wait_for_package() {
+  until [ -e "$package_built" ]; do sleep 2; done
+  "$@"
+}
 
 # The code blocks of README.md and pkg/README.md, run in order from the root (scripts/doc-blocks.mjs;
 # the marked ones listed as skipped): they need pkg/dist and the models, and call KNOT_BIN.
@@ -229,8 +239,9 @@ worker_and_page() {
 # The single-core work (fuzzing runs one target at a time; WASI runs one test binary at a time in
 # one Node process) in a lane of its own, beside the native tests, the package and the JS suites.
 wasm32_and_fuzzing() {
-  step "fuzzing: every target for 10 s (nightly, cargo-fuzz, address sanitizer; docs/fuzzing.md)" scripts/fuzz.sh 10
+  step "fuzzing: every target for 5 s (nightly, cargo-fuzz, address sanitizer; docs/fuzzing.md)" scripts/fuzz.sh 5
   step "wasm32 tests in Node (WASI): kernels, tokenizer, pipeline, MOA, COLTRANE, parity, bad input, batch and joint identity, batching, stations" wasi_tests
+  step "wasm package: subsets in Bun and Deno" wait_for_package other_runtimes
 }
 
 case "$tier" in
@@ -252,8 +263,9 @@ case "$tier" in
     lane wasm32 wasm32_and_fuzzing
     step "native tests: unit, tiny fixtures, real models" native_tests
     step "wasm package: build (wasm-bindgen, wasm-opt, size budget)" scripts/build-wasm.sh
+    touch "$package_built"
     lane workerd worker_and_page
-    step "wasm package: JS suite in Node, subsets in Bun and Deno" package_tests
+    step "wasm package: types and the JS suite in Node" package_tests
     step "the code blocks of README.md and pkg/README.md (scripts/doc-blocks.mjs)" doc_blocks
     lane_wait workerd
     lane_wait wasm32
