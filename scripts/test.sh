@@ -226,14 +226,20 @@ doc_blocks() {
   node scripts/doc-blocks.mjs README.md pkg/README.md
 }
 
-worker() { (cd examples/worker && KNOT_REQUIRE_MODELS=1 npm test); }
+# The Worker's tests (`npm test` there is all of them) in two parts: the deploy path's — planning,
+# the generated configurations through wrangler's dry run, the upload — which start no workerd,
+# and the rest, in workerd.
+DEPLOY_TESTS=(test/cloudflare.test.js test/deploy.test.js test/upload.test.js)
+worker() {
+  (cd examples/worker && KNOT_REQUIRE_MODELS=1 node --test --test-concurrency=1 \
+    $(ls test/*.test.js | grep -v -x -F "${DEPLOY_TESTS[@]/#/-e}"))
+}
+worker_deploy() { (cd examples/worker && KNOT_REQUIRE_MODELS=1 node --test --test-concurrency=1 "${DEPLOY_TESTS[@]}"); }
 page() { (cd examples/web && KNOT_REQUIRE_MODELS=1 npm test); }
 
-# The Worker and the page need only the built package: a lane beside the package's JS suites,
-# so the core the wasm32 lane frees when it ends is not left idle.
-worker_and_page() {
+# The Worker needs only the built package: a lane beside the package's JS suite.
+worker_lane() {
   step "the Worker in workerd (Miniflare, local R2), driven by the official openai client" worker
-  step "the browser page in headless Chromium (playwright-core; Debian's Chromium)" page
 }
 
 # The single-core work (fuzzing runs one target at a time; WASI runs one test binary at a time in
@@ -242,6 +248,8 @@ wasm32_and_fuzzing() {
   step "fuzzing: every target for 5 s (nightly, cargo-fuzz, address sanitizer; docs/fuzzing.md)" scripts/fuzz.sh 5
   step "wasm32 tests in Node (WASI): kernels, tokenizer, pipeline, MOA, COLTRANE, parity, bad input, batch and joint identity, batching, stations" wasi_tests
   step "wasm package: subsets in Bun and Deno" wait_for_package other_runtimes
+  step "the Worker's deploy path: plans, generated configurations through wrangler's dry run, the upload" wait_for_package worker_deploy
+  step "the browser page in headless Chromium (playwright-core; Debian's Chromium)" wait_for_package page
 }
 
 case "$tier" in
@@ -264,7 +272,7 @@ case "$tier" in
     step "native tests: unit, tiny fixtures, real models" native_tests
     step "wasm package: build (wasm-bindgen, wasm-opt, size budget)" scripts/build-wasm.sh
     touch "$package_built"
-    lane workerd worker_and_page
+    lane workerd worker_lane
     step "wasm package: types and the JS suite in Node" package_tests
     step "the code blocks of README.md and pkg/README.md (scripts/doc-blocks.mjs)" doc_blocks
     lane_wait workerd
