@@ -23,6 +23,7 @@ import { ROOT } from './bundle.mjs';
 import { writeConfigs } from './cloudflare/configs.mjs';
 import { describeRun, startFromDir } from './cloudflare/miniflare.mjs';
 import { formatPlan, planDeployment } from './cloudflare/plan.mjs';
+import { OFFLINE, wranglerEnv } from './cloudflare/offline.mjs';
 import { REPO } from './local.mjs';
 import { describeProfile, profilesFromArgs } from './profiles.mjs';
 import { streamOnce } from './stream.mjs';
@@ -127,18 +128,8 @@ try {
   const keys = join(tmp, 'keys.txt');
   writeFileSync(keys, `sk-big-knot-${Math.random().toString(36).slice(2)}\n`, { mode: 0o600 });
   const argv = ['deploy', FILE, '--budget-mb', String(BUDGET_MB), '--context', String(CONTEXT), '--conversations', '1', '--name', NAME, '--api-keys-file', keys, '--out', join(tmp, 'out'), '--dry-run'];
-  const env = {
-    PATH: process.env.PATH,
-    HOME: join(tmp, 'home'),
-    XDG_CONFIG_HOME: join(tmp, 'config'),
-    WRANGLER_LOG_PATH: join(tmp, 'logs'),
-    WRANGLER_SEND_METRICS: 'false',
-    WRANGLER_SEND_ERROR_REPORTS: 'false',
-    WRANGLER_HIDE_BANNER: 'true',
-    CI: '1',
-    NO_COLOR: '1',
-  };
-  const offline = spawnSync('unshare', ['-n', 'true']).status === 0;
+  const env = wranglerEnv(tmp);
+  const offline = OFFLINE;
   const bin = join(ROOT, 'bin/knot-cloudflare.mjs');
   const [command, args] = offline ? ['unshare', ['-n', process.execPath, bin, ...argv]] : [process.execPath, [bin, ...argv]];
   console.log(`\n$ knot-cloudflare ${argv.join(' ')}   (${offline ? 'offline: unshare -n' : 'network not removed: unshare -n is not permitted here'}; `

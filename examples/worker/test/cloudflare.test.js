@@ -5,13 +5,14 @@
 // wrangler); a keyless deploy is refused; `--plan free` works or refuses with its numbers; `plan`
 // is deterministic; bad input is a message, not a stack trace.
 import assert from 'node:assert/strict';
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { parse } from 'smol-toml';
 import { ROOT } from '../scripts/bundle.mjs';
+import { OFFLINE, wranglerEnv } from '../scripts/cloudflare/offline.mjs';
 
 const BIN = join(ROOT, 'bin/knot-cloudflare.mjs');
 const SMOL = resolve(ROOT, '../../models/SmolLM2-135M-Instruct.Q4_1.knot');
@@ -20,20 +21,8 @@ const GEMMA = resolve(ROOT, '../../models/gemma-3-270m.knot');
 const tmp = mkdtempSync(join(tmpdir(), 'knot-cloudflare-test-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
 
-/** wrangler's environment (as deploy.test.js's): offline and quiet, a home of its own. */
-const ENV = {
-  PATH: process.env.PATH,
-  HOME: join(tmp, 'home'),
-  XDG_CONFIG_HOME: join(tmp, 'config'),
-  WRANGLER_LOG_PATH: join(tmp, 'logs'),
-  WRANGLER_SEND_METRICS: 'false',
-  WRANGLER_SEND_ERROR_REPORTS: 'false',
-  WRANGLER_HIDE_BANNER: 'true',
-  CI: '1',
-  NO_COLOR: '1',
-};
-/** Where the machine allows it, no network at all: a dry run that reached for it would fail. */
-const OFFLINE = spawnSync('unshare', ['-n', 'true']).status === 0;
+/** wrangler's environment: offline and quiet, a home of its own. */
+const ENV = wranglerEnv(tmp);
 
 /** The command with `args`, offline where it can be; its exit code and output. */
 function cli(args, env = ENV) {

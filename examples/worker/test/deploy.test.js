@@ -8,7 +8,7 @@
 // (bin/knot-cloudflare.mjs deploy) refuses a Worker without API keys unless --public; its plans
 // and generated configurations for SmolLM2 and Gemma are test/cloudflare.test.js's.
 import assert from 'node:assert/strict';
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,7 @@ import { after, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { parse } from 'smol-toml';
 import { ROOT } from '../scripts/bundle.mjs';
+import { OFFLINE, wranglerEnv } from '../scripts/cloudflare/offline.mjs';
 
 const WRANGLER = join(ROOT, 'node_modules/wrangler/bin/wrangler.js');
 const MB = 1e6;
@@ -26,23 +27,8 @@ const tmp = mkdtempSync(join(tmpdir(), 'knot-deploy-test-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
 
 /** wrangler's environment: offline and quiet, nothing read from or written to the user's home. */
-const ENV = {
-  PATH: process.env.PATH,
-  HOME: join(tmp, 'home'),
-  XDG_CONFIG_HOME: join(tmp, 'config'),
-  WRANGLER_LOG_PATH: join(tmp, 'logs'),
-  WRANGLER_SEND_METRICS: 'false',
-  WRANGLER_SEND_ERROR_REPORTS: 'false',
-  WRANGLER_HIDE_BANNER: 'true',
-  CI: '1',
-  NO_COLOR: '1',
-};
+const ENV = wranglerEnv(tmp);
 
-/**
- * Where the machine allows it (Linux, root or user namespaces), wrangler runs in a network
- * namespace of its own with no network at all: a dry run that reached for the network would fail.
- */
-const OFFLINE = spawnSync('unshare', ['-n', 'true']).status === 0;
 console.log(OFFLINE ? 'wrangler runs with no network (unshare -n)' : 'unshare -n is not available: wrangler runs with the network this machine has');
 
 /**
