@@ -168,12 +168,10 @@ function sameDigest(a, b) {
 
 /** The key a request presents: `Authorization: Bearer <key>`, else `x-api-key`, else ''. */
 function presentedKey(request) {
-  const auth = request.headers.get('authorization');
-  if (auth !== null) {
-    const m = /^\s*Bearer\s+(\S+)\s*$/i.exec(auth);
-    return m === null ? '' : m[1];
-  }
-  return request.headers.get('x-api-key')?.trim() ?? '';
+  // A Bearer token first; then x-api-key, which Anthropic's clients send and which a proxy's own
+  // Authorization (Basic, say) must not hide.
+  const bearer = /^\s*Bearer\s+(\S+)\s*$/i.exec(request.headers.get('authorization') ?? '');
+  return bearer?.[1] ?? request.headers.get('x-api-key')?.trim() ?? '';
 }
 
 /**

@@ -183,6 +183,9 @@ describe(haveSmol() ? 'knot-serve with API keys' : 'knot-serve with API keys (no
     const wrong = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: SAME_LENGTH, maxRetries: 0 });
     await assert.rejects(wrong.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.code === 'invalid_api_key');
     assert.equal((await get('/v1/models', { 'x-api-key': OWNER })).status, 200);
+    // A proxy's own Authorization (not Bearer) does not hide x-api-key; a Bearer key is the one read.
+    assert.equal((await get('/v1/models', { authorization: 'Basic cHJveHk6cGFzcw==', 'x-api-key': OWNER })).status, 200);
+    assert.equal((await get('/v1/models', { authorization: `Bearer ${SAME_LENGTH}`, 'x-api-key': OWNER })).status, 401);
   });
 
   test('/health: a stranger learns the status and the model only', async () => {
