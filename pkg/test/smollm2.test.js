@@ -51,15 +51,17 @@ describe('SmolLM2 through the wasm package', () => {
     }
   });
 
-  testIf(present, 'draftMode: greedy tokens identical on every reference prompt; copying reads fewer layers', async () => {
+  testIf(present, 'draftMode: greedy tokens the reference\'s on every reference prompt; copying reads fewer layers', async () => {
     const plain = await openSmol(2);
     // Fixed draft lengths: adaptive ones follow measured pass times, and this test counts passes.
     const spec = await openSmol(2, {}, { draftMode: { adaptive: false } });
     try {
       let verified = 0;
+      // The reference's tokens (up to 32, or to SmolLM2's end of text, <|im_end|> = 2): what plain
+      // decoding gives, as the reference tests above check.
       for (const c of SMOL_CASES) {
-        const want = Array.from(await plain.shim.generate(c.prompt_ids, 32));
-        assert.deepEqual(want, c.greedy_ids.slice(0, want.length), `case ${c.name}`);
+        const end = c.greedy_ids.slice(0, 32).indexOf(2);
+        const want = c.greedy_ids.slice(0, end < 0 ? 32 : end + 1);
         assert.deepEqual(Array.from(await spec.shim.generate(c.prompt_ids, 32)), want, `case ${c.name}`);
         verified += spec.shim.stats().generation.verifyPasses;
       }
