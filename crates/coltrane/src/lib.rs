@@ -47,7 +47,7 @@ pub use index::Index;
 pub use metrics::{Metrics, StepReport};
 pub use narrow::{compile_schema, compile_schema_with};
 pub use schema::{Schema, SchemaError};
-pub use sequence::Coltrane;
+pub use sequence::{Coltrane, StepMark};
 pub use vocab::{Pitch, TokenKind, Vocab, VocabError};
 
 #[cfg(test)]

@@ -27,6 +27,13 @@ struct Snapshot {
     generated: usize,
 }
 
+/// What a step counted, to take back ([`Coltrane::mark`], [`Coltrane::rewind`]).
+#[derive(Debug, Clone)]
+pub struct StepMark {
+    metrics: Metrics,
+    mask_times: usize,
+}
+
 /// The per-sequence state machine.
 pub struct Coltrane {
     index: Arc<Index>,
@@ -101,6 +108,28 @@ impl Coltrane {
 
     fn balanced(&self) -> bool {
         self.cfg.preset == Some(Preset::Balanced)
+    }
+
+    /// Whether the next step's mask is the JSON matcher's alone: no fold, class or eddy tier,
+    /// so no fallback weighing the logits and no prosody. Such a step reads the logits only to
+    /// name the token it prevented (their largest), and a pick from part of the logits can run it.
+    pub fn masks_only(&mut self) -> bool {
+        self.dfa.is_some() && !self.balanced() && !self.eddy_bans()
+    }
+
+    /// What [`Coltrane::apply`] counts, as it is now: [`Coltrane::rewind`] puts it back (a step
+    /// run again on more of the logits counts once).
+    pub fn mark(&self) -> StepMark {
+        StepMark {
+            metrics: self.metrics.clone(),
+            mask_times: self.mask_times.len(),
+        }
+    }
+
+    /// Puts back what `apply` counted since `mark`.
+    pub fn rewind(&mut self, mark: StepMark) {
+        self.metrics = mark.metrics;
+        self.mask_times.truncate(mark.mask_times);
     }
 
     /// Whether the text may end here: the JSON value is complete, the folds are closed.

@@ -2,7 +2,7 @@
 //! decoder, and the end rules.
 
 use super::options::GenerateOptions;
-use crate::pipeline::{ColtraneStage, Pipeline, PipelineError, StepContext, StepInfo};
+use crate::pipeline::{ColtraneStage, PartialPick, Pipeline, PipelineError, StepContext, StepInfo};
 use crate::tokenizer::{StreamDecoder, Tokenizer, TokenizerError};
 use std::rc::Rc;
 
@@ -43,6 +43,17 @@ pub struct Emitted {
     /// On the last token, when the health monitor watched: what it saw over the generation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health: Option<crate::health::HealthMetrics>,
+}
+
+/// What [`Generation::next_partial`] came to.
+#[derive(Debug)]
+pub enum PartialNext {
+    /// The token the whole logits give.
+    Token(Box<Emitted>),
+    /// Every logit at least this large would settle the step.
+    Above(f32),
+    /// Only every logit does.
+    Whole,
 }
 
 /// A generation in progress: the pipeline that picks each token, the streaming text decoder,
@@ -196,15 +207,40 @@ impl Generation {
     /// Picks the next token from `logits` (the stages may change them) and applies the end
     /// rules.
     pub fn next(&mut self, logits: &mut [f32]) -> Result<Emitted, GenerateError> {
+        let ctx = self.context()?;
+        let step = self.pipeline.sample_in(logits, &ctx)?;
+        self.emit(step)
+    }
+
+    /// [`Generation::next`] from part of the logits (the rest −inf in `logits`, each at most
+    /// `bound`): the token the whole logits give, or what would settle the step, with nothing
+    /// changed ([`crate::pipeline::Pipeline::sample_partial`]).
+    pub fn next_partial(
+        &mut self,
+        logits: &mut [f32],
+        bound: f32,
+    ) -> Result<PartialNext, GenerateError> {
+        let ctx = self.context()?;
+        Ok(match self.pipeline.sample_partial(logits, bound, &ctx)? {
+            PartialPick::Decided(step) => PartialNext::Token(Box::new(self.emit(*step)?)),
+            PartialPick::Above(t) => PartialNext::Above(t),
+            PartialPick::Whole => PartialNext::Whole,
+        })
+    }
+
+    fn context(&self) -> Result<StepContext, GenerateError> {
         if self.finished.is_some() {
             return Err(GenerateError::Finished);
         }
-        let ctx = StepContext {
+        Ok(StepContext {
             remaining: Some(self.budget - self.produced),
             budget: Some(self.budget),
             clock: self.clock,
-        };
-        let step = self.pipeline.sample_in(logits, &ctx)?;
+        })
+    }
+
+    /// The end rules and the text of a picked step.
+    fn emit(&mut self, step: StepInfo) -> Result<Emitted, GenerateError> {
         let id = step.token;
         self.produced += 1;
         let stop = !self.ignore_eos && self.eos_ids.contains(&id);

@@ -12,7 +12,7 @@ mod generation;
 mod options;
 
 pub use crate::options::OptionsError;
-pub use generation::{Emitted, FinishReason, GenerateError, Generation};
+pub use generation::{Emitted, FinishReason, GenerateError, Generation, PartialNext};
 pub use options::{
     coltrane_from_value, draft_from_value, moa_from_value, DraftChoice, GenerateOptions,
 };

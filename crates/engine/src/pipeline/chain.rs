@@ -4,6 +4,7 @@
 use super::config::DecodeConfig;
 use super::distribution::Distribution;
 use super::error::PipelineError;
+use super::partial::{PartialPick, Settled};
 use super::pickers::{Greedy, MoaPicker, Sample};
 use super::report::{PickReport, StageReport, StepInfo};
 use super::stage::{LogitsStage, Picker, StepContext, MAX_ROLLBACK};
@@ -187,6 +188,81 @@ impl Pipeline {
             pick,
             health,
         })
+    }
+
+    /// [`Pipeline::sample_in`] from part of the logits: `logits` holds the known ones and −inf
+    /// for the rest, each of which is at most `bound`. The step, as the whole logits give it, or
+    /// what would settle it, with nothing of the pipeline changed ([`super::partial`]).
+    pub fn sample_partial(
+        &mut self,
+        logits: &mut [f32],
+        bound: f32,
+        ctx: &StepContext,
+    ) -> Result<PartialPick, PipelineError> {
+        if self.health.is_some() || bound.is_nan() || bound == f32::INFINITY {
+            return Ok(PartialPick::Whole);
+        }
+        let mut after = bound;
+        let mut stages = Vec::with_capacity(self.stages.len());
+        for i in 0..self.stages.len() {
+            let Some(b) = self.stages[i].bound_after(logits, after, ctx) else {
+                self.unapply(i);
+                return Ok(PartialPick::Whole);
+            };
+            after = b;
+            match self.stages[i].apply(logits, ctx) {
+                Ok(r) => stages.push(r),
+                Err(e) => {
+                    self.unapply(i + 1);
+                    return Err(e);
+                }
+            }
+        }
+        let unsettled = |p: &mut Pipeline, settled: Settled| {
+            p.unapply(p.stages.len());
+            Ok(match settled {
+                // The threshold is after the stages: before them, lower by what they may raise.
+                Settled::Above(t) if t - (after - bound) < bound => {
+                    PartialPick::Above(t - (after - bound))
+                }
+                _ => PartialPick::Whole,
+            })
+        };
+        let pick = match self.picker.distribution(logits, &mut self.dist) {
+            Ok(pick) => pick,
+            // Every known logit masked: the unknown ones may hold the candidates.
+            Err(PipelineError::NoCandidates) => return unsettled(self, Settled::Whole),
+            Err(e) => {
+                self.unapply(self.stages.len());
+                return Err(e);
+            }
+        };
+        let head = match self.picker.settles(logits, after, &self.dist) {
+            Settled::Head(n) => n,
+            other => return unsettled(self, other),
+        };
+        let mut rng = self.rng.clone();
+        let (token, at) = self.dist.draw_at(&mut rng)?;
+        if at >= head {
+            // The draw walked past what is known to come first: every logit settles it.
+            return unsettled(self, Settled::Whole);
+        }
+        self.rng = rng;
+        self.accept(token);
+        Ok(PartialPick::Decided(Box::new(StepInfo {
+            token,
+            stages,
+            candidates: self.dist.candidates(),
+            pick,
+            health: None,
+        })))
+    }
+
+    /// Takes back what the first `n` stages' last `apply` counted.
+    fn unapply(&mut self, n: usize) {
+        for s in &mut self.stages[..n] {
+            s.unapply();
+        }
     }
 
     /// Tells every stage a picked token was accepted.

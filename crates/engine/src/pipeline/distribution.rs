@@ -45,19 +45,25 @@ impl Distribution {
 
     /// Draws a token: one uniform number scaled by the total weight, walked down the entries.
     pub fn draw(&self, rng: &mut Pcg32) -> Result<u32, PipelineError> {
+        self.draw_at(rng).map(|(id, _)| id)
+    }
+
+    /// [`Distribution::draw`], with where the walk stopped: the entry's place, or the number
+    /// of entries when rounding left a sliver the last entry took.
+    pub fn draw_at(&self, rng: &mut Pcg32) -> Result<(u32, usize), PipelineError> {
         let last = self.entries.last().ok_or(PipelineError::NoCandidates)?.0;
         if self.certain {
-            return Ok(last);
+            return Ok((last, 0));
         }
         let total: f32 = self.entries.iter().map(|e| e.1).sum();
         let mut r = rng.next_f32() * total;
-        for e in &self.entries {
+        for (i, e) in self.entries.iter().enumerate() {
             r -= e.1;
             if r < 0.0 {
-                return Ok(e.0);
+                return Ok((e.0, i));
             }
         }
         // Rounding left a sliver: the last entry takes it.
-        Ok(last)
+        Ok((last, self.entries.len()))
     }
 }

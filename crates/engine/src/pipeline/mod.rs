@@ -13,11 +13,14 @@
 //! Files, each using only those listed before it:
 //! - `error.rs` ([`PipelineError`]), `distribution.rs` ([`Distribution`] and the draw),
 //!   `report.rs` ([`StageReport`], [`PickReport`], [`StepInfo`]);
+//! - `partial.rs`: when a pick from part of the logits is the whole logits' ([`Settled`],
+//!   [`PartialPick`]);
 //! - `stage.rs`: the interfaces, [`LogitsStage`] and [`Picker`], with [`StepContext`] and
 //!   [`MAX_ROLLBACK`];
 //! - `config.rs` ([`DecodeConfig`]), `stages.rs` (the logits stages that ship: penalties, the
 //!   COLTRANE mask), `pickers.rs` (greedy, sampling, MOA);
-//! - `chain.rs`: [`Pipeline`], which builds the chain a config describes and runs it.
+//! - `chain.rs`: [`Pipeline`], which builds the chain a config describes and runs it, on every
+//!   logit or on part of them.
 //!
 //! This file only declares and re-exports.
 
@@ -25,6 +28,7 @@ mod chain;
 mod config;
 mod distribution;
 mod error;
+mod partial;
 mod pickers;
 mod report;
 mod stage;
@@ -34,10 +38,13 @@ pub use chain::Pipeline;
 pub use config::DecodeConfig;
 pub use distribution::Distribution;
 pub use error::PipelineError;
+pub use partial::{PartialPick, Settled};
 pub use pickers::{Greedy, MoaPicker, Sample};
 pub use report::{PickReport, StageReport, StepInfo};
 pub use stage::{LogitsStage, Picker, StepContext, MAX_ROLLBACK};
 pub use stages::{ColtraneStage, CountPenalty, RepeatPenalty};
 
+#[cfg(test)]
+mod partial_tests;
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,7 @@
 
 use super::distribution::Distribution;
 use super::error::PipelineError;
+use super::partial::{greedy_settles, sample_settles, SampleSettings, Settled};
 use super::report::PickReport;
 use super::stage::Picker;
 use crate::sampler::{det_exp, greedy, SamplerConfig};
@@ -18,6 +19,10 @@ impl Picker for Greedy {
     ) -> Result<PickReport, PipelineError> {
         out.set_certain(greedy(logits).ok_or(PipelineError::NoCandidates)?);
         Ok(PickReport::Greedy)
+    }
+
+    fn settles(&self, logits: &[f32], bound: f32, _dist: &Distribution) -> Settled {
+        greedy_settles(logits, bound)
     }
 }
 
@@ -114,6 +119,16 @@ impl Picker for Sample {
             c.truncate(keep);
         }
         Ok(PickReport::Sample)
+    }
+
+    fn settles(&self, logits: &[f32], bound: f32, _dist: &Distribution) -> Settled {
+        let settings = SampleSettings {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+        };
+        sample_settles(&settings, logits, bound)
     }
 }
 

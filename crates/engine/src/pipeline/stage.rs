@@ -3,6 +3,7 @@
 
 use super::distribution::Distribution;
 use super::error::PipelineError;
+use super::partial::Settled;
 use super::report::{PickReport, StageReport};
 
 /// Accepted tokens any pipeline can roll back (the stages keep that much history).
@@ -30,6 +31,15 @@ pub trait LogitsStage {
         logits: &mut [f32],
         ctx: &StepContext,
     ) -> Result<StageReport, PipelineError>;
+    /// For a pick from part of the logits (the unknown ones −inf in `logits`, each at most
+    /// `bound` before this stage): the most this stage can leave an unknown logit, or `None`
+    /// when it must see every logit. The default: `None`.
+    fn bound_after(&mut self, _logits: &[f32], _bound: f32, _ctx: &StepContext) -> Option<f32> {
+        None
+    }
+    /// Takes back what the last `apply` counted (a partial pick that did not settle runs the
+    /// step again on more of the logits). The default: nothing to take back.
+    fn unapply(&mut self) {}
     /// A picked token was accepted.
     fn accept(&mut self, token: u32);
     /// A token of the context (prompt, earlier turns) was accepted: by default the same as a
@@ -60,6 +70,12 @@ pub trait Picker {
         logits: &[f32],
         out: &mut Distribution,
     ) -> Result<PickReport, PipelineError>;
+    /// Whether `dist`, made by this picker from `logits` of which the unknown ones are −inf
+    /// and each at most `bound` (after the stages), is what every logit would give, and how far
+    /// a draw may walk it (see [`super::partial`]). The default: only every logit settles it.
+    fn settles(&self, _logits: &[f32], _bound: f32, _dist: &Distribution) -> Settled {
+        Settled::Whole
+    }
     fn accept(&mut self, _token: u32) {}
     fn rollback(&mut self, _n: usize) {}
     fn reset(&mut self) {}

@@ -28,6 +28,22 @@ impl RepeatPenalty {
     }
 }
 
+impl RepeatPenalty {
+    fn penalized(&self, l: f32) -> f32 {
+        let penalized = if l > 0.0 {
+            l / self.penalty
+        } else {
+            l * self.penalty
+        };
+        // An extreme (valid) penalty may overflow: a finite logit stays finite, since the
+        // picker drops +inf and -inf means masked.
+        match l.is_finite() {
+            true => penalized.clamp(f32::MIN, f32::MAX),
+            false => penalized,
+        }
+    }
+}
+
 impl LogitsStage for RepeatPenalty {
     fn name(&self) -> &'static str {
         "repeat_penalty"
@@ -46,21 +62,20 @@ impl LogitsStage for RepeatPenalty {
         let mut changed = 0;
         for &id in &self.seen {
             if let Some(l) = logits.get_mut(id as usize) {
-                let penalized = if *l > 0.0 {
-                    *l / self.penalty
-                } else {
-                    *l * self.penalty
-                };
-                // An extreme (valid) penalty may overflow: a finite logit stays finite, since
-                // the picker drops +inf and -inf means masked.
-                *l = match l.is_finite() {
-                    true => penalized.clamp(f32::MIN, f32::MAX),
-                    false => penalized,
-                };
+                *l = self.penalized(*l);
                 changed += 1;
             }
         }
         Ok(StageReport::changed(self.name(), changed))
+    }
+
+    fn bound_after(&mut self, _logits: &[f32], bound: f32, _ctx: &StepContext) -> Option<f32> {
+        // Monotone in the logit: an unknown one at most `bound` ends at most at its image.
+        let any = !self.history.is_empty() && self.last_n > 0;
+        Some(match any {
+            true => bound.max(self.penalized(bound)),
+            false => bound,
+        })
     }
 
     fn accept(&mut self, token: u32) {
@@ -110,6 +125,12 @@ impl CountPenalty {
     }
 }
 
+impl CountPenalty {
+    fn penalty(&self, count: u32) -> f32 {
+        self.presence + self.frequency * count as f32
+    }
+}
+
 impl LogitsStage for CountPenalty {
     fn name(&self) -> &'static str {
         "count_penalty"
@@ -120,16 +141,26 @@ impl LogitsStage for CountPenalty {
         logits: &mut [f32],
         _ctx: &StepContext,
     ) -> Result<StageReport, PipelineError> {
+        // Counted: every generated token in the vocabulary (a masked or unknown one too, so a
+        // pick from part of the logits reports what the whole logits' does).
         let mut changed = 0;
         for (&id, &count) in &self.counts {
-            if let Some(l) = logits.get_mut(id as usize).filter(|l| l.is_finite()) {
-                let penalty = self.presence + self.frequency * count as f32;
-                // Finite stays finite: -inf means masked, and the picker drops +inf.
-                *l = (*l - penalty).clamp(f32::MIN, f32::MAX);
+            if let Some(l) = logits.get_mut(id as usize) {
+                if l.is_finite() {
+                    // Finite stays finite: -inf means masked, and the picker drops +inf.
+                    *l = (*l - self.penalty(count)).clamp(f32::MIN, f32::MAX);
+                }
                 changed += 1;
             }
         }
         Ok(StageReport::changed(self.name(), changed))
+    }
+
+    fn bound_after(&mut self, _logits: &[f32], bound: f32, _ctx: &StepContext) -> Option<f32> {
+        // `l - penalty` is monotone in `l`; a negative penalty raises.
+        Some(self.counts.values().fold(bound, |b, &count| {
+            b.max((bound - self.penalty(count)).clamp(f32::MIN, f32::MAX))
+        }))
     }
 
     fn accept(&mut self, token: u32) {
@@ -161,12 +192,15 @@ impl LogitsStage for CountPenalty {
 /// context tokens are recorded but not matched.
 pub struct ColtraneStage {
     fsm: Coltrane,
+    /// What the last `apply` found counted, for `unapply`.
+    mark: Option<coltrane::StepMark>,
 }
 
 impl ColtraneStage {
     pub fn new(index: Arc<Index>, cfg: ColtraneConfig) -> Result<Self, PipelineError> {
         Ok(ColtraneStage {
             fsm: Coltrane::new(index, cfg)?,
+            mark: None,
         })
     }
 }
@@ -181,12 +215,29 @@ impl LogitsStage for ColtraneStage {
         logits: &mut [f32],
         ctx: &StepContext,
     ) -> Result<StageReport, PipelineError> {
+        self.mark = Some(self.fsm.mark());
         let report = self.fsm.apply(logits, ctx.remaining, ctx.clock);
         Ok(StageReport {
             stage: self.name(),
             changed: logits.len().saturating_sub(report.allowed),
             coltrane: Some(report),
         })
+    }
+
+    fn bound_after(&mut self, logits: &[f32], bound: f32, _ctx: &StepContext) -> Option<f32> {
+        // The JSON mask only lowers; the step names the largest logit as the token it
+        // prevented, so that one must be known (above every unknown).
+        let largest = logits
+            .iter()
+            .filter(|l| !l.is_nan())
+            .fold(f32::NEG_INFINITY, |m, &l| m.max(l));
+        (self.fsm.masks_only() && largest > bound).then_some(bound)
+    }
+
+    fn unapply(&mut self) {
+        if let Some(mark) = self.mark.take() {
+            self.fsm.rewind(mark);
+        }
     }
 
     fn accept(&mut self, token: u32) {

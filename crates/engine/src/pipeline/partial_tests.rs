@@ -1,0 +1,237 @@
+//! Picks from part of the logits against picks from all of them: the same tokens, draws and
+//! reports, step after step, for every sampling setting and penalty, with the logits split into
+//! shards that each send their largest few (then, when asked, every one above a threshold).
+
+use super::*;
+use crate::sampler::{Pcg32, SamplerConfig};
+use proptest::prelude::*;
+
+/// Logits shaped like a language model's: a broad bulk and a few standing out.
+fn lm_logits(rng: &mut Pcg32, vocab: usize, spread: f32) -> Vec<f32> {
+    (0..vocab)
+        .map(|_| {
+            // A sum of uniforms: roughly normal.
+            let g: f32 = (0..4).map(|_| rng.next_f32()).sum::<f32>() - 2.0;
+            let peak = match rng.next_u32() % 200 {
+                0 => 6.0 + 4.0 * rng.next_f32(),
+                _ => 0.0,
+            };
+            g * spread + peak
+        })
+        .collect()
+}
+
+/// A head shard's answer: its `k` largest logits (largest first, lowest id on ties) and the
+/// largest of the rest.
+fn top_of(slice: &[f32], first: usize, k: usize) -> (Vec<(u32, f32)>, f32) {
+    let mut all: Vec<(u32, f32)> = (slice.iter().enumerate())
+        .map(|(i, &l)| ((first + i) as u32, l))
+        .collect();
+    all.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let bound = all.get(k).map_or(f32::NEG_INFINITY, |e| e.1);
+    all.truncate(k);
+    (all, bound)
+}
+
+/// Every logit of a shard at least `t`, and the largest of the rest.
+fn above_of(slice: &[f32], first: usize, t: f32) -> (Vec<(u32, f32)>, f32) {
+    let mut sent = Vec::new();
+    let mut bound = f32::NEG_INFINITY;
+    for (i, &l) in slice.iter().enumerate() {
+        if l >= t {
+            sent.push(((first + i) as u32, l));
+        } else {
+            bound = bound.max(l);
+        }
+    }
+    (sent, bound)
+}
+
+/// The vector a coordinator builds from the shards' answers: known logits, −inf elsewhere, and
+/// the largest bound.
+fn assemble(vocab: usize, answers: &[(Vec<(u32, f32)>, f32)]) -> (Vec<f32>, f32) {
+    let mut v = vec![f32::NEG_INFINITY; vocab];
+    let mut bound = f32::NEG_INFINITY;
+    for (sent, b) in answers {
+        for &(id, l) in sent {
+            v[id as usize] = l;
+        }
+        bound = bound.max(*b);
+    }
+    (v, bound)
+}
+
+#[derive(Debug, Default)]
+struct Rounds {
+    first: usize,
+    above: usize,
+    whole: usize,
+}
+
+/// One step through the partial path, asking as a coordinator would: the top `k` of each
+/// shard, then every logit above the threshold named, then all of them.
+fn partial_step(
+    p: &mut Pipeline,
+    logits: &[f32],
+    shards: usize,
+    k: usize,
+    rounds: &mut Rounds,
+) -> StepInfo {
+    let vocab = logits.len();
+    let width = vocab.div_ceil(shards);
+    let slices = || {
+        (0..vocab)
+            .step_by(width)
+            .map(|a| (a, (a + width).min(vocab)))
+    };
+    let ctx = StepContext::default();
+    let answers: Vec<_> = slices().map(|(a, b)| top_of(&logits[a..b], a, k)).collect();
+    let (mut v, bound) = assemble(vocab, &answers);
+    rounds.first += 1;
+    let t = match p.sample_partial(&mut v, bound, &ctx).unwrap() {
+        PartialPick::Decided(step) => return *step,
+        PartialPick::Above(t) => t,
+        PartialPick::Whole => f32::NEG_INFINITY,
+    };
+    if t > f32::NEG_INFINITY {
+        rounds.above += 1;
+        let answers: Vec<_> = slices()
+            .map(|(a, b)| above_of(&logits[a..b], a, t))
+            .collect();
+        let (mut v, bound) = assemble(vocab, &answers);
+        assert!(
+            bound < t,
+            "a threshold round leaves nothing at or above it unknown"
+        );
+        if let PartialPick::Decided(step) = p.sample_partial(&mut v, bound, &ctx).unwrap() {
+            return *step;
+        }
+    }
+    rounds.whole += 1;
+    let (mut v, bound) = (logits.to_vec(), f32::NEG_INFINITY);
+    match p.sample_partial(&mut v, bound, &ctx).unwrap() {
+        PartialPick::Decided(step) => *step,
+        other => panic!("every logit known, yet {other:?}"),
+    }
+}
+
+fn pipeline(cfg: &SamplerConfig) -> Pipeline {
+    Pipeline::new(&DecodeConfig {
+        sampling: cfg.clone(),
+        ..DecodeConfig::default()
+    })
+    .unwrap()
+}
+
+/// Runs `steps` steps both ways on the same logits; returns the rounds the partial path took.
+fn compare(
+    cfg: &SamplerConfig,
+    seed: u64,
+    vocab: usize,
+    spread: f32,
+    shards: usize,
+    k: usize,
+) -> Rounds {
+    let (mut whole, mut part) = (pipeline(cfg), pipeline(cfg));
+    let mut rng = Pcg32::new(seed);
+    let mut rounds = Rounds::default();
+    for step in 0..12 {
+        let logits = lm_logits(&mut rng, vocab, spread);
+        let want = whole.sample(&mut logits.clone()).unwrap();
+        let got = partial_step(&mut part, &logits, shards, k, &mut rounds);
+        let what = format!("step {step} of {cfg:?}, {shards} shards of top {k}");
+        assert_eq!(got.token, want.token, "{what}");
+        assert_eq!(got.pick, want.pick, "{what}");
+        assert_eq!(got.stages, want.stages, "{what}");
+    }
+    rounds
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(160))]
+    #[test]
+    fn partial_picks_are_the_whole_logits_picks(
+        seed in any::<u64>(),
+        temperature in prop::sample::select(vec![0.0f32, 0.3, 0.7, 1.0, 1.6]),
+        top_k in prop::sample::select(vec![0usize, 1, 5, 40]),
+        top_p in prop::sample::select(vec![1.0f32, 0.95, 0.5]),
+        min_p in prop::sample::select(vec![0.0f32, 0.05]),
+        repeat_penalty in prop::sample::select(vec![1.0f32, 1.3, 0.8]),
+        presence in prop::sample::select(vec![0.0f32, 0.5, -1.5]),
+        frequency in prop::sample::select(vec![0.0f32, 0.4]),
+        spread in prop::sample::select(vec![0.5f32, 2.0, 5.0]),
+        shards in 1usize..5,
+        k in prop::sample::select(vec![1usize, 8, 64]),
+    ) {
+        let cfg = SamplerConfig {
+            temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n: 8,
+            presence_penalty: presence, frequency_penalty: frequency, seed,
+        };
+        compare(&cfg, seed, 3000, spread, shards, k);
+    }
+}
+
+#[test]
+fn greedy_settles_in_one_round_and_sampling_mostly_does() {
+    let greedy = SamplerConfig::default();
+    let r = compare(&greedy, 1, 3000, 2.0, 4, 8);
+    assert_eq!((r.first, r.above, r.whole), (12, 0, 0));
+    // Top-k within what each shard sends: one round always.
+    let top_k = SamplerConfig {
+        temperature: 0.8,
+        top_k: 8,
+        seed: 3,
+        ..SamplerConfig::default()
+    };
+    let r = compare(&top_k, 3, 3000, 2.0, 4, 8);
+    assert_eq!((r.above, r.whole), (0, 0));
+    // Top-p over a broad distribution: the threshold round settles what the first does not.
+    let top_p = SamplerConfig {
+        temperature: 1.0,
+        top_p: 0.9,
+        seed: 5,
+        ..SamplerConfig::default()
+    };
+    let r = compare(&top_p, 5, 3000, 2.0, 4, 64);
+    assert_eq!(r.whole, 0, "{r:?}");
+    // Temperature alone, from the largest 8 of each shard: the same.
+    let plain = SamplerConfig {
+        temperature: 0.7,
+        seed: 7,
+        ..SamplerConfig::default()
+    };
+    let r = compare(&plain, 7, 3000, 2.0, 4, 8);
+    assert_eq!(r.whole, 0, "{r:?}");
+}
+
+#[test]
+fn moa_and_the_health_monitor_take_every_logit() {
+    let mut moa = Pipeline::new(&DecodeConfig {
+        moa: Some(moa::MoaConfig::default()),
+        ..DecodeConfig::default()
+    })
+    .unwrap();
+    let mut v = vec![1.0, f32::NEG_INFINITY, 3.0];
+    let ctx = StepContext::default();
+    assert_eq!(
+        moa.sample_partial(&mut v, 0.0, &ctx).unwrap(),
+        PartialPick::Whole
+    );
+    let mut watched = pipeline(&SamplerConfig::default());
+    watched.watch(crate::health::HealthConfig::default());
+    assert_eq!(
+        watched.sample_partial(&mut v, 0.0, &ctx).unwrap(),
+        PartialPick::Whole
+    );
+    // Greedy without them: the known 3.0 is above the bound.
+    let mut plain = pipeline(&SamplerConfig::default());
+    match plain.sample_partial(&mut v, 0.0, &ctx).unwrap() {
+        PartialPick::Decided(step) => assert_eq!(step.token, 2),
+        other => panic!("{other:?}"),
+    }
+    // A bound at the largest known logit: an unknown one with a lower id could tie it.
+    assert_eq!(
+        plain.sample_partial(&mut v, 3.0, &ctx).unwrap(),
+        PartialPick::Whole
+    );
+}
