@@ -15,6 +15,7 @@ use host::station::bundle;
 use host::station::coordinator::{Conversation, Model as Coordinator, ModelOptions, Pick};
 use host::station::embedding::EmbeddingOptions;
 use host::station::gather::{fold, join_logits, vocab_slices, Answer, Folded};
+use host::station::head::LogitsAsk;
 use host::station::placement::layer_ranges;
 use host::station::rows::RowsMessage;
 use host::station::sequences::{Admitted, Sequences};
@@ -321,7 +322,7 @@ fn bad_requests_leave_stations_serving() {
         bytes: &rows,
     };
     assert!(matches!(
-        st.heads[0].answer(&none, &lm0, e, 0),
+        st.heads[0].answer(&none, &lm0, e, 0, LogitsAsk::Every, 0),
         Err(StationError::NoLogits)
     ));
     // None of that touched anything: the next request is answered as if it came first.
@@ -541,7 +542,17 @@ fn stations_read_only_their_part_of_the_file() {
                     output: &output,
                 };
                 let top = coord.logit_rows();
-                let answer = station.answer(&msg, &lm, shard.embedding(), top).unwrap();
+                // Every logit, to compare them bit for bit.
+                let answer = station
+                    .answer(
+                        &msg,
+                        &lm,
+                        shard.embedding(),
+                        top,
+                        LogitsAsk::Every,
+                        seqs.step(),
+                    )
+                    .unwrap();
                 // One sequence: one part in the shard's answer bundle.
                 let part = bundle::decode(&answer, bundle::ANSWERS, 1).unwrap()[0].1;
                 match coord.read_answer(slot, part) {
@@ -592,6 +603,8 @@ struct Split {
     layers: Vec<(LayerShard, LayerStation)>,
     heads: Vec<(HeadShard, HeadStation)>,
     readers: Vec<Reader>,
+    /// Rounds of `/again` the picks asked for.
+    again_rounds: usize,
 }
 
 impl Split {
@@ -641,6 +654,7 @@ impl Split {
             layers,
             heads,
             readers,
+            again_rounds: 0,
         }
     }
 
@@ -680,9 +694,10 @@ impl Split {
         msg
     }
 
-    /// Each head station's `/logits` answer to `msg`, in slot order.
-    fn head_answers(&mut self, msg: &[u8]) -> Vec<Vec<u8>> {
-        let top = self.coord.logit_rows();
+    /// Each head station's `/logits` answer to `msg` (as `seqs` carried it), in slot order.
+    fn head_answers(&mut self, msg: &[u8], seqs: &Sequences) -> Vec<Vec<u8>> {
+        let (top, step) = (seqs.logit_rows(), seqs.step());
+        let ask = self.coord.logits_ask();
         self.heads
             .iter_mut()
             .map(|(shard, station)| {
@@ -691,7 +706,28 @@ impl Split {
                     output_norm: &output_norm,
                     output: &output,
                 };
-                station.answer(msg, &lm, shard.embedding(), top).unwrap()
+                station
+                    .answer(msg, &lm, shard.embedding(), top, ask, step)
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// The head stations' `/again` answers to what `seqs` asks, as the coordinator hands them
+    /// over (counted in `again_rounds`).
+    fn again_answers(&mut self, seqs: &Sequences) -> Vec<Answer<Vec<u8>>> {
+        self.again_rounds += 1;
+        let step = seqs.step();
+        (seqs.again().into_iter())
+            .map(|(slot, asks)| {
+                let (shard, station) = &mut self.heads[slot];
+                let (output_norm, output) = shard.matrices().unwrap();
+                let lm = LmHead {
+                    output_norm: &output_norm,
+                    output: &output,
+                };
+                let row_bytes = shard.embedding().row_bytes;
+                Answer::Value(station.again(step, &asks, &lm, row_bytes).unwrap())
             })
             .collect()
     }
@@ -753,11 +789,22 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
         .unwrap();
     // Batches of 8: the prompt goes through in several messages.
     assert!(prompt.len() > 8);
+    // Greedy; the samplings (top-p; top-k, min-p and the three penalties; temperature alone);
+    // MOA; COLTRANE's JSON Schema. The head shards answer their largest 64 logits and, when a
+    // pick asks, more of them (`/again`): picked exactly as from every logit.
     let options = [
         r#"{"temperature": 0, "maxTokens": 24}"#,
         r#"{"temperature": 0.9, "topP": 0.95, "seed": 7, "maxTokens": 24}"#,
         r#"{"seed": 3, "maxTokens": 24, "moa": {"k": 3}}"#,
+        r#"{"temperature": 0.7, "topK": 40, "minP": 0.05, "repeatPenalty": 1.2,
+            "presencePenalty": 0.4, "frequencyPenalty": -0.3, "seed": 11, "maxTokens": 24}"#,
+        r#"{"temperature": 0.8, "seed": 5, "maxTokens": 24}"#,
+        r#"{"maxTokens": 24, "coltrane": {"preset": "json_schema", "schema":
+            {"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"]}}}"#,
     ];
+    // Rounds of `/again` each asks for at most (greedy and top-k within what the shards send:
+    // none; MOA reads every logit: one a token).
+    let most_again = [0, 24, 24, 0, 24, 24];
     let wants: Vec<_> = options
         .iter()
         .map(|o| {
@@ -776,19 +823,22 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
         assert_eq!(split.coord.stats().embedding.mode, mode);
         let stations_at_open = split.station_reads();
         for (c, (options, want)) in options.iter().zip(&wants).enumerate() {
+            split.again_rounds = 0;
             let (ids, text) = split.generate(&prompt, options);
             assert_eq!(ids, want.ids, "{mode}: {options}");
             assert_eq!(text, want.text, "{mode}: {options}");
+            assert!(split.again_rounds <= most_again[c], "{mode}: {options}");
             let stats = split.coord.stats();
             let generation = stats.generation.unwrap();
             eprintln!(
                 "{mode}, {options}: {} tokens, rounds of rows {}, misses {}, rows fetched {}, \
-                 riding {}",
+                 riding {}, rounds of /again {}",
                 ids.len(),
                 generation.rows.rounds,
                 generation.rows.misses,
                 generation.rows.rows_fetched,
-                generation.rows.rows_riding
+                generation.rows.rows_riding,
+                split.again_rounds
             );
             // No read of the file after open, in either mode: the invariant of the per-token
             // path (a read brought back per id or per token fails here).
@@ -811,6 +861,7 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
     let mut conv = Conversation::new(coord, 9, &prompt, 0, &opts).unwrap();
     let logits = |n: usize| RowsMessage {
         logits: vec![0.0f32; n],
+        candidates: None,
         ids: Vec::new(),
         row_bytes: 1,
         rows: Vec::new(),
@@ -1050,10 +1101,15 @@ impl Split {
             let (msg, logits) = seqs.message(&self.coord).unwrap();
             let msg = self.through_layers(msg);
             let answers = logits.then(|| {
-                let answers = self.head_answers(&msg);
+                let answers = self.head_answers(&msg, seqs);
                 answers.into_iter().map(Answer::Value).collect()
             });
-            for e in seqs.pick(&self.coord, answers).unwrap() {
+            let mut events = seqs.pick(&self.coord, answers).unwrap();
+            while !seqs.again().is_empty() {
+                let answers = self.again_answers(seqs);
+                events.extend(seqs.pick_again(&self.coord, answers).unwrap());
+            }
+            for e in events {
                 let token = e.token.unwrap();
                 let g = got.iter_mut().flatten().find(|g| g.admitted.id == e.id);
                 let g = g.expect("an event for a sequence admitted");
@@ -1417,7 +1473,7 @@ fn conversations_run_together_refuse_what_breaks_the_step_order() {
     let (msg, _) = seqs.message(&split.coord).unwrap();
     let msg = split.through_layers(msg);
     let answers = split
-        .head_answers(&msg)
+        .head_answers(&msg, &seqs)
         .into_iter()
         .map(Answer::Value)
         .collect();

@@ -212,6 +212,16 @@ impl Generation {
         self.emit(step)
     }
 
+    /// Whether the pick is the largest logit after the stages ([`Pipeline::takes_largest`]).
+    pub fn takes_largest(&mut self) -> bool {
+        self.pipeline.takes_largest()
+    }
+
+    /// Whether the next pick must see every logit ([`Pipeline::reads_every_logit`]).
+    pub fn reads_every_logit(&mut self) -> bool {
+        self.pipeline.reads_every_logit()
+    }
+
     /// [`Generation::next`] from part of the logits (the rest −inf in `logits`, each at most
     /// `bound`): the token the whole logits give, or what would settle the step, with nothing
     /// changed ([`crate::pipeline::Pipeline::sample_partial`]).

@@ -190,6 +190,20 @@ impl Pipeline {
         })
     }
 
+    /// Whether the next step must see every logit: the health monitor watches, the picker
+    /// (MOA) or a stage (COLTRANE's fallbacks, prosody) reads them all. Otherwise a pick from
+    /// part of them may settle it ([`Pipeline::sample_partial`]).
+    pub fn reads_every_logit(&mut self) -> bool {
+        self.health.is_some()
+            || !self.picker.settles_part()
+            || self.stages.iter_mut().any(|s| !s.bounds_part())
+    }
+
+    /// Whether the pick is the largest logit after the stages (greedy, no health policy).
+    pub fn takes_largest(&self) -> bool {
+        self.health.is_none() && self.picker.takes_largest()
+    }
+
     /// [`Pipeline::sample_in`] from part of the logits: `logits` holds the known ones and −inf
     /// for the rest, each of which is at most `bound`. The step, as the whole logits give it, or
     /// what would settle it, with nothing of the pipeline changed ([`super::partial`]).

@@ -24,6 +24,14 @@ impl Picker for Greedy {
     fn settles(&self, logits: &[f32], bound: f32, _dist: &Distribution) -> Settled {
         greedy_settles(logits, bound)
     }
+
+    fn settles_part(&self) -> bool {
+        true
+    }
+
+    fn takes_largest(&self) -> bool {
+        true
+    }
 }
 
 /// Temperature, then top-k, top-p and min-p truncation of the softmax.
@@ -129,6 +137,10 @@ impl Picker for Sample {
             min_p: self.min_p,
         };
         sample_settles(&settings, logits, bound)
+    }
+
+    fn settles_part(&self) -> bool {
+        true
     }
 }
 

@@ -31,6 +31,11 @@ pub trait LogitsStage {
         logits: &mut [f32],
         ctx: &StepContext,
     ) -> Result<StageReport, PipelineError>;
+    /// Whether the next step's `bound_after` can say (a pick from part of the logits may be
+    /// tried); the default: no.
+    fn bounds_part(&mut self) -> bool {
+        false
+    }
     /// For a pick from part of the logits (the unknown ones −inf in `logits`, each at most
     /// `bound` before this stage): the most this stage can leave an unknown logit, or `None`
     /// when it must see every logit. The default: `None`.
@@ -75,6 +80,14 @@ pub trait Picker {
     /// a draw may walk it (see [`super::partial`]). The default: only every logit settles it.
     fn settles(&self, _logits: &[f32], _bound: f32, _dist: &Distribution) -> Settled {
         Settled::Whole
+    }
+    /// Whether the pick is the largest logit (greedy); the default: no.
+    fn takes_largest(&self) -> bool {
+        false
+    }
+    /// Whether `settles` can settle anything short of every logit; the default: no.
+    fn settles_part(&self) -> bool {
+        false
     }
     fn accept(&mut self, _token: u32) {}
     fn rollback(&mut self, _n: usize) {}

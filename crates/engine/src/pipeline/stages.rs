@@ -69,6 +69,10 @@ impl LogitsStage for RepeatPenalty {
         Ok(StageReport::changed(self.name(), changed))
     }
 
+    fn bounds_part(&mut self) -> bool {
+        true
+    }
+
     fn bound_after(&mut self, _logits: &[f32], bound: f32, _ctx: &StepContext) -> Option<f32> {
         // Monotone in the logit: an unknown one at most `bound` ends at most at its image.
         let any = !self.history.is_empty() && self.last_n > 0;
@@ -156,6 +160,10 @@ impl LogitsStage for CountPenalty {
         Ok(StageReport::changed(self.name(), changed))
     }
 
+    fn bounds_part(&mut self) -> bool {
+        true
+    }
+
     fn bound_after(&mut self, _logits: &[f32], bound: f32, _ctx: &StepContext) -> Option<f32> {
         // `l - penalty` is monotone in `l`; a negative penalty raises.
         Some(self.counts.values().fold(bound, |b, &count| {
@@ -222,6 +230,10 @@ impl LogitsStage for ColtraneStage {
             changed: logits.len().saturating_sub(report.allowed),
             coltrane: Some(report),
         })
+    }
+
+    fn bounds_part(&mut self) -> bool {
+        self.fsm.masks_only()
     }
 
     fn bound_after(&mut self, logits: &[f32], bound: f32, _ctx: &StepContext) -> Option<f32> {

@@ -8,10 +8,12 @@
 //! | 4              | version, 1                                                      |
 //! | 5..8           | reserved, 0                                                     |
 //! | 8..12          | parts n (u32, ≥ 1)                                              |
-//! | per part       | flags (u8: bit 0 = the part wants logits), length (u32), bytes  |
+//! | per part       | flags (u8, below), length (u32), bytes                          |
 //! | last 4         | CRC-32 (IEEE) of every byte before it                           |
 //!
-//! Each part keeps its own checksum; the bundle's covers the framing (a flipped flag).
+//! A part's flags: bit 0, it wants logits; bit 1, every one of them (its pick reads them all,
+//! [`EVERY_LOGIT`]). Each part keeps its own checksum; the bundle's covers the framing (a
+//! flipped flag).
 
 /// Hidden states of several conversations (parts are `KNHS` messages).
 pub const HIDDEN: [u8; 4] = *b"KNHM";
@@ -24,6 +26,9 @@ const PART_BYTES: usize = 5;
 const CHECKSUM_BYTES: usize = 4;
 /// Flag bit: the head shards compute this part's logits (the last position's).
 pub const WANTS_LOGITS: u8 = 1;
+/// Flag bit: the head shards answer every logit of this part, not candidates (its pick reads
+/// them all: MOA, the health monitor, COLTRANE's fallbacks and prosody).
+pub const EVERY_LOGIT: u8 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BundleError {
@@ -115,7 +120,7 @@ pub fn decode(
             .get(at..at + PART_BYTES)
             .ok_or(BundleError::Truncated { part })?;
         let flags = head[0];
-        if flags & !WANTS_LOGITS != 0 {
+        if flags & !(WANTS_LOGITS | EVERY_LOGIT) != 0 {
             return Err(BundleError::Reserved);
         }
         let len = u32::from_le_bytes(head[1..5].try_into().unwrap()) as usize;
@@ -200,8 +205,9 @@ mod tests {
         ));
         assert_eq!(decode(&with(4, 2), HIDDEN, 8), Err(BundleError::Version(2)));
         assert_eq!(decode(&with(6, 1), HIDDEN, 8), Err(BundleError::Reserved));
-        // Flag bits other than "wants logits".
-        assert_eq!(decode(&with(12, 2), HIDDEN, 8), Err(BundleError::Reserved));
+        // Flag bits other than "wants logits" and "every logit".
+        assert_eq!(decode(&with(12, 4), HIDDEN, 8), Err(BundleError::Reserved));
+        assert_eq!(decode(&with(12, 3), HIDDEN, 8).unwrap()[0].0, 3);
         // The count is capped before any part is read; zero parts are refused.
         assert_eq!(
             decode(&good, HIDDEN, 2),

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::rc::Rc;
 
-use engine::decode::{Emitted, GenerateOptions, Generation};
+use engine::decode::{Emitted, GenerateOptions, Generation, PartialNext};
 use engine::tokenizer::Tokenizer;
 use knot::{Knot, ModelConfig, ReadOptions};
 use serde::Serialize;
@@ -22,8 +22,8 @@ use crate::chat_template::{self, ChatTemplate, TemplateReport};
 use crate::prefix::{self, PrefixStatus, WindowView};
 
 use super::embedding::{EmbedCounters, Embedding};
-use super::gather::{fold, join_logits, vocab_slices, Answer, Folded};
-use super::head::{MAX_ROWS_PER_REQUEST, MAX_TOP_ROWS};
+use super::gather::{assemble_logits, fold, vocab_slices, Answer, Folded};
+use super::head::{LogitsAsk, MAX_CANDIDATES, MAX_ROWS_PER_REQUEST, MAX_TOP_ROWS};
 pub use super::options::ModelOptions;
 use super::rows::{self, Limits, RowsMessage};
 use super::shard::open_index;
@@ -42,6 +42,9 @@ pub enum Pick {
     Token(Box<Emitted>),
     /// Some head shards did not answer in time: ask these slots again.
     Retry(Vec<usize>),
+    /// The answers do not settle the pick: ask these slots for more of this step's logits
+    /// (`/again`), then [`Conversation::pick_again`].
+    More(Vec<(usize, LogitsAsk)>),
 }
 
 /// What the coordinator reads once and shares with its calls.
@@ -59,6 +62,8 @@ pub struct Model {
     pub max_batch: usize,
     pub slices: Vec<Range<usize>>,
     logit_rows: usize,
+    /// What each head shard answers a step's logits with.
+    logits_ask: LogitsAsk,
     /// Reads made by open.
     reads_at_open: u64,
     /// Reads and embedding counters when the latest generation began.
@@ -122,6 +127,12 @@ impl Model {
                 o.logit_rows
             )));
         }
+        if o.candidates > MAX_CANDIDATES {
+            return Err(HostError::InvalidOption(format!(
+                "candidates must be at most {MAX_CANDIDATES}, got {}",
+                o.candidates
+            )));
+        }
         let mut knot = open_index(&reader, opts).await?;
         let cfg = &knot.meta.config;
         let context = o.context.min(cfg.context_length.max(1));
@@ -158,6 +169,10 @@ impl Model {
             } else {
                 o.logit_rows
             },
+            logits_ask: match o.candidates {
+                0 => LogitsAsk::Every,
+                n => LogitsAsk::Largest(n),
+            },
             embedding: RefCell::new(embedding),
             context,
             max_batch: o.max_batch,
@@ -183,6 +198,11 @@ impl Model {
     /// table is resident).
     pub fn logit_rows(&self) -> usize {
         self.logit_rows
+    }
+
+    /// What each head shard answers a step's logits with (the route's `pick`).
+    pub fn logits_ask(&self) -> LogitsAsk {
+        self.logits_ask
     }
 
     /// The rows `ids` need that are not here, by the head shard holding them: `(slot, ids)`,
@@ -309,6 +329,8 @@ pub struct Conversation {
     pub pos: usize,
     /// The ids of those positions, and of the messages handed out.
     ids: Vec<u32>,
+    /// The head shards' latest answers to the step being picked, while more are asked for.
+    answers: Option<Vec<RowsMessage>>,
 }
 
 impl Conversation {
@@ -367,6 +389,7 @@ impl Conversation {
             picked: false,
             pos: kept,
             ids: prompt[..kept].to_vec(),
+            answers: None,
         })
     }
 
@@ -431,14 +454,90 @@ impl Conversation {
                 embedding.add(part, slice.clone(), false)?;
             }
         }
-        let parts: Vec<Vec<f32>> = parts.into_iter().map(|p| p.logits).collect();
-        let mut logits =
-            join_logits(&model.slices, &parts).map_err(|e| HostError::Station(e.to_string()))?;
-        let emitted = self.generation.next(&mut logits)?;
+        self.answers = Some(parts);
+        self.settle(model, positions)
+    }
+
+    /// [`Conversation::pick`] again, once the slots a [`Pick::More`] named answered `/again`:
+    /// `answers[i]` is slot `slots[i]`'s.
+    pub fn pick_again(
+        &mut self,
+        model: &Model,
+        slots: &[usize],
+        answers: Vec<Answer<RowsMessage>>,
+        positions: usize,
+    ) -> Result<Pick, HostError> {
+        if !self.open() || self.answers.is_none() || slots.len() != answers.len() {
+            return Err(HostError::NoContext);
+        }
+        let fresh = match fold(answers) {
+            Folded::Accept(parts) => parts,
+            Folded::Abstain { retry } => {
+                return Ok(Pick::More(
+                    retry
+                        .iter()
+                        .map(|&i| (slots[i], LogitsAsk::Every))
+                        .collect(),
+                ))
+            }
+            Folded::Decline { slot, error } => {
+                return Err(HostError::Station(match slot {
+                    Some(i) => format!("head shard {}: {error}", slots[i]),
+                    None => error,
+                }))
+            }
+        };
+        let kept = self.answers.as_mut().ok_or(HostError::NoContext)?;
+        for (&slot, part) in slots.iter().zip(fresh) {
+            let old = kept.get_mut(slot).ok_or(HostError::NoContext)?;
+            *old = part;
+        }
+        self.settle(model, positions)
+    }
+
+    /// The pick from the answers held: the token, or which slots to ask for more.
+    fn settle(&mut self, model: &Model, positions: usize) -> Result<Pick, HostError> {
+        let parts = self.answers.as_ref().ok_or(HostError::NoContext)?;
+        let refs: Vec<&RowsMessage> = parts.iter().collect();
+        let (mut logits, bound) =
+            assemble_logits(&model.slices, &refs).map_err(|e| HostError::Station(e.to_string()))?;
+        let emitted = match bound == f32::NEG_INFINITY {
+            // Every logit: the whole pick, as a whole host makes it.
+            true => self.generation.next(&mut logits)?,
+            false => match self.generation.next_partial(&mut logits, bound)? {
+                PartialNext::Token(e) => *e,
+                PartialNext::Above(t) => {
+                    // The slots whose unsent logits may reach the threshold.
+                    let asks = slot_bounds(parts)
+                        .filter(|&(_, b)| b >= t)
+                        .map(|(slot, _)| (slot, LogitsAsk::Above(t)))
+                        .collect();
+                    return Ok(Pick::More(asks));
+                }
+                PartialNext::Whole => {
+                    let asks = slot_bounds(parts)
+                        .filter(|&(_, b)| b > f32::NEG_INFINITY)
+                        .map(|(slot, _)| (slot, LogitsAsk::Every))
+                        .collect();
+                    return Ok(Pick::More(asks));
+                }
+            },
+        };
+        self.answers = None;
         self.pos += positions;
         self.pending = vec![emitted.id];
         self.picked = true;
         Ok(Pick::Token(Box::new(emitted)))
+    }
+
+    /// Whether the pick is the largest logit (greedy): one row of each head shard's rides along.
+    pub fn takes_largest(&mut self) -> bool {
+        self.generation.takes_largest()
+    }
+
+    /// Whether the next pick must see every logit (the head shards answer them all).
+    pub fn reads_every_logit(&mut self) -> bool {
+        self.generation.reads_every_logit()
     }
 
     /// Whether a token was picked (the conversation decodes: one id per step), rather than
@@ -465,6 +564,16 @@ impl Conversation {
     pub fn advance(&mut self, positions: usize) {
         self.pos += positions;
     }
+}
+
+/// Each slot's bound on the logits it did not send (−inf: it sent every one).
+fn slot_bounds(parts: &[RowsMessage]) -> impl Iterator<Item = (usize, f32)> + '_ {
+    (parts.iter().enumerate()).map(|(slot, p)| {
+        (
+            slot,
+            p.candidates.as_ref().map_or(f32::NEG_INFINITY, |c| c.bound),
+        )
+    })
 }
 
 /// A conversation kept on the layer stations: the ids its KV holds, how many of them were its

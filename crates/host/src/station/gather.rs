@@ -10,6 +10,8 @@
 
 use std::ops::Range;
 
+use super::rows::RowsMessage;
+
 /// One slot's answer as the race left it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer<T> {
@@ -137,8 +139,69 @@ pub fn join_logits(slices: &[Range<usize>], parts: &[Vec<f32>]) -> Result<Vec<f3
     Ok(out)
 }
 
+/// Head shards' answers (slot `i` the slice `slices[i]`: every logit, or candidates) as one
+/// row of the whole vocabulary, the logits not sent −inf, and the largest logit not sent (−inf
+/// when every one was).
+pub fn assemble_logits(
+    slices: &[Range<usize>],
+    parts: &[&RowsMessage],
+) -> Result<(Vec<f32>, f32), JoinError> {
+    if slices.len() != parts.len() {
+        return Err(JoinError::Count {
+            slices: slices.len(),
+            parts: parts.len(),
+        });
+    }
+    let vocab = slices.last().map_or(0, |r| r.end);
+    let mut out = vec![f32::NEG_INFINITY; vocab];
+    let mut bound = f32::NEG_INFINITY;
+    let mut at = 0;
+    for (slot, (range, part)) in slices.iter().zip(parts).enumerate() {
+        let slice_error = |got| JoinError::Slice {
+            slot,
+            expected: range.len(),
+            got,
+        };
+        if range.start != at {
+            return Err(slice_error(part.logits.len()));
+        }
+        at = range.end;
+        match &part.candidates {
+            None if part.logits.len() == range.len() => {
+                out[range.clone()].copy_from_slice(&part.logits)
+            }
+            None => return Err(slice_error(part.logits.len())),
+            Some(c) => {
+                if c.ids.len() != part.logits.len() || c.ids.len() > range.len() {
+                    return Err(slice_error(c.ids.len()));
+                }
+                for (&id, &l) in c.ids.iter().zip(&part.logits) {
+                    if !range.contains(&(id as usize)) {
+                        return Err(JoinError::Outside {
+                            slot,
+                            id,
+                            start: range.start,
+                            end: range.end,
+                        });
+                    }
+                    out[id as usize] = l;
+                }
+                bound = bound.max(c.bound);
+            }
+        }
+    }
+    Ok((out, bound))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JoinError {
+    #[error("shard {slot} sent a candidate {id} outside its slice {start}..{end}")]
+    Outside {
+        slot: usize,
+        id: u32,
+        start: usize,
+        end: usize,
+    },
     #[error("{parts} logit slices for {slices} shards")]
     Count { slices: usize, parts: usize },
     #[error("shard {slot} answered {got} logits for a slice of {expected} (or slices are not contiguous)")]

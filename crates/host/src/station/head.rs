@@ -41,9 +41,34 @@ impl<'a> EmbeddingSlice<'a> {
     }
 }
 
+/// The most candidates a first answer carries per part.
+pub const MAX_CANDIDATES: usize = 1 << 10;
+/// Steps a head station keeps the hidden states of, to answer them again.
+pub const KEPT_STEPS: usize = 8;
+
+/// What a head station answers of a step's logits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LogitsAsk {
+    /// Every logit of the slice.
+    Every,
+    /// The largest `n` (at most [`MAX_CANDIDATES`]) and a bound on the rest.
+    Largest(usize),
+    /// Every logit at least this large and a bound on the rest (every logit of the slice when
+    /// that is fewer bytes).
+    Above(f32),
+}
+
 /// The `k` ids of `logits` (offset by `first`) that a greedy pick would take first: largest
 /// first, lowest id on ties, NaN and −inf never (as `engine::sampler::greedy` compares).
 pub fn top_ids(logits: &[f32], first: usize, k: usize) -> Vec<u32> {
+    largest(logits, first, k)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect()
+}
+
+/// [`top_ids`] with their logits.
+pub fn largest(logits: &[f32], first: usize, k: usize) -> Vec<(u32, f32)> {
     let mut top: Vec<(usize, f32)> = Vec::with_capacity(k.min(logits.len()).saturating_add(1));
     for (i, &l) in logits.iter().enumerate() {
         if k == 0 || l.is_nan() || l == f32::NEG_INFINITY {
@@ -58,8 +83,45 @@ pub fn top_ids(logits: &[f32], first: usize, k: usize) -> Vec<u32> {
         top.truncate(k);
     }
     top.into_iter()
-        .filter_map(|(i, _)| u32::try_from(first + i).ok())
+        .filter_map(|(i, l)| Some((u32::try_from(first + i).ok()?, l)))
         .collect()
+}
+
+/// The candidates `ask` names of one part's logits (`first` the slice's first id), as
+/// `(ids, values, bound)`, or `None` for every logit.
+fn candidates(logits: &[f32], first: usize, ask: LogitsAsk) -> Option<(Vec<u32>, Vec<f32>, f32)> {
+    let (sent, bound) = match ask {
+        LogitsAsk::Every => return None,
+        LogitsAsk::Largest(n) => {
+            let mut sent = largest(logits, first, n.saturating_add(1));
+            let bound = match sent.len() > n {
+                true => sent.pop().map_or(f32::NEG_INFINITY, |(_, l)| l),
+                false => f32::NEG_INFINITY,
+            };
+            (sent, bound)
+        }
+        LogitsAsk::Above(t) => {
+            let mut sent = Vec::new();
+            let mut bound = f32::NEG_INFINITY;
+            for (i, &l) in logits.iter().enumerate() {
+                if l >= t {
+                    sent.push((u32::try_from(first + i).ok()?, l));
+                } else if l > bound {
+                    bound = l;
+                }
+            }
+            // Eight bytes a candidate against four a logit: past half the slice, every logit.
+            if 2 * sent.len() >= logits.len() {
+                return None;
+            }
+            (sent, bound)
+        }
+    };
+    Some((
+        sent.iter().map(|e| e.0).collect(),
+        sent.iter().map(|e| e.1).collect(),
+        bound,
+    ))
 }
 
 /// The buffers of a head station; the weights (the output norm and its slice of the output
@@ -73,6 +135,8 @@ pub struct HeadStation {
     xb: Vec<f32>,
     logits: Vec<f32>,
     scratch: MatmulScratch,
+    /// The last steps' hidden states of the parts wanting logits (`dim` each), by step.
+    kept: std::collections::VecDeque<(u64, Vec<f32>)>,
 }
 
 impl HeadStation {
@@ -86,6 +150,7 @@ impl HeadStation {
             xb: Vec::new(),
             logits: Vec::new(),
             scratch: MatmulScratch::default(),
+            kept: std::collections::VecDeque::new(),
         }
     }
 
@@ -133,17 +198,21 @@ impl HeadStation {
         Ok(&self.logits)
     }
 
-    /// The answer to `/logits`: the slice's logits for the last position of `msg`, and the
-    /// embedding rows of its `top` largest (at most [`MAX_TOP_ROWS`]), so that the token the
-    /// coordinator picks is almost always embedded without another round trip (greedy: always).
-    /// For a bundle of several conversations' hidden states ([`bundle`]), a bundle of such
-    /// answers, one for each part that wants logits, in order — their rows in one matmul.
+    /// The answer to `/logits`: the slice's logits for the last position of `msg` — every one,
+    /// or the candidates `ask` names — and the embedding rows of its `top` largest (at most
+    /// [`MAX_TOP_ROWS`]), so that the token the coordinator picks is almost always embedded
+    /// without another round trip (greedy: always). For a bundle of several conversations'
+    /// hidden states ([`bundle`]), a bundle of such answers, one for each part that wants
+    /// logits, in order — their rows in one matmul. The hidden states are kept as `step`'s, for
+    /// [`HeadStation::again`].
     pub fn answer(
         &mut self,
         msg: &[u8],
         head: &LmHead,
         embedding: EmbeddingSlice,
         top: usize,
+        ask: LogitsAsk,
+        step: u64,
     ) -> Result<Vec<u8>, StationError> {
         if top > MAX_TOP_ROWS {
             return Err(StationError::TooManyRows {
@@ -151,7 +220,17 @@ impl HeadStation {
                 max: MAX_TOP_ROWS,
             });
         }
+        if let LogitsAsk::Largest(n) = ask {
+            if n > MAX_CANDIDATES {
+                return Err(StationError::TooManyCandidates {
+                    got: n,
+                    max: MAX_CANDIDATES,
+                });
+            }
+        }
         let mut last = Vec::new();
+        // What each part wanting logits is answered with.
+        let mut asks = Vec::new();
         let bundled = bundle::is(msg, bundle::HIDDEN);
         if bundled {
             for (flags, bytes) in bundle::decode(msg, bundle::HIDDEN, MAX_BUNDLE_PARTS)? {
@@ -159,6 +238,10 @@ impl HeadStation {
                 self.check(h.dim, head)?;
                 if flags & bundle::WANTS_LOGITS != 0 {
                     last.extend_from_slice(&h.values[h.values.len() - self.dim..]);
+                    asks.push(match flags & bundle::EVERY_LOGIT != 0 {
+                        true => LogitsAsk::Every,
+                        false => ask,
+                    });
                 }
             }
             if last.is_empty() {
@@ -168,20 +251,71 @@ impl HeadStation {
             let h = wire::decode(msg, self.max_batch.saturating_mul(self.dim))?;
             self.check(h.dim, head)?;
             last.extend_from_slice(&h.values[h.values.len() - self.dim..]);
+            asks.push(ask);
         }
         let (first, width, row_bytes) = (self.slice.start, self.slice.len(), embedding.row_bytes);
         let logits = self.logits_of(&last, head)?;
-        let answers = logits
-            .chunks_exact(width)
-            .map(|part| {
+        let answers = (logits.chunks_exact(width).zip(asks))
+            .map(|(part, ask)| {
                 let ids = top_ids(part, first, top);
                 let rows = Self::rows_of(&ids, embedding, first..first + width)?;
-                Ok(rows::encode(part, rows.into_iter(), row_bytes)?)
+                Ok(match candidates(part, first, ask) {
+                    None => rows::encode(part, rows.into_iter(), row_bytes)?,
+                    Some((ids, values, bound)) => {
+                        rows::encode_candidates(&ids, &values, bound, rows.into_iter(), row_bytes)?
+                    }
+                })
             })
             .collect::<Result<Vec<_>, StationError>>()?;
+        if self.kept.len() == KEPT_STEPS {
+            self.kept.pop_front();
+        }
+        self.kept.push_back((step, last));
         if !bundled {
             return Ok(answers.into_iter().next().unwrap_or_default());
         }
+        Ok(bundle::encode(
+            bundle::ANSWERS,
+            answers.iter().map(|a| (0, a.as_slice())),
+        ))
+    }
+
+    /// The answer to `/again`: for each `(part, ask)`, that part of `step` answered again as
+    /// `ask` says (no rows: they rode with the first answer), a bundle in the order asked.
+    pub fn again(
+        &mut self,
+        step: u64,
+        asks: &[(usize, LogitsAsk)],
+        head: &LmHead,
+        row_bytes: usize,
+    ) -> Result<Vec<u8>, StationError> {
+        if asks.len() > MAX_BUNDLE_PARTS {
+            return Err(StationError::Conversations {
+                got: asks.len(),
+                max: MAX_BUNDLE_PARTS,
+            });
+        }
+        let at = (self.kept.iter().rposition(|(s, _)| *s == step))
+            .ok_or(StationError::StepGone(step))?;
+        let parts = self.kept[at].1.len() / self.dim.max(1);
+        let mut rows = Vec::with_capacity(asks.len() * self.dim);
+        for &(part, _) in asks {
+            if part >= parts {
+                return Err(StationError::PartOutside { part, parts });
+            }
+            rows.extend_from_slice(&self.kept[at].1[part * self.dim..(part + 1) * self.dim]);
+        }
+        let (first, width) = (self.slice.start, self.slice.len());
+        let logits = self.logits_of(&rows, head)?;
+        let none = std::iter::empty::<(u32, &[u8])>;
+        let answers = (logits.chunks_exact(width).zip(asks))
+            .map(|(part, &(_, ask))| match candidates(part, first, ask) {
+                None => rows::encode(part, none(), row_bytes),
+                Some((ids, values, bound)) => {
+                    rows::encode_candidates(&ids, &values, bound, none(), row_bytes)
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(bundle::encode(
             bundle::ANSWERS,
             answers.iter().map(|a| (0, a.as_slice())),

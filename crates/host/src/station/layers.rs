@@ -49,6 +49,12 @@ pub enum StationError {
     Duplicate(u64),
     #[error("a bundle of {got} conversations, more than the {max} this station holds")]
     Conversations { got: usize, max: usize },
+    #[error("step {0} is no longer held here (a head station keeps its last few steps)")]
+    StepGone(u64),
+    #[error("part {part} asked for again, of a step with {parts} parts wanting logits")]
+    PartOutside { part: usize, parts: usize },
+    #[error("{got} candidates asked for, more than the {max} a head station sends at once")]
+    TooManyCandidates { got: usize, max: usize },
 }
 
 /// One station's share of a model: its layers' run state and a KV cache per conversation.

@@ -8,7 +8,7 @@
 //! `maxConversations` (the coordinator plans its steps and keeps conversations for them).
 
 use super::embedding::{EmbeddingOptions, DEFAULT_BUDGET, DEFAULT_CACHE_BYTES};
-use super::head::{MAX_BUNDLE_PARTS, MAX_TOP_ROWS};
+use super::head::{MAX_BUNDLE_PARTS, MAX_CANDIDATES, MAX_TOP_ROWS};
 use crate::options::{kv_cache, MAX_CHAT_TEMPLATE_BYTES};
 use crate::reader::{ReadConcurrency, ReadPolicy};
 use engine::kv::KvType;
@@ -28,6 +28,9 @@ pub struct ModelOptions {
     /// Rows of its top-scoring ids each head station sends with its logits, when the embedding
     /// is sharded (at most [`MAX_TOP_ROWS`]).
     pub logit_rows: usize,
+    /// Logits each head station answers a step with: its largest this many and a bound on the
+    /// rest (the pick asks for more only when they do not settle it); 0: every logit.
+    pub candidates: usize,
     /// Long reads at open come in pieces of this many bytes.
     pub piece: Option<u64>,
     /// A chat template used instead of the file's, resolved as a host resolves it.
@@ -67,6 +70,8 @@ pub struct StationOptions {
     /// Rows of its top-scoring ids each head station sends with its logits, when the table is
     /// sharded.
     pub logit_rows: usize,
+    /// Logits each head station answers a step with, as candidates (0: every logit).
+    pub candidates: usize,
     /// Sequences the coordinator runs together, one bundle per step.
     pub max_sequences: usize,
     /// Conversations that ended which the coordinator keeps on the layer stations for prefix
@@ -80,6 +85,10 @@ pub struct StationOptions {
 /// 16, not 4: sampled at T=0.9, top_p 0.95, Gemma-3 on 4 + 4 stations missed the picked
 /// token's row on 18.8% of tokens with 4 (one more round each), 3.9% with 16, for 3% more bytes.
 pub const DEFAULT_LOGIT_ROWS: usize = 16;
+
+/// 64: greedy needs one, top-k sampling k (40 is common); sampling without top-k asks once
+/// more when the first answer does not settle the softmax's sum (docs/stations.md).
+pub const DEFAULT_CANDIDATES: usize = 64;
 
 impl Default for StationOptions {
     fn default() -> Self {
@@ -101,6 +110,7 @@ impl Default for StationOptions {
                 cache_bytes: DEFAULT_CACHE_BYTES,
             },
             logit_rows: DEFAULT_LOGIT_ROWS,
+            candidates: DEFAULT_CANDIDATES,
             max_sequences,
             kept_conversations: max_conversations - max_sequences,
             chat_template: None,
@@ -199,6 +209,9 @@ impl StationOptions {
             logit_rows: f
                 .integer_in("logitRows", 0, MAX_TOP_ROWS as u64)?
                 .map_or(d.logit_rows, to_usize),
+            candidates: f
+                .integer_in("candidates", 0, MAX_CANDIDATES as u64)?
+                .map_or(d.candidates, to_usize),
             max_sequences,
             kept_conversations,
             chat_template: match f.get("chatTemplate") {
@@ -221,6 +234,7 @@ impl StationOptions {
             head_shards: self.head_shards,
             embedding: self.embedding,
             logit_rows: self.logit_rows,
+            candidates: self.candidates,
             piece: Some(self.max_read_bytes),
             chat_template: self.chat_template.clone(),
         }

@@ -1,17 +1,22 @@
 //! Embedding rows from a head station to the coordinator, and the logits they ride with, as
 //! compact little-endian binary. A head station answers `/rows` with rows alone (no logits) and
-//! `/logits` with its slice's logits plus the rows of its top-scoring ids, so that the token the
-//! coordinator picks is almost always embedded without another round trip.
+//! `/logits` with its slice's logits — every one, or its largest as candidates (ids, values and
+//! the largest of the others: what a pick needs, [`engine::pipeline::PartialPick`]) — plus the
+//! rows of its top-scoring ids, so that the token the coordinator picks is almost always
+//! embedded without another round trip.
 //!
 //! | bytes            | field                                                         |
 //! |------------------|---------------------------------------------------------------|
 //! | 0..4             | magic `KNRW`                                                  |
 //! | 4                | version, 1                                                    |
-//! | 5..8             | reserved, 0                                                   |
+//! | 5                | kind: 0 every logit of the slice, 1 candidates                |
+//! | 6..8             | reserved, 0                                                   |
 //! | 8..12            | logits m (u32; 0 in an answer of rows alone)                  |
 //! | 12..16           | rows n (u32)                                                  |
 //! | 16..20           | bytes per row b (u32, ≥ 1)                                    |
-//! | 20..20+4m        | the logits (f32)                                              |
+//! | candidates: 4    | the largest logit not sent (f32; −inf when none is left)      |
+//! | candidates: 4m   | the logits' token ids (u32)                                   |
+//! | 4m               | the logits (f32)                                              |
 //! | then 4n          | the rows' token ids (u32)                                     |
 //! | then n·b         | the rows, as the file stores them (the embedding's own dtype) |
 //! | last 4           | CRC-32 (IEEE) of every byte before it                         |
@@ -29,10 +34,21 @@ const CHECKSUM_BYTES: usize = 4;
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowsMessage {
     pub logits: Vec<f32>,
+    /// Candidates: the token id of each logit, and the largest logit of the slice not sent
+    /// (`None`: `logits` is the whole slice).
+    pub candidates: Option<Candidates>,
     pub ids: Vec<u32>,
     pub row_bytes: usize,
     /// `ids.len() · row_bytes` bytes, row `i` for `ids[i]`.
     pub rows: Vec<u8>,
+}
+
+/// What makes a logits message candidates: their ids, and a bound on the rest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidates {
+    pub ids: Vec<u32>,
+    /// The largest logit not sent; −inf when none is left.
+    pub bound: f32,
 }
 
 impl RowsMessage {
@@ -63,6 +79,10 @@ pub enum RowsError {
     Version(u8),
     #[error("rows: reserved bytes are not zero")]
     Reserved,
+    #[error("rows: kind {0} is not a kind of logits (0 every logit, 1 candidates)")]
+    Kind(u8),
+    #[error("rows: the candidates' bound is NaN")]
+    Bound,
     #[error("rows: {got} {what} are more than the {max} taken here")]
     TooMany {
         what: &'static str,
@@ -77,9 +97,40 @@ pub enum RowsError {
     Checksum { want: u32, got: u32 },
 }
 
-/// The message for `logits` and `rows` (`(id, row)` pairs, each row `row_bytes` long).
+/// The message for `logits` (the whole slice) and `rows` (`(id, row)` pairs, each row
+/// `row_bytes` long).
 pub fn encode<'r>(
     logits: &[f32],
+    rows: impl ExactSizeIterator<Item = (u32, &'r [u8])> + Clone,
+    row_bytes: usize,
+) -> Result<Vec<u8>, RowsError> {
+    encode_with(logits, None, rows, row_bytes)
+}
+
+/// The message for candidates (`values[i]` the logit of `ids[i]`; every other logit of the
+/// slice at most `bound`) and `rows`.
+pub fn encode_candidates<'r>(
+    ids: &[u32],
+    values: &[f32],
+    bound: f32,
+    rows: impl ExactSizeIterator<Item = (u32, &'r [u8])> + Clone,
+    row_bytes: usize,
+) -> Result<Vec<u8>, RowsError> {
+    if ids.len() != values.len() {
+        return Err(RowsError::Length {
+            expected: ids.len() as u128,
+            got: values.len(),
+        });
+    }
+    if bound.is_nan() {
+        return Err(RowsError::Bound);
+    }
+    encode_with(values, Some((ids, bound)), rows, row_bytes)
+}
+
+fn encode_with<'r>(
+    logits: &[f32],
+    candidates: Option<(&[u32], f32)>,
     rows: impl ExactSizeIterator<Item = (u32, &'r [u8])> + Clone,
     row_bytes: usize,
 ) -> Result<Vec<u8>, RowsError> {
@@ -104,12 +155,19 @@ pub fn encode<'r>(
             want: row_bytes,
         });
     }
-    let len = HEADER_BYTES + logits.len() * 4 + rows.len() * (4 + row_bytes) + CHECKSUM_BYTES;
+    let extra = candidates.map_or(0, |(ids, _)| 4 + 4 * ids.len());
+    let len =
+        HEADER_BYTES + extra + logits.len() * 4 + rows.len() * (4 + row_bytes) + CHECKSUM_BYTES;
     let mut out = Vec::with_capacity(len);
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&[VERSION, 0, 0, 0]);
+    out.extend_from_slice(&[VERSION, u8::from(candidates.is_some()), 0, 0]);
     for v in [m, n, b] {
         out.extend_from_slice(&v.to_le_bytes());
+    }
+    if let Some((ids, bound)) = candidates {
+        out.extend_from_slice(&bound.to_le_bytes());
+        ids.iter()
+            .for_each(|id| out.extend_from_slice(&id.to_le_bytes()));
     }
     logits
         .iter()
@@ -137,7 +195,12 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
     if bytes[4] != VERSION {
         return Err(RowsError::Version(bytes[4]));
     }
-    if bytes[5..8] != [0, 0, 0] {
+    let candidates = match bytes[5] {
+        0 => false,
+        1 => true,
+        k => return Err(RowsError::Kind(k)),
+    };
+    if bytes[6..8] != [0, 0] {
         return Err(RowsError::Reserved);
     }
     let u32_at =
@@ -160,7 +223,11 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
         });
     }
     // In u128: three u32 counts cannot overflow it.
-    let expected = need as u128 + 4 * m as u128 + n as u128 * (4 + u128::from(b));
+    let extra = match candidates {
+        true => 4 + 4 * m as u128,
+        false => 0,
+    };
+    let expected = need as u128 + extra + 4 * m as u128 + n as u128 * (4 + u128::from(b));
     if bytes.len() as u128 != expected {
         return Err(RowsError::Length {
             expected,
@@ -173,18 +240,37 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
     if want != got {
         return Err(RowsError::Checksum { want, got });
     }
-    let (logits, rest) = body[HEADER_BYTES..].split_at(4 * m);
-    let (ids, rows) = rest.split_at(4 * n);
     let le = |c: &[u8]| [c[0], c[1], c[2], c[3]];
+    let u32s = |b: &[u8]| -> Vec<u32> {
+        b.chunks_exact(4)
+            .map(|c| u32::from_le_bytes(le(c)))
+            .collect()
+    };
+    let mut body = &body[HEADER_BYTES..];
+    let candidates = match candidates {
+        false => None,
+        true => {
+            let bound = f32::from_le_bytes(le(&body[..4]));
+            if bound.is_nan() {
+                return Err(RowsError::Bound);
+            }
+            let (ids, rest) = body[4..].split_at(4 * m);
+            body = rest;
+            Some(Candidates {
+                ids: u32s(ids),
+                bound,
+            })
+        }
+    };
+    let (logits, rest) = body.split_at(4 * m);
+    let (ids, rows) = rest.split_at(4 * n);
     Ok(RowsMessage {
+        candidates,
         logits: logits
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes(le(c)))
             .collect(),
-        ids: ids
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(le(c)))
-            .collect(),
+        ids: u32s(ids),
         row_bytes: limits.row_bytes,
         rows: rows.to_vec(),
     })
@@ -230,6 +316,39 @@ mod tests {
     }
 
     #[test]
+    fn candidates_round_trip_bit_for_bit() {
+        let rows: [(u32, &[u8]); 1] = [(7, &[1, 2, 3, 4, 5])];
+        let bytes = encode_candidates(&[7, 2], &[3.5, -0.0], 1.25, rows.into_iter(), 5).unwrap();
+        assert_eq!(bytes.len(), HEADER_BYTES + 4 + 2 * 8 + (4 + 5) + 4);
+        let m = decode(&bytes, LIMITS).unwrap();
+        let c = m.candidates.as_ref().unwrap();
+        assert_eq!((c.ids.as_slice(), c.bound), (&[7u32, 2][..], 1.25));
+        assert_eq!(m.logits[1].to_bits(), 0x8000_0000);
+        assert_eq!(m.ids, [7]);
+        // None left: the bound is −inf; every flipped byte is refused here too.
+        let none = encode_candidates(&[1], &[0.5], f32::NEG_INFINITY, std::iter::empty(), 5);
+        let none = none.unwrap();
+        assert_eq!(
+            decode(&none, LIMITS).unwrap().candidates.unwrap().bound,
+            f32::NEG_INFINITY
+        );
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x10;
+            assert!(
+                decode(&bad, LIMITS).is_err(),
+                "byte {i} flipped was accepted"
+            );
+        }
+        // A NaN bound, or ids and values that disagree, are not encoded.
+        assert_eq!(
+            encode_candidates(&[1], &[0.5], f32::NAN, std::iter::empty(), 5),
+            Err(RowsError::Bound)
+        );
+        assert!(encode_candidates(&[1, 2], &[0.5], 0.0, std::iter::empty(), 5).is_err());
+    }
+
+    #[test]
     fn every_flipped_byte_is_refused() {
         let bytes = sample();
         for i in 0..bytes.len() {
@@ -261,6 +380,7 @@ mod tests {
         assert_eq!(decode(&with(0, b"KNHS"), LIMITS), Err(RowsError::BadMagic));
         assert_eq!(decode(&with(4, &[2]), LIMITS), Err(RowsError::Version(2)));
         assert_eq!(decode(&with(7, &[1]), LIMITS), Err(RowsError::Reserved));
+        assert_eq!(decode(&with(5, &[2]), LIMITS), Err(RowsError::Kind(2)));
         // Counts past the caps are refused before anything is allocated.
         assert_eq!(
             decode(&with(8, &u32::MAX.to_le_bytes()), LIMITS),

@@ -23,11 +23,12 @@
 use engine::decode::{Emitted, GenerateOptions};
 use serde::Serialize;
 
-use super::bundle::{self, WANTS_LOGITS};
+use super::bundle::{self, EVERY_LOGIT, WANTS_LOGITS};
 use super::coordinator::{
     replay_verdict, Conversation, Model, Pick, PrefixTable, Replay, RowsWanted,
 };
 use super::gather::Answer;
+use super::head::LogitsAsk;
 use super::rows::RowsMessage;
 use crate::clock::now_ms;
 use crate::error::HostError;
@@ -119,6 +120,17 @@ struct Part {
     logits: bool,
 }
 
+/// A part of the carried step whose pick the head shards' answers did not settle: what it
+/// asks of which slots (`/again`).
+#[derive(Debug, Clone)]
+struct Unsettled {
+    id: u64,
+    positions: usize,
+    /// Its place among the step's parts wanting logits (its answer's place in a bundle).
+    part: usize,
+    asks: Vec<(usize, LogitsAsk)>,
+}
+
 /// One running sequence.
 struct Sequence {
     conversation: Conversation,
@@ -181,6 +193,12 @@ pub struct Sequences {
     /// The step planned (and, once `carried`, handed out as a message).
     parts: Vec<Part>,
     carried: bool,
+    /// The step carried last (head stations keep its hidden states by this number).
+    step: u64,
+    /// Rows of its top ids each head shard sends with the step's logits.
+    logit_rows: usize,
+    /// Its picks still waiting for more of the logits.
+    unsettled: Vec<Unsettled>,
     kept: PrefixTable,
     /// The id the next new conversation takes.
     next_id: u64,
@@ -206,6 +224,9 @@ impl Sequences {
             max,
             parts: Vec::new(),
             carried: false,
+            step: 0,
+            logit_rows: 0,
+            unsettled: Vec::new(),
             kept: PrefixTable::new(kept),
             next_id: first_id,
             settlement: Settlement::default(),
@@ -493,6 +514,8 @@ impl Sequences {
             return Err(HostError::NoContext);
         }
         let mut messages = Vec::with_capacity(self.parts.len());
+        // Greedy picks take a shard's largest logit: its one row is all that can be wanted.
+        let mut greedy = true;
         for p in &self.parts {
             let c = (self.list.iter_mut())
                 .map(|s| &mut s.conversation)
@@ -501,8 +524,14 @@ impl Sequences {
             let Some((pos, ids)) = c.take(p.positions) else {
                 return Err(HostError::NoContext);
             };
+            greedy &= !p.logits || c.takes_largest();
+            let flags = match (p.logits, p.logits && c.reads_every_logit()) {
+                (false, _) => 0,
+                (true, false) => WANTS_LOGITS,
+                (true, true) => WANTS_LOGITS | EVERY_LOGIT,
+            };
             match model.message(p.id, pos, &ids) {
-                Ok(m) => messages.push((if p.logits { WANTS_LOGITS } else { 0 }, m)),
+                Ok(m) => messages.push((flags, m)),
                 Err(e) => {
                     // Ids were taken and nothing was carried: these sequences cannot go on.
                     model.release_rows();
@@ -514,6 +543,11 @@ impl Sequences {
         }
         model.release_rows();
         self.carried = true;
+        self.step += 1;
+        self.logit_rows = match greedy {
+            true => model.logit_rows().min(1),
+            false => model.logit_rows(),
+        };
         let logits = self.parts.iter().any(|p| p.logits);
         let bundle = bundle::encode(
             bundle::HIDDEN,
@@ -522,16 +556,29 @@ impl Sequences {
         Ok((bundle, logits))
     }
 
+    /// The number of the step carried last, which the head stations keep its hidden states
+    /// by (the route's `step`).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Rows of its top ids each head shard sends with the step's logits (the route's `top`):
+    /// the model's `logit_rows`, one when every pick of the step is greedy.
+    pub fn logit_rows(&self) -> usize {
+        self.logit_rows
+    }
+
     /// The step's outcome from the head shards' answers (slot `i` answering `model.slices[i]`,
     /// each a bundle of one answer per part wanting logits; `None` when no part wanted them):
     /// one event per sequence that picked a token or ended. A sequence whose answers fail ends
-    /// with that error, alone.
+    /// with that error, alone. A pick the answers do not settle waits: [`Sequences::again`]
+    /// says what to ask, [`Sequences::pick_again`] takes the answers.
     pub fn pick(
         &mut self,
         model: &Model,
         answers: Option<Vec<Answer<Vec<u8>>>>,
     ) -> Result<Vec<StepEvent>, HostError> {
-        if !self.carried {
+        if !self.carried || !self.unsettled.is_empty() {
             return Err(HostError::NoContext);
         }
         self.carried = false;
@@ -548,7 +595,6 @@ impl Sequences {
                 .map(|(slot, a)| split_answer(model, slot, a, wanting))
                 .collect(),
         };
-        let now = now_ms();
         let mut events = Vec::new();
         let mut k = 0;
         for p in parts {
@@ -561,45 +607,136 @@ impl Sequences {
                 continue;
             }
             let answers: Vec<_> = per_shard.iter().map(|a| a[k].clone()).collect();
+            let part = k;
             k += 1;
             let token = match s.conversation.pick(model, answers, p.positions) {
                 Ok(Pick::Token(e)) => Ok(e),
                 Ok(Pick::Retry(slots)) => Err(HostError::Station(format!(
                     "head shards {slots:?} gave no answer"
                 ))),
+                Ok(Pick::More(asks)) => {
+                    self.unsettled.push(Unsettled {
+                        id: p.id,
+                        positions: p.positions,
+                        part,
+                        asks,
+                    });
+                    continue;
+                }
                 Err(e) => Err(e),
             };
-            if token.is_ok() {
-                match s.last_ms {
-                    None => s.prefill_ms = now - s.admitted_ms,
-                    Some(t) => s.token_ms.push(now - t),
-                }
-                s.last_ms = Some(now);
-                s.tokens += 1;
-            }
-            let done = token.as_ref().map_or(true, |e| e.finish_reason.is_some());
-            let report = done.then(|| s.report());
-            if done {
-                let s = self.list.remove(at);
-                // A part whose answers failed went through the layer stations all the same:
-                // they hold positions it never counted.
-                self.end(s, token.is_ok());
-            }
-            events.push(StepEvent {
-                id: p.id,
-                token,
-                done,
-                report,
-            });
+            events.push(self.picked(at, p.id, token));
         }
+        self.carried = !self.unsettled.is_empty();
         Ok(events)
+    }
+
+    /// What the picks still waiting need, as one `/again` per slot: `(slot, [(part, ask)])`,
+    /// the answers to go to [`Sequences::pick_again`] in this order.
+    pub fn again(&self) -> Vec<(usize, Vec<(usize, LogitsAsk)>)> {
+        let mut out: Vec<(usize, Vec<(usize, LogitsAsk)>)> = Vec::new();
+        for u in &self.unsettled {
+            for &(slot, ask) in &u.asks {
+                match out.iter_mut().find(|(s, _)| *s == slot) {
+                    Some((_, list)) => list.push((u.part, ask)),
+                    None => out.push((slot, vec![(u.part, ask)])),
+                }
+            }
+        }
+        out
+    }
+
+    /// The picks still waiting, from the slots' answers to [`Sequences::again`] (`answers[i]`
+    /// the bundle of `again()[i]`'s slot): events as [`Sequences::pick`] makes them; a pick
+    /// still not settled waits for another round.
+    pub fn pick_again(
+        &mut self,
+        model: &Model,
+        answers: Vec<Answer<Vec<u8>>>,
+    ) -> Result<Vec<StepEvent>, HostError> {
+        let asked = self.again();
+        if asked.is_empty() || answers.len() != asked.len() {
+            return Err(HostError::NoContext);
+        }
+        let per_slot: Vec<Vec<Answer<RowsMessage>>> = (asked.iter().zip(answers))
+            .map(|((slot, list), a)| split_answer(model, *slot, a, list.len()))
+            .collect();
+        let mut events = Vec::new();
+        for u in std::mem::take(&mut self.unsettled) {
+            let mut slots = Vec::with_capacity(u.asks.len());
+            let mut got = Vec::with_capacity(u.asks.len());
+            for &(slot, _) in &u.asks {
+                let i = asked.iter().position(|(s, _)| *s == slot);
+                let place = i.and_then(|i| asked[i].1.iter().position(|(p, _)| *p == u.part));
+                let (Some(i), Some(place)) = (i, place) else {
+                    return Err(HostError::NoContext);
+                };
+                slots.push(slot);
+                got.push(per_slot[i][place].clone());
+            }
+            let Some(at) = self.list.iter().position(|s| s.id() == u.id) else {
+                continue;
+            };
+            let s = &mut self.list[at];
+            let token = match s.conversation.pick_again(model, &slots, got, u.positions) {
+                Ok(Pick::Token(e)) => Ok(e),
+                Ok(Pick::More(asks)) => {
+                    self.unsettled.push(Unsettled { asks, ..u });
+                    continue;
+                }
+                Ok(Pick::Retry(slots)) => Err(HostError::Station(format!(
+                    "head shards {slots:?} gave no answer"
+                ))),
+                Err(e) => Err(e),
+            };
+            events.push(self.picked(at, u.id, token));
+        }
+        self.carried = !self.unsettled.is_empty();
+        Ok(events)
+    }
+
+    /// The event of sequence `id` (at `at` in the list) picking `token`, ending it when it is
+    /// the last or an error.
+    fn picked(&mut self, at: usize, id: u64, token: Result<Box<Emitted>, HostError>) -> StepEvent {
+        let now = now_ms();
+        let s = &mut self.list[at];
+        if token.is_ok() {
+            match s.last_ms {
+                None => s.prefill_ms = now - s.admitted_ms,
+                Some(t) => s.token_ms.push(now - t),
+            }
+            s.last_ms = Some(now);
+            s.tokens += 1;
+        }
+        let done = token.as_ref().map_or(true, |e| e.finish_reason.is_some());
+        let report = done.then(|| s.report());
+        if done {
+            let s = self.list.remove(at);
+            // A part whose answers failed went through the layer stations all the same: they
+            // hold positions it never counted.
+            self.end(s, token.is_ok());
+        }
+        StepEvent {
+            id,
+            token,
+            done,
+            report,
+        }
     }
 
     /// Ends the sequences of the step planned or carried (it could not be carried, or the caller
     /// gave up on it) — every sequence when no step is planned: their ids. What the stations
     /// hold of them is unknown: they forget them.
     pub fn abandon(&mut self) -> Vec<u64> {
-        let parts = std::mem::take(&mut self.parts);
+        let mut parts = std::mem::take(&mut self.parts);
+        // Picks waiting for more of the logits are parts of the step carried.
+        for u in std::mem::take(&mut self.unsettled) {
+            parts.push(Part {
+                id: u.id,
+                positions: u.positions,
+                logits: true,
+            });
+        }
         self.carried = false;
         let in_step = |s: &Sequence| parts.is_empty() || parts.iter().any(|p| p.id == s.id());
         let (ended, running): (Vec<Sequence>, Vec<Sequence>) =

@@ -22,8 +22,9 @@ use crate::error::ErrorCode;
 use crate::reader::Reader;
 use crate::station::coordinator::Model;
 use crate::station::gather::Answer;
+use crate::station::head::LogitsAsk;
 use crate::station::options::StationOptions;
-use crate::station::sequences::Sequences;
+use crate::station::sequences::{Sequences, StepEvent};
 use crate::station::{
     open_index, placement, HeadShard, HeadStation, LayerShard, LayerStation, StationError,
 };
@@ -54,7 +55,10 @@ fn station_error(e: StationError) -> JsValue {
         | StationError::BundleRows { .. }
         | StationError::NoLogits
         | StationError::Duplicate(_)
-        | StationError::Conversations { .. } => invalid_argument(e),
+        | StationError::Conversations { .. }
+        | StationError::StepGone(_)
+        | StationError::PartOutside { .. }
+        | StationError::TooManyCandidates { .. } => invalid_argument(e),
     }
 }
 
@@ -205,10 +209,23 @@ impl WasmHeadStation {
         })
     }
 
-    /// The slice's logits for the last position of a message, with the embedding rows of its
-    /// `top` largest (a rows message: the coordinator embeds the token it picks from them).
-    pub fn logits(&self, message: Uint8Array, top: f64) -> Result<Uint8Array, JsValue> {
+    /// The slice's logits for the last position of a message — every one (`pick` 0) or the
+    /// largest `pick` and a bound on the rest — with the embedding rows of its `top` largest (a
+    /// rows message: the coordinator embeds the token it picks from them). The message's
+    /// hidden states are kept as `step`'s, for `again`.
+    pub fn logits(
+        &self,
+        message: Uint8Array,
+        top: f64,
+        pick: f64,
+        step: f64,
+    ) -> Result<Uint8Array, JsValue> {
         let top = check_count(top, "top")?;
+        let ask = match check_count(pick, "pick")? {
+            0 => LogitsAsk::Every,
+            n => LogitsAsk::Largest(usize::try_from(n).unwrap_or(usize::MAX)),
+        };
+        let step = check_count(step, "step")?;
         let (output_norm, output) = self.shard.matrices().map_err(host_error)?;
         let head = engine::LmHead {
             output_norm: &output_norm,
@@ -224,7 +241,30 @@ impl WasmHeadStation {
                 &head,
                 self.shard.embedding(),
                 usize::try_from(top).unwrap_or(usize::MAX),
+                ask,
+                step,
             )
+            .map_err(station_error)?;
+        Ok(Uint8Array::from(answer.as_slice()))
+    }
+
+    /// Parts of step `step` answered again: `asks` is the JSON of `again`'s body, `[{ part,
+    /// above }]` (`above`: every logit at least this large; `null`: every logit), answered as a
+    /// bundle in that order.
+    pub fn again(&self, step: f64, asks: &str) -> Result<Uint8Array, JsValue> {
+        let step = check_count(step, "step")?;
+        let asks = parse_asks(asks)?;
+        let (output_norm, output) = self.shard.matrices().map_err(host_error)?;
+        let head = engine::LmHead {
+            output_norm: &output_norm,
+            output: &output,
+        };
+        let mut station = self
+            .station
+            .try_borrow_mut()
+            .map_err(|_| js_error(ErrorCode::Busy, "the station is busy"))?;
+        let answer = station
+            .again(step, &asks, &head, self.shard.embedding().row_bytes)
             .map_err(station_error)?;
         Ok(Uint8Array::from(answer.as_slice()))
     }
@@ -540,18 +580,66 @@ impl WasmCoordinator {
     }
 
     /// The planned step as one message (a bundle of every sequence's hidden states) to send
-    /// through the layer stations: `{ message, logits }` — `logits`: on to the head shards.
-    #[wasm_bindgen(js_name = stepMessage, unchecked_return_type = "{ message: Uint8Array, logits: boolean }")]
+    /// through the layer stations: `{ message, logits, step, pick, top }` — `logits`: on to the
+    /// head shards, which keep the step's hidden states as `step`'s, answer with their largest
+    /// `pick` logits (0: every one) and send the rows of their `top` largest along.
+    #[wasm_bindgen(
+        js_name = stepMessage,
+        unchecked_return_type = "{ message: Uint8Array, logits: boolean, step: number, pick: number, top: number }"
+    )]
     pub fn step_message(&self) -> Result<JsValue, JsValue> {
-        let (message, logits) = self
-            .sequences
-            .borrow_mut()
-            .message(&self.model)
-            .map_err(host_error)?;
+        let mut sequences = self.sequences.borrow_mut();
+        let (message, logits) = sequences.message(&self.model).map_err(host_error)?;
+        let pick = match self.model.logits_ask() {
+            LogitsAsk::Largest(n) => n as f64,
+            _ => 0.0,
+        };
         let o = js_sys::Object::new();
         js_sys::Reflect::set(&o, &"message".into(), &Uint8Array::from(message.as_slice()))?;
         js_sys::Reflect::set(&o, &"logits".into(), &logits.into())?;
+        js_sys::Reflect::set(&o, &"step".into(), &(sequences.step() as f64).into())?;
+        js_sys::Reflect::set(&o, &"pick".into(), &pick.into())?;
+        let top = sequences.logit_rows() as f64;
+        js_sys::Reflect::set(&o, &"top".into(), &top.into())?;
         Ok(o.into())
+    }
+
+    /// What the picks the answers did not settle need: one `/again` per head shard, `[{ slot,
+    /// body }]` (`body`: the JSON to send); their answers go to `pickAgain`, in this order.
+    /// Empty when every pick settled.
+    #[wasm_bindgen(unchecked_return_type = "Array<{ slot: number, body: string }>")]
+    pub fn again(&self) -> Result<Array, JsValue> {
+        (self.sequences.borrow().again().iter())
+            .map(|(slot, asks)| {
+                let list: Vec<serde_json::Value> = (asks.iter())
+                    .map(|&(part, ask)| match ask {
+                        LogitsAsk::Above(t) => serde_json::json!({ "part": part, "above": t }),
+                        _ => serde_json::json!({ "part": part, "above": null }),
+                    })
+                    .collect();
+                let o = js_sys::Object::new();
+                js_sys::Reflect::set(&o, &"slot".into(), &(*slot as f64).into())?;
+                let body = serde_json::Value::Array(list).to_string();
+                js_sys::Reflect::set(&o, &"body".into(), &body.into())?;
+                Ok(JsValue::from(o))
+            })
+            .collect()
+    }
+
+    /// The waiting picks from the head shards' answers to `again` (each bytes, an error or
+    /// `null`, in `again`'s order): events as `pickStep` gives them.
+    #[wasm_bindgen(js_name = pickAgain)]
+    pub fn pick_again(&self, answers: Array) -> Result<js_sys::Array, JsValue> {
+        let answers = answers
+            .iter()
+            .map(|a| answer_of(&a, Answer::Value))
+            .collect();
+        let events = self
+            .sequences
+            .borrow_mut()
+            .pick_again(&self.model, answers)
+            .map_err(host_error)?;
+        events_array(events)
     }
 
     /// The step's outcome from the head shards' answers (each the bundle a shard answered, an
@@ -573,29 +661,7 @@ impl WasmCoordinator {
             .borrow_mut()
             .pick(&self.model, answers)
             .map_err(host_error)?;
-        let out = Array::new();
-        for e in events {
-            let o = js_sys::Object::new();
-            let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&o, &k.into(), v).map(drop);
-            set("sequence", &(e.id as f64).into())?;
-            set("done", &e.done.into())?;
-            if let Some(r) = &e.report {
-                set("report", &to_js(r)?)?;
-            }
-            match e.token {
-                Ok(t) => {
-                    set("finishReason", &to_js(&t.finish_reason)?)?;
-                    set("token", &to_js(&t)?)?;
-                }
-                Err(err) => {
-                    set("finishReason", &JsValue::NULL)?;
-                    set("token", &JsValue::NULL)?;
-                    set("error", &host_error(err))?;
-                }
-            }
-            out.push(&o);
-        }
-        Ok(out)
+        events_array(events)
     }
 
     /// Ends every sequence (a step could not be carried, or was given up): their ids. The next
@@ -604,6 +670,59 @@ impl WasmCoordinator {
         let ids = self.sequences.borrow_mut().abandon();
         ids.iter().map(|&c| JsValue::from(c as f64)).collect()
     }
+}
+
+/// The asks of an `/again` body: `[{ part, above }]`, at most a bundle's parts.
+fn parse_asks(json: &str) -> Result<Vec<(usize, LogitsAsk)>, JsValue> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Ask {
+        part: usize,
+        above: Option<f64>,
+    }
+    let bad = |why: String| invalid_argument(format!("again: {why}"));
+    let asks: Vec<Ask> = serde_json::from_str(json)
+        .map_err(|e| bad(format!("the body must be [{{ part, above }}] ({e})")))?;
+    if asks.len() > crate::station::head::MAX_BUNDLE_PARTS {
+        return Err(bad(format!(
+            "{} parts, more than a bundle holds",
+            asks.len()
+        )));
+    }
+    asks.into_iter()
+        .map(|a| match a.above {
+            None => Ok((a.part, LogitsAsk::Every)),
+            Some(t) if !t.is_nan() => Ok((a.part, LogitsAsk::Above(t as f32))),
+            Some(_) => Err(bad("above must be a number or null".into())),
+        })
+        .collect()
+}
+
+/// Step events as JS sees them: `{ sequence, token, done, finishReason, report?, error? }`.
+fn events_array(events: Vec<StepEvent>) -> Result<Array, JsValue> {
+    let out = Array::new();
+    for e in events {
+        let o = js_sys::Object::new();
+        let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&o, &k.into(), v).map(drop);
+        set("sequence", &(e.id as f64).into())?;
+        set("done", &e.done.into())?;
+        if let Some(r) = &e.report {
+            set("report", &to_js(r)?)?;
+        }
+        match e.token {
+            Ok(t) => {
+                set("finishReason", &to_js(&t.finish_reason)?)?;
+                set("token", &to_js(&t)?)?;
+            }
+            Err(err) => {
+                set("finishReason", &JsValue::NULL)?;
+                set("token", &JsValue::NULL)?;
+                set("error", &host_error(err))?;
+            }
+        }
+        out.push(&o);
+    }
+    Ok(out)
 }
 
 /// One head shard's answer from JS: bytes (`value` of them), `null` (no answer in time) or an
