@@ -60,11 +60,13 @@ export function stationOptions(env) {
     maxConversations: value('KNOT_STATION_CONVERSATIONS'),
     maxReadBytes: value('KNOT_MAX_READ_MB', MiB),
     readConcurrency: value('KNOT_READ_CONCURRENCY'),
-    // The coordinator's: its embedding table, the rows riding with the logits, the sequences it
-    // runs together and the conversations it keeps for prefix replay.
+    // The coordinator's: its embedding table, the rows riding with the logits, the logits the
+    // head shards answer with, the sequences it runs together and the conversations it keeps
+    // for prefix replay.
     embeddingBudget: value('KNOT_EMBEDDING_BUDGET_MB', MiB),
     rowCacheBytes: value('KNOT_ROW_CACHE_MB', MiB),
     logitRows: value('KNOT_LOGIT_ROWS'),
+    candidates: value('KNOT_CANDIDATES'),
     maxSequences: env.KNOT_MAX_SEQUENCES === 'auto' ? 'auto' : value('KNOT_MAX_SEQUENCES'),
     keptConversations: value('KNOT_KEPT_CONVERSATIONS'),
   };
@@ -244,7 +246,7 @@ export class LayerStation extends Station {
       behind = r.assessments;
     } else if (route.heads !== null) {
       const call = (station, path, bytes, options) => callStation(this.env, station, path, bytes, options);
-      body = bundleAnswers(await gatherHeads(call, route.heads, out, route.top, route.timeoutMs, traffic));
+      body = bundleAnswers(await gatherHeads(call, route.heads, out, route, route.timeoutMs, traffic));
       traffic.answer = body.byteLength;
     }
     const headers = { 'content-type': 'application/octet-stream', 'x-knot-chain': JSON.stringify(traffic) };
@@ -264,8 +266,15 @@ export class HeadStation extends Station {
       case '/logits': {
         const message = new Uint8Array(await request.arrayBuffer());
         this.count();
-        // Rows of the top ids ride with the logits (0: none, the coordinator holds its table).
-        return binary(station.logits(message, Number(url.searchParams.get('top') ?? 0)));
+        // Rows of the top ids ride with the logits (0: none, the coordinator holds its table);
+        // its largest `pick` logits (0: every one), the hidden states kept as `step`'s.
+        const number = (name) => Number(url.searchParams.get(name) ?? 0);
+        return binary(station.logits(message, number('top'), number('pick'), number('step')));
+      }
+      case '/again': {
+        // More of a step's logits, for the picks its first answer did not settle.
+        this.count();
+        return binary(station.again(Number(url.searchParams.get('step') ?? 0), await request.text()));
       }
       case '/rows': {
         const body = await request.arrayBuffer();

@@ -25,21 +25,24 @@ export class StationError extends Error {
 
 /**
  * @typedef {{ address: string, name: string, query: string }} Hop
- * @typedef {{ next: Hop[], heads: Hop[] | null, top: number, timeoutMs: number }} Route
- * @typedef {{ messages: number, bytes: number, rounds: number, answer: number }} Traffic
+ * @typedef {{ next: Hop[], heads: Hop[] | null, top: number, pick: number, step: number, timeoutMs: number }} Route
+ * @typedef {{ messages: number, bytes: number, back: number, rounds: number, answer: number }} Traffic
  * @typedef {(station: Hop, path: string, body: Uint8Array,
  *   options: { params?: string, headers?: Record<string, string>, timeoutMs: number }) =>
  *   Promise<{ bytes: Uint8Array, traffic: Traffic, assessments?: string | null } | null>} Call
  */
 
 /**
- * Traffic a call and the calls behind it made: messages, bytes both ways, sequential rounds;
- * `answer`: the bytes of the answer coming back up (counted once per hop it crosses).
+ * Traffic a call and the calls behind it made: messages, bytes both ways (`back` of them the
+ * answers'), sequential rounds; `answer`: the bytes of the answer coming back up (counted once
+ * per hop it crosses).
  * @returns {Traffic}
  */
-export const noTraffic = () => ({ messages: 0, bytes: 0, rounds: 0, answer: 0 });
+export const noTraffic = () => ({ messages: 0, bytes: 0, back: 0, rounds: 0, answer: 0 });
 
 const MAX_ROUTE = 64;
+/** The most candidates a head shard answers a step with (host's MAX_CANDIDATES). */
+const MAX_PICK = 1024;
 
 /**
  * The route in `header`, checked: every hop must be `{ address, name, query }` with an address
@@ -75,8 +78,12 @@ export function parseRoute(header, reachable) {
   const next = hops(r.next ?? [], 'next');
   const heads = r.heads === null || r.heads === undefined ? null : hops(r.heads, 'heads');
   if (!Number.isSafeInteger(r.top) || r.top < 0) throw bad(`top must be a whole number, got ${JSON.stringify(r.top)}`);
+  const pick = r.pick ?? 0;
+  if (!Number.isSafeInteger(pick) || pick < 0 || pick > MAX_PICK) throw bad(`pick must be a whole number up to ${MAX_PICK}, got ${JSON.stringify(r.pick)}`);
+  const step = r.step ?? 0;
+  if (!Number.isSafeInteger(step) || step < 0) throw bad(`step must be a whole number, got ${JSON.stringify(r.step)}`);
   if (typeof r.timeoutMs !== 'number' || !(r.timeoutMs > 0)) throw bad(`timeoutMs must be > 0, got ${JSON.stringify(r.timeoutMs)}`);
-  return { next, heads, top: r.top, timeoutMs: r.timeoutMs };
+  return { next, heads, top: r.top, pick, step, timeoutMs: r.timeoutMs };
 }
 
 /**
@@ -87,7 +94,7 @@ export function parseRoute(header, reachable) {
 export function chainTraffic(headers) {
   try {
     const t = JSON.parse(headers.get('x-knot-chain') ?? 'null');
-    if (t && [t.messages, t.bytes, t.rounds, t.answer].every(Number.isSafeInteger)) return t;
+    if (t && [t.messages, t.bytes, t.back, t.rounds, t.answer].every(Number.isSafeInteger)) return t;
   } catch { /* not ours */ }
   return null;
 }
@@ -104,6 +111,7 @@ export function hopTraffic(behind, sent, answer) {
   return {
     messages: (behind?.messages ?? 0) + 1,
     bytes: (behind?.bytes ?? 0) + sent + answer,
+    back: (behind?.back ?? 0) + answer,
     rounds: (behind?.rounds ?? 0) + 1,
     answer,
   };
@@ -125,6 +133,7 @@ export function chainTimeout(route) {
 export function addTraffic(a, b) {
   a.messages += b.messages;
   a.bytes += b.bytes;
+  a.back += b.back;
   a.rounds += b.rounds;
   return a;
 }
@@ -136,32 +145,35 @@ export function addTraffic(a, b) {
  * @param {Call} call
  * @param {Hop[]} heads
  * @param {Uint8Array} message
- * @param {number} top rows of its top ids each shard sends along
+ * @param {{ top: number, pick: number, step: number }} ask rows of its top ids each shard sends
+ *   along; its largest `pick` logits (0: every one); the step they keep its hidden states as
  * @param {number} timeoutMs
  * @param {Traffic} traffic
  */
-export async function gatherHeads(call, heads, message, top, timeoutMs, traffic) {
+export async function gatherHeads(call, heads, message, ask, timeoutMs, traffic) {
+  const params = `&top=${ask.top}&pick=${ask.pick}&step=${ask.step}`;
   /** @type {(Uint8Array | Error | null)[]} */
   const answers = new Array(heads.length).fill(null);
   // One round per fan-out: the shards answer in parallel and forward nothing.
-  const ask = async (slots) => {
+  const round = async (slots) => {
     traffic.rounds += 1;
     await Promise.all(slots.map(async (i) => {
       try {
-        const r = await call(heads[i], 'logits', message, { params: `&top=${top}`, timeoutMs });
+        const r = await call(heads[i], 'logits', message, { params, timeoutMs });
         if (r !== null) {
           answers[i] = r.bytes;
           traffic.messages += r.traffic.messages;
           traffic.bytes += r.traffic.bytes;
+          traffic.back += r.traffic.back;
         }
       } catch (e) {
         answers[i] = e instanceof Error ? e : new Error(String(e));
       }
     }));
   };
-  await ask(heads.map((_, i) => i));
+  await round(heads.map((_, i) => i));
   const silent = answers.flatMap((a, i) => (a === null ? [i] : []));
-  if (silent.length > 0) await ask(silent);
+  if (silent.length > 0) await round(silent);
   return answers.map((a, i) => a ?? new StationError(`${heads[i].name} did not answer within ${timeoutMs} ms`));
 }
 

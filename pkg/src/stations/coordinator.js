@@ -13,11 +13,17 @@
 // How a call reaches a station is the caller's (`call`; in the Worker, a Durable Object fetch):
 // this module knows stations by the address the caller gave, the name and the part.
 //
+// The head shards answer a step with their largest logits and a bound on the rest (the
+// coordinator's `candidates` option; 0: every logit); a pick they do not settle asks them for
+// more of that step's logits (`/again`, straight from the coordinator, as many rounds as it
+// takes: at most two), and is then exactly the pick every logit gives.
+//
 // `stats().hops`: `messages` counts every station request (the chain's too), `rounds` the
 // sequential round trips (a fan-out to the head shards counts once; claims, keeps and forgets
-// are bookkeeping and do not count), `calls` the requests the coordinator made itself (its
-// subrequests for generations: `stationStats` is not counted), `ms` its time waiting on them;
-// `stepRounds` the rounds of the latest steps.
+// are bookkeeping and do not count), `bytes` both ways (`back` of them the answers'), `again`
+// the rounds of `/again`, `tokens` the picks made, `calls` the requests the coordinator made
+// itself (its subrequests for generations: `stationStats` is not counted), `ms` its time
+// waiting on them; `stepRounds` the rounds of the latest steps.
 import { Scheduler } from '../scheduler.js';
 import { coded } from '../errors.js';
 import { isPlainObject, optionsJson, toCallback, toPrompt, toSignal } from '../convert.js';
@@ -134,7 +140,7 @@ export class Coordinator {
     this.timeoutMs = timeoutMs;
     /** Hop assessments' settings (assess.js), or null: off. */
     this.assess = assess;
-    this.hops = { messages: 0, rounds: 0, bytes: 0, calls: 0, ms: 0 };
+    this.hops = { messages: 0, rounds: 0, bytes: 0, back: 0, again: 0, tokens: 0, calls: 0, ms: 0 };
     this.steps = 0;
     /** Rounds of each of the latest steps (newest last). */
     this.stepRounds = [];
@@ -350,12 +356,12 @@ export class Coordinator {
       this.#rounds = 0;
       const wanted = this.#live().planStep();
       if (wanted === null) return [];
-      let answers;
+      let answers, message, logits, step, pick, top;
       try {
         await this.#fetchRows(wanted);
         if (!current()) return [];
-        const { message, logits } = this.#live().stepMessage();
-        answers = await this.#carry(message, logits);
+        ({ message, logits, step, pick, top } = this.#live().stepMessage());
+        answers = await this.#carry(message, logits, { top, pick, step });
       } catch (error) {
         if (!current()) return [];
         // The hop failed as a whole: what the stations hold of the step's sequences is unknown.
@@ -365,6 +371,14 @@ export class Coordinator {
       }
       if (!current()) return [];
       const events = this.#live().pickStep(answers);
+      // Picks the first answers did not settle: more of the step's logits, from the shards
+      // that hold them. A round that fails ends those sequences, as a failed carry would.
+      for (let asked = this.#live().again(); asked.length > 0; asked = this.#live().again()) {
+        const more = await this.#again(asked, step);
+        if (!current()) return [];
+        events.push(...this.#live().pickAgain(more));
+      }
+      this.hops.tokens += events.filter((e) => e.token !== null).length;
       this.steps++;
       this.stepRounds.push(this.#rounds);
       if (this.stepRounds.length > STEP_ROUNDS) this.stepRounds.shift();
@@ -477,10 +491,11 @@ export class Coordinator {
    * head shards: their answers (a Uint8Array or an Error each), each a bundle of one answer per
    * part wanting logits, with the embedding rows of its top ids.
    * @param {Uint8Array} message @param {boolean} logits
+   * @param {{ top: number, pick: number, step: number }} ask what the head shards send back
    */
-  async #carry(message, logits) {
+  async #carry(message, logits, ask) {
     const [first, ...next] = this.layers;
-    const route = { next, heads: logits ? this.heads : null, top: this.#live().logitRows, timeoutMs: this.timeoutMs };
+    const route = { next, heads: logits ? this.heads : null, ...ask, timeoutMs: this.timeoutMs };
     const timeoutMs = chainTimeout(route);
     /** @type {Record<string, string>} */
     const headers = { 'x-knot-route': JSON.stringify(route) };
@@ -490,6 +505,27 @@ export class Coordinator {
     this.#round(r.traffic.rounds);
     if (this.assess !== null) this.lastAssessments = assessmentsOf(r.assessments ?? null);
     return logits ? unbundleAnswers(r.bytes, this.heads.length) : null;
+  }
+
+  /**
+   * One round of `/again`: each head shard asked for more of the step's logits at once (one
+   * that does not answer in time asked once more), its answer bytes or an Error, in order.
+   * @param {{ slot: number, body: string }[]} asked @param {number} step
+   */
+  async #again(asked, step) {
+    this.#round();
+    this.hops.again++;
+    return Promise.all(asked.map(async ({ slot, body }) => {
+      const head = this.heads[slot];
+      const bytes = new TextEncoder().encode(body);
+      const ask = () => this.#call(head, 'again', bytes, { params: `&step=${step}` });
+      try {
+        const r = (await ask()) ?? (await ask());
+        return r === null ? new StationError(`${head.name} did not answer within ${this.timeoutMs} ms`) : r.bytes;
+      } catch (e) {
+        return e instanceof Error ? e : new Error(String(e));
+      }
+    }));
   }
 
   /** `n` sequential round trips on a step's path (a fan-out counts once). */
@@ -512,6 +548,7 @@ export class Coordinator {
       if (r !== null) {
         this.hops.messages += r.traffic.messages;
         this.hops.bytes += r.traffic.bytes;
+        this.hops.back += r.traffic.back;
       }
       return r;
     } finally {

@@ -19,7 +19,9 @@ export interface Hop {
 /** What a call and the calls behind it spent: messages, bytes both ways, sequential rounds. */
 export interface Traffic {
   messages: number;
+  /** Bytes both ways; `back`: of them, the answers'. */
   bytes: number;
+  back: number;
   rounds: number;
   /** Bytes of the answer coming back up. */
   answer: number;
@@ -29,13 +31,18 @@ export interface Traffic {
 export interface Route {
   next: Hop[];
   heads: Hop[] | null;
+  /** Rows of their top ids the head shards send along. */
   top: number;
+  /** The head shards' largest logits to answer with (0: every one). */
+  pick: number;
+  /** The step the head shards keep the hidden states as (for `/again`). */
+  step: number;
   timeoutMs: number;
 }
 
 /**
- * The transport: one request to a station (`path`: step, logits, rows, claim, keep, forget,
- * stats; `params` appended to the station's query), resolving to its answer's bytes and the
+ * The transport: one request to a station (`path`: step, logits, again, rows, claim, keep,
+ * forget, stats; `params` appended to the station's query), resolving to its answer's bytes and the
  * traffic it and the calls behind it made (and the hop assessments the stations attached, the
  * `x-knot-assessments` text), or null when it did not answer within `timeoutMs`. A station's
  * error answer rejects (a StationError).
@@ -88,6 +95,9 @@ export interface CoordinatorOptions {
   rowCacheBytes?: number;
   /** Rows of its top ids each head station sends with its logits (sharded table). Default 16. */
   logitRows?: number;
+  /** Logits each head station answers a step with: its largest this many and a bound on the
+   * rest, more only when a pick asks (`/again`); 0: every logit. Default 64, at most 1024. */
+  candidates?: number;
   /** Sequences run together. Default 'auto': half of `maxConversations`. */
   maxSequences?: number | 'auto';
   /** Conversations kept for prefix replay. Default (and most): maxConversations less maxSequences. */
@@ -124,9 +134,11 @@ export interface SplitStats extends SequenceStats {
   /** How the latest admitted prompt was served (null: it asked for no reuse). */
   prefix: PrefixReport | null;
   stations: { layers: string[]; heads: string[] };
-  /** Every station request (`messages`, the chain's too), sequential `rounds`, `bytes`, the
-   * coordinator's own `calls` and its time waiting on them (`ms`). */
-  hops: { messages: number; rounds: number; bytes: number; calls: number; ms: number };
+  /** Every station request (`messages`, the chain's too), sequential `rounds`, `bytes` both
+   * ways (`back`: the answers'), rounds of `/again` (picks the head shards' first answers did
+   * not settle), `tokens` picked, the coordinator's own `calls` and its time waiting on them
+   * (`ms`). */
+  hops: { messages: number; rounds: number; bytes: number; back: number; again: number; tokens: number; calls: number; ms: number };
   steps: number;
   /** Rounds of each of the latest steps. */
   stepRounds: number[];
@@ -174,7 +186,7 @@ export declare function chainTraffic(headers: { get(name: string): string | null
 export declare function hopTraffic(behind: Traffic | null, sent: number, answer: number): Traffic;
 export declare function chainTimeout(route: Route): number;
 export declare function addTraffic(a: Traffic, b: Traffic): Traffic;
-export declare function gatherHeads(call: Call, heads: Hop[], message: Uint8Array, top: number, timeoutMs: number, traffic: Traffic): Promise<(Uint8Array | Error)[]>;
+export declare function gatherHeads(call: Call, heads: Hop[], message: Uint8Array, ask: { top: number; pick: number; step: number }, timeoutMs: number, traffic: Traffic): Promise<(Uint8Array | Error)[]>;
 export declare function bundleAnswers(answers: (Uint8Array | Error)[]): Uint8Array;
 export declare function unbundleAnswers(bytes: Uint8Array, count: number): (Uint8Array | StationError)[];
 
