@@ -42,7 +42,7 @@ export async function post(url, path, body, init = {}) {
 
 /**
  * The native CLI's generation for chat messages (or a plain prompt) on `model`, as the servers
- * run it: with terminal prosody `bias`, their default on prose. Asynchronous, so a server living
+ * run it: with terminal prosody `bias`, their default on prose (unless `flags` name one). Asynchronous, so a server living
  * in this process (Miniflare's R2) is not stalled meanwhile.
  * @param {string} knotBin
  * @returns {(input: object[] | string, n: number, flags: string[] | undefined, model: string) => Promise<any>}
@@ -52,7 +52,8 @@ export function nativeGenerator(knotBin) {
   let files = 0;
   return async (input, n, flags = ['--temperature', '0'], model) => {
     if (!existsSync(knotBin)) throw new Error(`${knotBin} is missing: run scripts/prepare-model.sh`);
-    const args = ['generate', model, '-n', String(n), '--json', ...flags, '--prosody', 'bias'];
+    const prosody = flags.includes('--prosody') ? [] : ['--prosody', 'bias'];
+    const args = ['generate', model, '-n', String(n), '--json', ...flags, ...prosody];
     if (typeof input === 'string') {
       args.push('--prompt', input);
     } else {

@@ -26,10 +26,13 @@ const CAPITAL = [{ role: 'user', content: 'What is the capital of France? Answer
 const POEM = [{ role: 'user', content: 'Write a short poem about the sea.' }];
 const HAIKU = [{ role: 'user', content: 'Write a haiku about rain.' }];
 const SAMPLED = { temperature: 0.8, top_p: 0.9, seed: 42, max_tokens: 24 };
+/** The native CLI as the shared split answers (terminal prosody off). */
+const nativeOff = (input, n, flags = ['--temperature', '0']) => native(input, n, [...flags, '--prosody', 'off']);
 const running = [];
 /**
- * SmolLM2 on 2 + 2 stations, hop assessments on (they only read what crosses): one split for the
- * tests that need no station of their own.
+ * SmolLM2 on 2 + 2 stations, hop assessments on (they only read what crosses) and terminal
+ * prosody off (its class masks read every logit: off, the head shards answer candidates): one
+ * split for the tests that need no station of their own.
  */
 let shared = null;
 // Bounded: a workerd that died under load (a failed test) must not hang the file after it.
@@ -44,16 +47,19 @@ async function start(options) {
   return local;
 }
 
-/** What the whole model in one Worker (the same wasm, one isolate) answers, sampled as SAMPLED. */
+/**
+ * What the whole model in one Worker (the same wasm, one isolate) answers, sampled as SAMPLED
+ * (terminal prosody off, as on the shared split).
+ */
 let whole;
 async function wholeWorker(messages) {
-  whole ??= await startLocal({ quiet: true });
+  whole ??= await startLocal({ quiet: true, vars: { TERMINAL_PROSODY: 'off' } });
   if (!running.includes(whole)) running.push(whole);
   return (await client(whole.url).chat.completions.create({ model: MODEL, messages, ...SAMPLED })).choices[0].message.content;
 }
 
 async function split() {
-  shared ??= await start({ layers: 2, heads: 2, vars: { KNOT_HOP_ASSESSMENT: 'on' } });
+  shared ??= await start({ layers: 2, heads: 2, vars: { KNOT_HOP_ASSESSMENT: 'on', TERMINAL_PROSODY: 'off' } });
   return shared;
 }
 
@@ -106,13 +112,13 @@ describe('SmolLM2 split across stations', () => {
     const openai = client(local.url);
     for (const messages of [CAPITAL, POEM]) {
       const r = await openai.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 24 });
-      assert.equal(r.choices[0].message.content, (await native(messages, 24)).text);
+      assert.equal(r.choices[0].message.content, (await nativeOff(messages, 24)).text);
     }
     // Seeded sampling: equal to the native CLI where wasm's and native's logits pick alike (their
     // kernels sum in different orders, so a draw that lands on a near-tie may differ), and
     // to the whole model in one Worker (the same wasm) everywhere.
     const seeded = await openai.chat.completions.create({ model: MODEL, messages: HAIKU, ...SAMPLED });
-    const want = await native(HAIKU, 24, ['--temperature', '0.8', '--top-p', '0.9', '--top-k', '0', '--min-p', '0', '--seed', '42']);
+    const want = await nativeOff(HAIKU, 24, ['--temperature', '0.8', '--top-p', '0.9', '--top-k', '0', '--min-p', '0', '--seed', '42']);
     assert.equal(seeded.choices[0].message.content, want.text);
     const poem = await openai.chat.completions.create({ model: MODEL, messages: POEM, ...SAMPLED });
     assert.equal(poem.choices[0].message.content, await wholeWorker(POEM));
@@ -120,7 +126,7 @@ describe('SmolLM2 split across stations', () => {
     const stream = await openai.chat.completions.create({ model: MODEL, messages: CAPITAL, temperature: 0, max_tokens: 24, stream: true });
     let text = '';
     for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
-    assert.equal(text, (await native(CAPITAL, 24)).text);
+    assert.equal(text, (await nativeOff(CAPITAL, 24)).text);
     const s = await stations(local.url);
     assert.equal(s.stations.length, layers + 2);
     for (const st of s.stations) assert.ok(st.wasmMemoryBytes < 128 * MiB, `${st.station}: ${st.wasmMemoryBytes}`);
@@ -159,6 +165,31 @@ describe('SmolLM2 split across stations', () => {
     assert.match((await health.json()).error.message, /missing\.knot/);
   });
 
+  test('the head shards answer candidates: greedy in a few KiB a token, sampling with /again, each as one process', async () => {
+    const local = await split();
+    const hops = async () => (await stations(local.url)).hops;
+    const spent = async (body) => {
+      const before = await hops();
+      const r = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: HAIKU, max_tokens: 12, ...body });
+      assert.equal(r.status, 200, r.text);
+      const after = await hops();
+      const per = (k) => (after[k] - before[k]) / (after.tokens - before.tokens);
+      return { text: r.json.choices[0].message.content, back: per('back'), again: after.again - before.again, tokens: after.tokens - before.tokens };
+    };
+    // Greedy: one answer of 64 candidates from each shard settles every pick (576 KiB a token
+    // when the shards sent every logit).
+    const greedy = await spent({ temperature: 0 });
+    assert.equal(greedy.text, (await nativeOff(HAIKU, 12)).text);
+    assert.equal(greedy.again, 0);
+    assert.ok(greedy.back < 8 * 1024, `${greedy.back} bytes back a token`);
+    // Sampled without top-k: the softmax's sum needs more of the logits, one /again a token at
+    // most; the tokens are the whole model's in one Worker (the same wasm).
+    const sampled = await spent(SAMPLED);
+    assert.equal(sampled.text, await wholeWorker(HAIKU));
+    assert.ok(sampled.again > 0 && sampled.again <= sampled.tokens, JSON.stringify(sampled));
+    console.log('candidates, bytes back a token: greedy', greedy.back.toFixed(0), `sampled ${sampled.back.toFixed(0)} (${sampled.again} rounds of /again in ${sampled.tokens} tokens)`);
+  });
+
   test('prefix replay: the second turn claims the first from every station and equals one process', async () => {
     const local = await split();
     const turn1 = [{ role: 'user', content: 'Tell me one fact about octopuses.' }];
@@ -170,11 +201,11 @@ describe('SmolLM2 split across stations', () => {
     const r2 = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: turn2, temperature: 0, max_tokens: 32 });
     assert.equal(r2.headers.get('x-knot-prefill'), 'hit');
     assert.ok(Number(r2.headers.get('x-knot-prefill-reused')) >= r1.json.usage.prompt_tokens, r2.headers.get('x-knot-prefill-reused'));
-    assert.equal(r2.json.choices[0].message.content, (await native(turn2, 32)).text);
+    assert.equal(r2.json.choices[0].message.content, (await nativeOff(turn2, 32)).text);
     const other = await post(local.url, '/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'Hello!' }], temperature: 0, max_tokens: 4 });
     // Another conversation shares only the chat template's opening (its default system prompt).
     assert.ok(Number(other.headers.get('x-knot-prefill-reused')) < r1.json.usage.prompt_tokens);
-    assert.equal(other.json.choices[0].message.content, (await native([{ role: 'user', content: 'Hello!' }], 4)).text);
+    assert.equal(other.json.choices[0].message.content, (await nativeOff([{ role: 'user', content: 'Hello!' }], 4)).text);
   });
 
   test('each hop attaches its mesh_carrier_assessment/v1: the step\'s health and the carrier reading of what crossed', async () => {
@@ -183,7 +214,7 @@ describe('SmolLM2 split across stations', () => {
     const health = { window: 16, policy: { capDrafts: false, moaValve: false, eddy: false } };
     const r = await post(assessed.url, '/v1/chat/completions', { model: MODEL, messages: POEM, temperature: 0, max_tokens: 24, health });
     assert.equal(r.status, 200, r.text);
-    assert.equal(r.json.choices[0].message.content, (await native(POEM, 24)).text);
+    assert.equal(r.json.choices[0].message.content, (await nativeOff(POEM, 24)).text);
     const s = await stations(assessed.url);
     const layerNames = s.stations.filter((x) => x.kind === 'layer station').map((x) => x.station);
     const headNames = s.stations.filter((x) => x.kind === 'head station').map((x) => x.station);
