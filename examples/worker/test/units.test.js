@@ -25,6 +25,8 @@ describe('the station chain', () => {
     next: [hop('LAYERS_1', 'layers-15-30', 'layers=15-30')],
     heads: [hop('HEADS_0', 'rows-0-24576', 'rows=0-24576'), hop('HEADS_1', 'rows-24576-49152', 'rows=24576-49152')],
     top: 4,
+    pick: 64,
+    step: 9,
     timeoutMs: 1000,
   };
 
@@ -48,6 +50,8 @@ describe('the station chain', () => {
       [JSON.stringify({ ...route, heads: [hop('NOPE', 'a', 'rows=1-2')] }), /NOPE is not a station this one can reach/],
       [JSON.stringify({ ...route, next: Array(65).fill(route.next[0]) }), /at most 64/],
       [JSON.stringify({ ...route, top: -1 }), /top must be a whole number/],
+      [JSON.stringify({ ...route, pick: 2000 }), /pick must be a whole number up to 1024/],
+      [JSON.stringify({ ...route, step: -1 }), /step must be a whole number/],
       [JSON.stringify({ ...route, timeoutMs: 0 }), /timeoutMs must be > 0/],
     ];
     for (const [header, why] of bad) {
