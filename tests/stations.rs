@@ -852,6 +852,29 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
         }
         assert_eq!(split.coord.stats().reads_since_open, 0, "{mode}");
         assert_eq!(split.station_reads(), stations_at_open, "{mode}");
+        // `/again` for a step a head station no longer keeps, or a part the step did not have:
+        // refused by name, and it keeps serving.
+        let (shard, station) = &mut split.heads[0];
+        let (output_norm, output) = shard.matrices().unwrap();
+        let lm = LmHead {
+            output_norm: &output_norm,
+            output: &output,
+        };
+        let row_bytes = shard.embedding().row_bytes;
+        let every = [(0, LogitsAsk::Every)];
+        assert!(matches!(
+            station.again(u64::MAX, &every, &lm, row_bytes),
+            Err(StationError::StepGone(u64::MAX))
+        ));
+        let held = (1..=64u64)
+            .rev()
+            .find(|&s| station.again(s, &every, &lm, row_bytes).is_ok())
+            .expect("the last steps are kept");
+        assert!(matches!(
+            station.again(held, &[(5, LogitsAsk::Every)], &lm, row_bytes),
+            Err(StationError::PartOutside { part: 5, parts: 1 })
+        ));
+        assert!(station.again(held, &every, &lm, row_bytes).is_ok());
     }
 
     // The gather: a missing answer asks for that slot alone; a failed one ends the request.

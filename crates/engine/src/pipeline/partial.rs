@@ -21,6 +21,9 @@
 //!   ([`Settled::Above`], from which the sums would settle) or for all of them.
 //! - MOA, the health monitor and COLTRANE's fallbacks and prosody read every logit: their steps
 //!   take the whole logits ([`Settled::Whole`]).
+//!
+//! One number of the report is not the whole logits': a sampled step whose kept list runs past
+//! the head counts, in `candidates`, only the tokens it knows.
 
 use super::report::StepInfo;
 use crate::sampler::det_exp;

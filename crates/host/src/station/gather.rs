@@ -293,6 +293,48 @@ mod tests {
     }
 
     #[test]
+    fn assembled_logits_take_candidates_and_refuse_strays() {
+        use crate::station::rows::Candidates;
+        let every = RowsMessage {
+            logits: vec![1.0, 2.0],
+            candidates: None,
+            ids: Vec::new(),
+            row_bytes: 1,
+            rows: Vec::new(),
+        };
+        let some = |ids: Vec<u32>, bound| RowsMessage {
+            logits: vec![5.0; ids.len()],
+            candidates: Some(Candidates { ids, bound }),
+            ..every.clone()
+        };
+        let slices = [0..2, 2..5];
+        let (v, bound) = assemble_logits(&slices, &[&every, &some(vec![3], 0.5)]).unwrap();
+        assert_eq!(v, [1.0, 2.0, f32::NEG_INFINITY, 5.0, f32::NEG_INFINITY]);
+        assert_eq!(bound, 0.5);
+        // Every logit from every shard: nothing unknown.
+        let all = RowsMessage {
+            logits: vec![0.0; 3],
+            ..every.clone()
+        };
+        assert_eq!(
+            assemble_logits(&slices, &[&every, &all]).unwrap().1,
+            f32::NEG_INFINITY
+        );
+        // A candidate outside the shard's slice, a count that disagrees, a shard missing.
+        assert!(matches!(
+            assemble_logits(&slices, &[&every, &some(vec![1], 0.0)]),
+            Err(JoinError::Outside { slot: 1, id: 1, .. })
+        ));
+        let mut short = some(vec![2, 3], 0.0);
+        short.logits.pop();
+        assert!(matches!(
+            assemble_logits(&slices, &[&every, &short]),
+            Err(JoinError::Slice { slot: 1, .. })
+        ));
+        assert!(assemble_logits(&slices, &[&every]).is_err());
+    }
+
+    #[test]
     fn joined_logits_are_the_slices_in_order() {
         let slices = vocab_slices(5, 2);
         let joined = join_logits(&slices, &[vec![0.0, 1.0, 2.0], vec![3.0, 4.0]]).unwrap();
