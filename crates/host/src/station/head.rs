@@ -124,6 +124,22 @@ fn candidates(logits: &[f32], first: usize, ask: LogitsAsk) -> Option<(Vec<u32>,
     ))
 }
 
+/// One part's logits as `ask` names them (every one, or candidates), with `rows`.
+fn encode_logits(
+    part: &[f32],
+    first: usize,
+    ask: LogitsAsk,
+    rows: Vec<(u32, &[u8])>,
+    row_bytes: usize,
+) -> Result<Vec<u8>, rows::RowsError> {
+    match candidates(part, first, ask) {
+        None => rows::encode(part, rows.into_iter(), row_bytes),
+        Some((ids, values, bound)) => {
+            rows::encode_candidates(&ids, &values, bound, rows.into_iter(), row_bytes)
+        }
+    }
+}
+
 /// The buffers of a head station; the weights (the output norm and its slice of the output
 /// matrix) are passed in, borrowed from wherever the station keeps them.
 pub struct HeadStation {
@@ -259,12 +275,7 @@ impl HeadStation {
             .map(|(part, ask)| {
                 let ids = top_ids(part, first, top);
                 let rows = Self::rows_of(&ids, embedding, first..first + width)?;
-                Ok(match candidates(part, first, ask) {
-                    None => rows::encode(part, rows.into_iter(), row_bytes)?,
-                    Some((ids, values, bound)) => {
-                        rows::encode_candidates(&ids, &values, bound, rows.into_iter(), row_bytes)?
-                    }
-                })
+                Ok(encode_logits(part, first, ask, rows, row_bytes)?)
             })
             .collect::<Result<Vec<_>, StationError>>()?;
         if self.kept.len() == KEPT_STEPS {
@@ -307,14 +318,8 @@ impl HeadStation {
         }
         let (first, width) = (self.slice.start, self.slice.len());
         let logits = self.logits_of(&rows, head)?;
-        let none = std::iter::empty::<(u32, &[u8])>;
         let answers = (logits.chunks_exact(width).zip(asks))
-            .map(|(part, &(_, ask))| match candidates(part, first, ask) {
-                None => rows::encode(part, none(), row_bytes),
-                Some((ids, values, bound)) => {
-                    rows::encode_candidates(&ids, &values, bound, none(), row_bytes)
-                }
-            })
+            .map(|(part, &(_, ask))| encode_logits(part, first, ask, Vec::new(), row_bytes))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(bundle::encode(
             bundle::ANSWERS,

@@ -315,6 +315,17 @@ mod tests {
         assert_eq!(decode(&empty, LIMITS).unwrap().ids, Vec::<u32>::new());
     }
 
+    fn refuses_every_flip(bytes: &[u8]) {
+        for i in 0..bytes.len() {
+            let mut bad = bytes.to_vec();
+            bad[i] ^= 0x10;
+            assert!(
+                decode(&bad, LIMITS).is_err(),
+                "byte {i} flipped was accepted"
+            );
+        }
+    }
+
     #[test]
     fn candidates_round_trip_bit_for_bit() {
         let rows: [(u32, &[u8]); 1] = [(7, &[1, 2, 3, 4, 5])];
@@ -332,14 +343,7 @@ mod tests {
             decode(&none, LIMITS).unwrap().candidates.unwrap().bound,
             f32::NEG_INFINITY
         );
-        for i in 0..bytes.len() {
-            let mut bad = bytes.clone();
-            bad[i] ^= 0x10;
-            assert!(
-                decode(&bad, LIMITS).is_err(),
-                "byte {i} flipped was accepted"
-            );
-        }
+        refuses_every_flip(&bytes);
         // A NaN bound, or ids and values that disagree, are not encoded.
         assert_eq!(
             encode_candidates(&[1], &[0.5], f32::NAN, std::iter::empty(), 5),
@@ -351,14 +355,7 @@ mod tests {
     #[test]
     fn every_flipped_byte_is_refused() {
         let bytes = sample();
-        for i in 0..bytes.len() {
-            let mut bad = bytes.clone();
-            bad[i] ^= 0x10;
-            assert!(
-                decode(&bad, LIMITS).is_err(),
-                "byte {i} flipped was accepted"
-            );
-        }
+        refuses_every_flip(&bytes);
     }
 
     #[test]

@@ -226,26 +226,17 @@ impl WasmHeadStation {
             n => LogitsAsk::Largest(usize::try_from(n).unwrap_or(usize::MAX)),
         };
         let step = check_count(step, "step")?;
-        let (output_norm, output) = self.shard.matrices().map_err(host_error)?;
-        let head = engine::LmHead {
-            output_norm: &output_norm,
-            output: &output,
-        };
-        let mut station = self
-            .station
-            .try_borrow_mut()
-            .map_err(|_| js_error(ErrorCode::Busy, "the station is busy"))?;
-        let answer = station
-            .answer(
+        let top = usize::try_from(top).unwrap_or(usize::MAX);
+        self.with_head(|station, head| {
+            station.answer(
                 &message.to_vec(),
-                &head,
+                head,
                 self.shard.embedding(),
-                usize::try_from(top).unwrap_or(usize::MAX),
+                top,
                 ask,
                 step,
             )
-            .map_err(station_error)?;
-        Ok(Uint8Array::from(answer.as_slice()))
+        })
     }
 
     /// Parts of step `step` answered again: `asks` is the JSON of `again`'s body, `[{ part,
@@ -254,6 +245,15 @@ impl WasmHeadStation {
     pub fn again(&self, step: f64, asks: &str) -> Result<Uint8Array, JsValue> {
         let step = check_count(step, "step")?;
         let asks = parse_asks(asks)?;
+        let row_bytes = self.shard.embedding().row_bytes;
+        self.with_head(|station, head| station.again(step, &asks, head, row_bytes))
+    }
+
+    /// `f` on the station and its LM head (the shard's matrices), its answer as bytes.
+    fn with_head(
+        &self,
+        f: impl FnOnce(&mut HeadStation, &engine::LmHead) -> Result<Vec<u8>, StationError>,
+    ) -> Result<Uint8Array, JsValue> {
         let (output_norm, output) = self.shard.matrices().map_err(host_error)?;
         let head = engine::LmHead {
             output_norm: &output_norm,
@@ -263,9 +263,7 @@ impl WasmHeadStation {
             .station
             .try_borrow_mut()
             .map_err(|_| js_error(ErrorCode::Busy, "the station is busy"))?;
-        let answer = station
-            .again(step, &asks, &head, self.shard.embedding().row_bytes)
-            .map_err(station_error)?;
+        let answer = f(&mut station, &head).map_err(station_error)?;
         Ok(Uint8Array::from(answer.as_slice()))
     }
 
