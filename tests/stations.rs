@@ -801,10 +801,15 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
         r#"{"temperature": 0.8, "seed": 5, "maxTokens": 24}"#,
         r#"{"maxTokens": 24, "coltrane": {"preset": "json_schema", "schema":
             {"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"]}}}"#,
+        // The OpenAI routes' default: COLTRANE's class tier and its fallback, prosody's bias over
+        // the last 16 tokens (here with the eddy breaker), greedy and sampled.
+        r#"{"temperature": 0, "maxTokens": 24, "coltrane": {"prosody": "bias", "eddy": {"ngram": 8, "repeats": 2}}}"#,
+        r#"{"temperature": 0.8, "topK": 40, "seed": 9, "maxTokens": 24, "coltrane": {"prosody": "bias"}}"#,
     ];
     // Rounds of `/again` each asks for at most (greedy and top-k within what the shards send:
-    // none; MOA reads every logit: one a token).
-    let most_again = [0, 24, 24, 0, 24, 24];
+    // none, unless prosody's bias lifts a token they kept back; MOA reads every logit: one a
+    // token).
+    let most_again = [0, 24, 24, 0, 24, 24, 4, 24];
     let wants: Vec<_> = options
         .iter()
         .map(|o| {

@@ -6,7 +6,6 @@
 use crate::bitset::TokenSet;
 use crate::config::ProsodyMode;
 use crate::fold::Quote;
-use crate::mass;
 use crate::vocab::{Pitch, Vocab};
 use std::collections::HashMap;
 
@@ -125,29 +124,27 @@ pub struct Relaxed {
 }
 
 /// Tier 3, given `mask` composed from every tier of `plan`: drops the eddy bans if they empty
-/// it (a loop is better than nothing), then relaxes the soft tiers, last first, while the mask
-/// holds less than `threshold` of softmax(`logits`). Leaves the final mask in `mask`.
-pub fn relax(
+/// it (a loop is better than nothing), then relaxes the soft tiers, last first, while `keeps`
+/// says the mask holds too little of the model's probability. Leaves the final mask in `mask`;
+/// `keeps`' error (it cannot tell, from part of the logits) ends it.
+pub fn relax<E>(
     plan: &Plan,
     tiers: &Tiers,
-    logits: &[f32],
-    threshold: f64,
     mask: &mut TokenSet,
-) -> Relaxed {
+    mut keeps: impl FnMut(&TokenSet) -> Result<bool, E>,
+) -> Result<Relaxed, E> {
     let mut kept = plan.soft.len();
     if plan.eddy_last() && mask.is_empty() {
         kept -= 1;
         plan.compose(kept, tiers, mask);
     }
     let mut relaxed = 0;
-    if threshold > 0.0 && kept > 0 {
-        while kept > 0 && !mass::keeps_mass(logits, mask, threshold) {
-            kept -= 1;
-            relaxed += 1;
-            plan.compose(kept, tiers, mask);
-        }
+    while kept > 0 && !keeps(mask)? {
+        kept -= 1;
+        relaxed += 1;
+        plan.compose(kept, tiers, mask);
     }
-    Relaxed { kept, relaxed }
+    Ok(Relaxed { kept, relaxed })
 }
 
 /// What prosody did at one step.
@@ -163,25 +160,40 @@ pub struct Lean {
 /// Terminal prosody: within the last `PROSODY_WINDOW` of `remaining` tokens, adds a growing
 /// bias to sentence-end tokens, or to end-of-text right after a sentence end, so text does not
 /// stop mid-sentence. Observing, the logits are left as they were.
+///
+/// From part of the logits (the unknown ones −inf, each at most `bound`): `Ok` with what it did
+/// and the most an unknown logit is after it (an unknown target rises by the bias), or `Err` when
+/// observing needs the largest logit before or after the bias and it is not known.
 pub fn prosody(
     logits: &mut [f32],
     remaining: Option<usize>,
     mode: ProsodyMode,
     after_sentence: bool,
     vocab: &Vocab,
-) -> Lean {
+    bound: f32,
+) -> Result<(Lean, f32), ()> {
     let Some(r) = remaining else {
-        return Lean::default();
+        return Ok((Lean::default(), bound));
     };
     if mode == ProsodyMode::Off || r > PROSODY_WINDOW {
-        return Lean::default();
+        return Ok((Lean::default(), bound));
     }
     let bias = PROSODY_BIAS * (1.0 - (r.saturating_sub(1)) as f32 / PROSODY_WINDOW as f32);
     let targets = match after_sentence {
         true => vocab.eos(),
         false => vocab.class(Pitch::SentenceEnd),
     };
-    let before = argmax(logits);
+    // Whether the largest logit is known: above every unknown one, which is at most `most`.
+    let known_top = |logits: &[f32], most: f32| {
+        let top = argmax(logits);
+        let known = bound == f32::NEG_INFINITY || top.is_some_and(|t| logits[t as usize] > most);
+        known.then_some(top)
+    };
+    let observing = mode == ProsodyMode::Observe;
+    let before = match observing {
+        true => known_top(logits, bound).ok_or(())?,
+        false => None,
+    };
     let mut biased: Vec<(usize, f32)> = Vec::new();
     for id in targets.iter() {
         if let Some(l) = logits.get_mut(id as usize) {
@@ -191,17 +203,21 @@ pub fn prosody(
             }
         }
     }
-    let changed = argmax(logits) != before;
-    if mode == ProsodyMode::Observe {
-        for (i, l) in biased {
-            logits[i] = l;
-        }
-        return Lean {
+    if !observing {
+        return Ok((Lean { bias, counts: true }, bound + bias));
+    }
+    let after = known_top(logits, bound + bias);
+    for &(i, l) in &biased {
+        logits[i] = l;
+    }
+    let changed = after.ok_or(())? != before;
+    Ok((
+        Lean {
             bias,
             counts: changed,
-        };
-    }
-    Lean { bias, counts: true }
+        },
+        bound,
+    ))
 }
 
 /// The largest logit's index (NaN and −inf never win, lowest id on ties).

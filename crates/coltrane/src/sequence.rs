@@ -7,9 +7,10 @@ use crate::bitset::TokenSet;
 use crate::config::{ColtraneConfig, ColtraneError, Preset};
 use crate::dfa::{lock, Dfa, SharedDfa, StateId, DEAD};
 use crate::eddy;
-use crate::fallback::{self, argmax, FoldKey, Plan, Source, Tiers};
+use crate::fallback::{self, argmax, FoldKey, Lean, Plan, Source, Tiers};
 use crate::fold::{self, FoldState};
 use crate::index::Index;
+use crate::mass;
 use crate::metrics::{Metrics, StepReport};
 use crate::schema::Schema;
 use crate::vocab::{Pitch, TokenKind, PITCHES};
@@ -108,13 +109,6 @@ impl Coltrane {
 
     fn balanced(&self) -> bool {
         self.cfg.preset == Some(Preset::Balanced)
-    }
-
-    /// Whether the next step's mask is the JSON matcher's alone: no fold, class or eddy tier,
-    /// so no fallback weighing the logits and no prosody. Such a step reads the logits only to
-    /// name the token it prevented (their largest), and a pick from part of the logits can run it.
-    pub fn masks_only(&mut self) -> bool {
-        self.dfa.is_some() && !self.balanced() && !self.eddy_bans()
     }
 
     /// What [`Coltrane::apply`] counts, as it is now: [`Coltrane::rewind`] puts it back (a step
@@ -336,7 +330,53 @@ impl Coltrane {
         remaining: Option<usize>,
         clock: Option<fn() -> f64>,
     ) -> StepReport {
+        // Every logit known: each decision is made, so the step never stops short.
+        match self.step(logits, remaining, clock, f32::NEG_INFINITY) {
+            Ok((report, _)) => report,
+            Err(_) => StepReport::default(),
+        }
+    }
+
+    /// [`Coltrane::apply`] on part of the logits: the unknown ones are −inf in `logits`, each at
+    /// most `bound`. `Ok` with the step's report, as every logit gives it, and the most an
+    /// unknown logit is after the step; or `Err(t)`, counting nothing: the step needs every
+    /// logit at least `t` (−inf: all of them). What it decides from part:
+    /// - the mask itself reads no logit; it only lowers them;
+    /// - the token it prevented is the largest logit: that one must be known;
+    /// - the fallback's mass test, from the known masses and the bound's term for each unknown
+    ///   token ([`mass::keeps_mass_part`]);
+    /// - prosody's bias raises its unknown targets by the bias at most; observing, it needs the
+    ///   largest logit before and after.
+    pub fn apply_part(
+        &mut self,
+        logits: &mut [f32],
+        bound: f32,
+        remaining: Option<usize>,
+        clock: Option<fn() -> f64>,
+    ) -> Result<(StepReport, f32), f32> {
+        self.step(logits, remaining, clock, bound)
+    }
+
+    fn step(
+        &mut self,
+        logits: &mut [f32],
+        remaining: Option<usize>,
+        clock: Option<fn() -> f64>,
+        bound: f32,
+    ) -> Result<(StepReport, f32), f32> {
         let t0 = clock.map(|c| c());
+        let mark = self.mark();
+        let top = argmax(logits);
+        if bound != f32::NEG_INFINITY && !top.is_some_and(|t| logits[t as usize] > bound) {
+            // The largest logit names the token the mask prevented: it must be known. Every
+            // logit at least the known largest tells.
+            let known = top.map_or(f32::NEG_INFINITY, |t| logits[t as usize]);
+            return Err(if known.is_finite() {
+                known
+            } else {
+                f32::NEG_INFINITY
+            });
+        }
         let plan = self.plan(remaining);
         let dfa = self.dfa.clone();
         let mut guard = dfa.as_ref().map(lock);
@@ -345,7 +385,6 @@ impl Coltrane {
             // The common JSON step: the matcher's cached mask as it is, no copy.
             let mask = json.unwrap_or(&self.full);
             let mask_us = elapsed_us(clock, t0);
-            let top = argmax(logits);
             mask.mask_logits(logits);
             let report = StepReport {
                 mask_us,
@@ -357,14 +396,44 @@ impl Coltrane {
             self.metrics.violations_prevented += u64::from(report.prevented);
             self.metrics.steps += 1;
             self.mask_times.push(report.mask_us);
-            return report;
+            return Ok((report, bound));
         }
         let mut mask = std::mem::take(&mut self.mask);
         let tiers = self.tiers(json);
         plan.compose(plan.soft.len(), &tiers, &mut mask);
         let mask_us = elapsed_us(clock, t0);
-        let relaxation = fallback::relax(&plan, &tiers, logits, self.cfg.fallback_mass, &mut mask);
+        let threshold = self.cfg.fallback_mass;
+        let relaxation = fallback::relax(&plan, &tiers, &mut mask, |m| match threshold > 0.0 {
+            true => mass::keeps_mass_part(logits, m, threshold, bound),
+            false => Ok(true),
+        });
         drop(guard);
+        mask.mask_logits(logits);
+        // Where a JSON matcher decides how the text ends, prosody stays out.
+        let lean = match (&relaxation, self.dfa.is_none()) {
+            (Ok(_), true) => {
+                let after_sentence = self.state.last_text_pitch == Some(Pitch::SentenceEnd);
+                let cfg = self.cfg.prosody;
+                fallback::prosody(
+                    logits,
+                    remaining,
+                    cfg,
+                    after_sentence,
+                    &self.index.vocab,
+                    bound,
+                )
+                .map_err(|()| f32::NEG_INFINITY)
+            }
+            _ => Ok((Lean::default(), bound)),
+        };
+        let (relaxation, (lean, after)) = match (relaxation, lean) {
+            (Ok(r), Ok(l)) => (r, l),
+            (Err(t), _) | (_, Err(t)) => {
+                self.mask = mask;
+                self.rewind(mark);
+                return Err(t);
+            }
+        };
         let mut report = StepReport {
             mask_us,
             relaxed: relaxation.relaxed,
@@ -373,6 +442,9 @@ impl Coltrane {
                 true => self.eddies.len() as u32,
                 false => 0,
             },
+            prevented: top.is_some_and(|t| !mask.contains(t)),
+            allowed: mask.count(),
+            prosody_bias: lean.bias,
             ..StepReport::default()
         };
         if report.relaxed > 0 {
@@ -387,28 +459,12 @@ impl Coltrane {
                 self.recent_bans.push((at, p));
             }
         }
-        let top = argmax(logits);
-        mask.mask_logits(logits);
-        report.prevented = top.is_some_and(|t| !mask.contains(t));
-        report.allowed = mask.count();
         self.metrics.violations_prevented += u64::from(report.prevented);
         self.metrics.steps += 1;
         self.mask_times.push(report.mask_us);
-        // Where a JSON matcher decides how the text ends, prosody stays out.
-        if self.dfa.is_none() {
-            let after_sentence = self.state.last_text_pitch == Some(Pitch::SentenceEnd);
-            let lean = fallback::prosody(
-                logits,
-                remaining,
-                self.cfg.prosody,
-                after_sentence,
-                &self.index.vocab,
-            );
-            self.metrics.prosody_steps += u64::from(lean.counts);
-            report.prosody_bias = lean.bias;
-        }
+        self.metrics.prosody_steps += u64::from(lean.counts);
         self.mask = mask;
-        report
+        Ok((report, after))
     }
 
     /// A generated token was accepted. A token that breaks a hard rule is an error (the

@@ -3,6 +3,8 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
+mod part;
+
 /// Every single byte as a token, a few hundred multi-byte fragments like a BPE vocabulary's,
 /// special tokens, and end-of-text (the last id).
 fn test_vocab() -> Vocab {

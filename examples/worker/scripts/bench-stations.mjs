@@ -4,8 +4,10 @@
 // bytes per token between isolates, R2 reads and subrequests per request, and each isolate's wasm
 // memory — under each profile (production's
 // costs simulated, scripts/profiles.mjs), with ratios against `local` from the same run.
+// With --every-logit, each split runs a second time with its head shards answering every logit
+// (KNOT_CANDIDATES 0: how every step went before candidates), in the same run.
 //   node scripts/bench-stations.mjs [--tokens 64] [--rounds 3] [--gemma] [--profiles local,prod]
-//                                   [--subrequests free|N]
+//                                   [--subrequests free|N] [--every-logit]
 import { streamOnce as stream } from './stream.mjs';
 import { join } from 'node:path';
 import { REPO, startLocal, startStations } from './local.mjs';
@@ -18,6 +20,7 @@ const arg = (name, fallback) => {
 const TOKENS = arg('tokens', 64);
 const ROUNDS = arg('rounds', 3);
 const GEMMA = process.argv.includes('--gemma');
+const EVERY_LOGIT = process.argv.includes('--every-logit');
 const PROFILES = profilesFromArgs(process.argv.slice(2), { list: true, fallback: 'local,prod' });
 const MiB = 2 ** 20;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -50,7 +53,12 @@ async function start(profile) {
       configs.push({ name: 'one Worker, all resident', local: await startLocal({ quiet: true, vars: { ...vars, KNOT_LRU_CAPACITY: '64', KNOT_MEMORY_BUDGET_MB: '400' }, profile }) });
     }
     for (const [layers, heads] of model.splits) {
-      configs.push({ name: `${layers} layer + ${heads} head stations`, stations: true, local: await startStations({ layers, heads, modelKey: model.key, modelFile: model.file, vars, profile }) });
+      const split = { layers, heads, modelKey: model.key, modelFile: model.file, profile };
+      configs.push({ name: `${layers} layer + ${heads} head stations`, stations: true, local: await startStations({ ...split, vars }) });
+      if (EVERY_LOGIT) {
+        const every = { ...vars, KNOT_CANDIDATES: '0' };
+        configs.push({ name: `${layers} + ${heads}, every logit`, stations: true, local: await startStations({ ...split, vars: every }) });
+      }
     }
   } catch (e) {
     await Promise.all(configs.map((c) => c.local.dispose()));
@@ -94,6 +102,8 @@ async function measure(profile) {
         roundsPerToken: null,
         msgsPerToken: null,
         kibPerToken: null,
+        backKiBPerToken: null,
+        againPerToken: null,
       };
       if (c.stations) {
         // Sequential round trips and messages (the stations' forwards included) per token.
@@ -101,6 +111,9 @@ async function measure(profile) {
         row.roundsPerToken = +((s.hops.rounds - c.hopsBefore.rounds) / tokens).toFixed(2);
         row.msgsPerToken = +((s.hops.messages - c.hopsBefore.messages) / tokens).toFixed(2);
         row.kibPerToken = +((s.hops.bytes - c.hopsBefore.bytes) / tokens / 1024).toFixed(1);
+        // The answers coming back (the head shards' logits or candidates), and /again rounds.
+        row.backKiBPerToken = +((s.hops.back - c.hopsBefore.back) / tokens / 1024).toFixed(1);
+        row.againPerToken = +((s.hops.again - c.hopsBefore.again) / tokens).toFixed(2);
         row.maxIsolateMiB = +(Math.max(coord.wasmMemoryBytes, ...s.stations.map((x) => x.wasmMemoryBytes)) / MiB).toFixed(1);
       } else {
         row.maxIsolateMiB = +(coord.wasmMemoryBytes / MiB).toFixed(1);

@@ -7,7 +7,7 @@ use super::error::PipelineError;
 use super::partial::{PartialPick, Settled};
 use super::pickers::{Greedy, MoaPicker, Sample};
 use super::report::{PickReport, StageReport, StepInfo};
-use super::stage::{LogitsStage, Picker, StepContext, MAX_ROLLBACK};
+use super::stage::{LogitsStage, Picker, StagePart, StepContext, MAX_ROLLBACK};
 use super::stages::{CountPenalty, RepeatPenalty};
 use crate::health::{HealthConfig, HealthMetrics, HealthMonitor, HealthState};
 use crate::sampler::Pcg32;
@@ -190,9 +190,9 @@ impl Pipeline {
         })
     }
 
-    /// Whether the next step must see every logit: the health monitor watches, the picker
-    /// (MOA) or a stage (COLTRANE's fallbacks, prosody) reads them all. Otherwise a pick from
-    /// part of them may settle it ([`Pipeline::sample_partial`]).
+    /// Whether the next step must see every logit: the health monitor watches, or the picker
+    /// (MOA) or a stage reads them all. Otherwise a pick from part of them may settle it
+    /// ([`Pipeline::sample_partial`]).
     pub fn reads_every_logit(&mut self) -> bool {
         self.health.is_some()
             || !self.picker.settles_part()
@@ -216,32 +216,33 @@ impl Pipeline {
         if self.health.is_some() || bound.is_nan() || bound == f32::INFINITY {
             return Ok(PartialPick::Whole);
         }
-        let mut after = bound;
-        let mut stages = Vec::with_capacity(self.stages.len());
-        for i in 0..self.stages.len() {
-            let Some(b) = self.stages[i].bound_after(logits, after, ctx) else {
-                self.unapply(i);
-                return Ok(PartialPick::Whole);
-            };
-            after = b;
-            match self.stages[i].apply(logits, ctx) {
-                Ok(r) => stages.push(r),
-                Err(e) => {
-                    self.unapply(i + 1);
-                    return Err(e);
-                }
-            }
-        }
-        let unsettled = |p: &mut Pipeline, settled: Settled| {
-            p.unapply(p.stages.len());
+        // A threshold after the first `n` stages, before them: lower by what they may raise.
+        let before_stages = |p: &mut Pipeline, n: usize, after: f32, settled: Settled| {
+            p.unapply(n);
             Ok(match settled {
-                // The threshold is after the stages: before them, lower by what they may raise.
                 Settled::Above(t) if t - (after - bound) < bound => {
                     PartialPick::Above(t - (after - bound))
                 }
                 _ => PartialPick::Whole,
             })
         };
+        let mut after = bound;
+        let mut stages = Vec::with_capacity(self.stages.len());
+        for i in 0..self.stages.len() {
+            match self.stages[i].apply_part(logits, after, ctx) {
+                Ok(StagePart::Applied(report, b)) => {
+                    stages.push(report);
+                    after = b;
+                }
+                Ok(StagePart::Needs(settled)) => return before_stages(self, i, after, settled),
+                Err(e) => {
+                    self.unapply(i + 1);
+                    return Err(e);
+                }
+            }
+        }
+        let n = self.stages.len();
+        let unsettled = |p: &mut Pipeline, settled: Settled| before_stages(p, n, after, settled);
         let pick = match self.picker.distribution(logits, &mut self.dist) {
             Ok(pick) => pick,
             // Every known logit masked: the unknown ones may hold the candidates.

@@ -41,7 +41,7 @@ pub use error::PipelineError;
 pub use partial::{PartialPick, Settled};
 pub use pickers::{Greedy, MoaPicker, Sample};
 pub use report::{PickReport, StageReport, StepInfo};
-pub use stage::{LogitsStage, Picker, StepContext, MAX_ROLLBACK};
+pub use stage::{LogitsStage, Picker, StagePart, StepContext, MAX_ROLLBACK};
 pub use stages::{ColtraneStage, CountPenalty, RepeatPenalty};
 
 #[cfg(test)]

@@ -5,9 +5,13 @@
 //!
 //! Why the pick is the whole logits' (the unknown logits are −inf in the vector, each at most
 //! the bound):
-//! - The stages that can run here move a logit by what they know, monotonically (a penalty), or
-//!   only lower it (COLTRANE's JSON mask): after them every unknown logit is at most the bound
-//!   the stages carry along ([`super::LogitsStage::bound_after`]).
+//! - The stages move a logit by what they know, monotonically (a penalty), or only lower it
+//!   (COLTRANE's masks), or raise a set of tokens by a known amount (COLTRANE's prosody): after
+//!   them every unknown logit is at most the bound each stage carries along
+//!   ([`super::LogitsStage::apply_part`]). What COLTRANE decides from the logits — the token its
+//!   mask prevented (the largest logit, which must be known), its fallback's mass test (from the
+//!   known masses and the bound's term for each unknown token), prosody's observed change of the
+//!   largest — it decides only when the known ones settle it, else it asks as a picker does.
 //! - Greedy: a known logit above that bound is above every unknown one.
 //! - Sampling: the picker sorts its candidates by logit, so the known ones above the bound (the
 //!   head) come first, in the same order, with the same values. Its sums (the softmax's, top-p's
@@ -19,8 +23,8 @@
 //!   same number over the same entries, stops at the same token when it stops inside the head.
 //!   Anything else is not settled: the caller asks for every logit above a threshold
 //!   ([`Settled::Above`], from which the sums would settle) or for all of them.
-//! - MOA, the health monitor and COLTRANE's fallbacks and prosody read every logit: their steps
-//!   take the whole logits ([`Settled::Whole`]).
+//! - MOA and the health monitor read every logit: their steps take the whole logits
+//!   ([`Settled::Whole`]).
 //!
 //! One number of the report is not the whole logits': a sampled step whose kept list runs past
 //! the head counts, in `candidates`, only the tokens it knows.
@@ -161,8 +165,10 @@ pub(crate) fn sample_settles(s: &SampleSettings, logits: &[f32], bound: f32) -> 
 
 /// [`Settled`] for greedy: the largest logit, when it is above every unknown one.
 pub(crate) fn greedy_settles(logits: &[f32], bound: f32) -> Settled {
-    match crate::sampler::greedy(logits) {
-        Some(id) if logits[id as usize] > bound => Settled::Head(1),
+    match crate::sampler::greedy(logits).map(|id| logits[id as usize]) {
+        Some(top) if top > bound => Settled::Head(1),
+        // Every logit at least the known largest: the rest stay below it.
+        Some(top) if top.is_finite() => Settled::Above(top),
         _ => Settled::Whole,
     }
 }

@@ -75,6 +75,7 @@ fn partial_step(
     logits: &[f32],
     shards: usize,
     k: usize,
+    ctx: &StepContext,
     rounds: &mut Rounds,
 ) -> StepInfo {
     let vocab = logits.len();
@@ -84,11 +85,10 @@ fn partial_step(
             .step_by(width)
             .map(|a| (a, (a + width).min(vocab)))
     };
-    let ctx = StepContext::default();
     let answers: Vec<_> = slices().map(|(a, b)| top_of(&logits[a..b], a, k)).collect();
     let (mut v, bound) = assemble(vocab, &answers);
     rounds.first += 1;
-    let t = match p.sample_partial(&mut v, bound, &ctx).unwrap() {
+    let t = match p.sample_partial(&mut v, bound, ctx).unwrap() {
         PartialPick::Decided(step) => return *step,
         PartialPick::Above(t) => t,
         PartialPick::Whole => f32::NEG_INFINITY,
@@ -103,13 +103,13 @@ fn partial_step(
             bound < t,
             "a threshold round leaves nothing at or above it unknown"
         );
-        if let PartialPick::Decided(step) = p.sample_partial(&mut v, bound, &ctx).unwrap() {
+        if let PartialPick::Decided(step) = p.sample_partial(&mut v, bound, ctx).unwrap() {
             return *step;
         }
     }
     rounds.whole += 1;
     let (mut v, bound) = (logits.to_vec(), f32::NEG_INFINITY);
-    match p.sample_partial(&mut v, bound, &ctx).unwrap() {
+    match p.sample_partial(&mut v, bound, ctx).unwrap() {
         PartialPick::Decided(step) => *step,
         other => panic!("every logit known, yet {other:?}"),
     }
@@ -123,6 +123,53 @@ fn pipeline(cfg: &SamplerConfig) -> Pipeline {
     .unwrap()
 }
 
+/// A vocabulary of `n` tokens for COLTRANE: the bytes, words, a sentence end every 50th, two
+/// special tokens and end-of-text last.
+fn coltrane_index(n: usize) -> std::sync::Arc<coltrane::Index> {
+    // Built once: every pipeline of the property test shares it.
+    static INDEX: std::sync::OnceLock<std::sync::Arc<coltrane::Index>> = std::sync::OnceLock::new();
+    let index = INDEX.get_or_init(|| make_index(n));
+    assert_eq!(index.vocab.len(), n);
+    index.clone()
+}
+
+fn make_index(n: usize) -> std::sync::Arc<coltrane::Index> {
+    let mut tokens: Vec<(coltrane::TokenKind, Vec<u8>)> = (0..=255u8)
+        .map(|b| (coltrane::TokenKind::Text, vec![b]))
+        .collect();
+    for i in 256..n - 3 {
+        let text = match i % 50 {
+            0 => format!("{}.", "!?".repeat(i % 3)),
+            _ => format!(" w{i}"),
+        };
+        tokens.push((coltrane::TokenKind::Text, text.into_bytes()));
+    }
+    for special in ["<|im_start|>", "<|im_sep|>", "<|end|>"] {
+        tokens.push((coltrane::TokenKind::Special, special.as_bytes().to_vec()));
+    }
+    let eos = n as u32 - 1;
+    let vocab = coltrane::Vocab::new(tokens.iter().map(|(k, b)| (*k, b.as_slice())), &[eos]);
+    std::sync::Arc::new(coltrane::Index::new(vocab.unwrap()))
+}
+
+/// The sampler's pipeline with, if given, COLTRANE's default (class) tier and that prosody.
+fn pipeline_with(
+    cfg: &SamplerConfig,
+    prosody: Option<coltrane::ProsodyMode>,
+    vocab: usize,
+) -> Pipeline {
+    let mut p = pipeline(cfg);
+    if let Some(prosody) = prosody {
+        let cfg = coltrane::ColtraneConfig {
+            prosody,
+            ..coltrane::ColtraneConfig::default()
+        };
+        let stage = ColtraneStage::new(coltrane_index(vocab), cfg).unwrap();
+        p.push_stage(Box::new(stage));
+    }
+    p
+}
+
 /// Runs `steps` steps both ways on the same logits; returns the rounds the partial path took.
 fn compare(
     cfg: &SamplerConfig,
@@ -132,14 +179,39 @@ fn compare(
     shards: usize,
     k: usize,
 ) -> Rounds {
-    let (mut whole, mut part) = (pipeline(cfg), pipeline(cfg));
+    compare_with(cfg, None, seed, vocab, spread, shards, k)
+}
+
+/// [`compare`] with COLTRANE's class tier and `prosody`, over a budget of 12 tokens (so that
+/// prosody leans in the last steps).
+fn compare_with(
+    cfg: &SamplerConfig,
+    prosody: Option<coltrane::ProsodyMode>,
+    seed: u64,
+    vocab: usize,
+    spread: f32,
+    shards: usize,
+    k: usize,
+) -> Rounds {
+    let mut whole = pipeline_with(cfg, prosody, vocab);
+    let mut part = pipeline_with(cfg, prosody, vocab);
     let mut rng = Pcg32::new(seed);
     let mut rounds = Rounds::default();
-    for step in 0..12 {
-        let logits = lm_logits(&mut rng, vocab, spread);
-        let want = whole.sample(&mut logits.clone()).unwrap();
-        let got = partial_step(&mut part, &logits, shards, k, &mut rounds);
-        let what = format!("step {step} of {cfg:?}, {shards} shards of top {k}");
+    const STEPS: usize = 12;
+    for step in 0..STEPS {
+        let ctx = StepContext {
+            remaining: Some(STEPS - step),
+            budget: Some(STEPS),
+            clock: None,
+        };
+        let mut logits = lm_logits(&mut rng, vocab, spread);
+        if rng.next_u32().is_multiple_of(4) {
+            // A special token on top now and then: the class tier's fallback weighs it.
+            logits[vocab - 3] += 6.0 + 6.0 * rng.next_f32();
+        }
+        let want = whole.sample_in(&mut logits.clone(), &ctx).unwrap();
+        let got = partial_step(&mut part, &logits, shards, k, &ctx, &mut rounds);
+        let what = format!("step {step} of {cfg:?} and {prosody:?}, {shards} shards of top {k}");
         assert_eq!(got.token, want.token, "{what}");
         assert_eq!(got.pick, want.pick, "{what}");
         assert_eq!(got.stages, want.stages, "{what}");
@@ -162,12 +234,16 @@ proptest! {
         spread in prop::sample::select(vec![0.5f32, 2.0, 5.0]),
         shards in 1usize..5,
         k in prop::sample::select(vec![1usize, 8, 64]),
+        prosody in prop::sample::select(vec![
+            None, Some(coltrane::ProsodyMode::Off), Some(coltrane::ProsodyMode::Bias),
+            Some(coltrane::ProsodyMode::Observe),
+        ]),
     ) {
         let cfg = SamplerConfig {
             temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n: 8,
             presence_penalty: presence, frequency_penalty: frequency, seed,
         };
-        compare(&cfg, seed, 3000, spread, shards, k);
+        compare_with(&cfg, prosody, seed, 3000, spread, shards, k);
     }
 }
 
@@ -176,6 +252,11 @@ fn greedy_settles_in_one_round_and_sampling_mostly_does() {
     let greedy = SamplerConfig::default();
     let r = compare(&greedy, 1, 3000, 2.0, 4, 8);
     assert_eq!((r.first, r.above, r.whole), (12, 0, 0));
+    // So does the OpenAI routes' default: COLTRANE's class tier with its fallback, and prosody
+    // leaning toward a sentence end over the last steps.
+    let bias = Some(coltrane::ProsodyMode::Bias);
+    let r = compare_with(&greedy, bias, 1, 3000, 2.0, 4, 8);
+    assert_eq!(r.whole, 0, "{r:?}");
     // Top-k within what each shard sends: one round always.
     let top_k = SamplerConfig {
         temperature: 0.8,

@@ -22,6 +22,16 @@ pub struct StepContext {
     pub clock: Option<fn() -> f64>,
 }
 
+/// What [`LogitsStage::apply_part`] came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StagePart {
+    /// Applied: the report, and the most an unknown logit is now.
+    Applied(StageReport, f32),
+    /// Not applied: every logit at least this large (as the stage sees them), or all of them
+    /// ([`Settled::Above`] or [`Settled::Whole`]), would settle it.
+    Needs(Settled),
+}
+
 /// A stage that reads or changes a step's logits before the pick.
 pub trait LogitsStage {
     fn name(&self) -> &'static str;
@@ -31,16 +41,21 @@ pub trait LogitsStage {
         logits: &mut [f32],
         ctx: &StepContext,
     ) -> Result<StageReport, PipelineError>;
-    /// Whether the next step's `bound_after` can say (a pick from part of the logits may be
-    /// tried); the default: no.
+    /// Whether the next step may try [`LogitsStage::apply_part`]; the default: no.
     fn bounds_part(&mut self) -> bool {
         false
     }
-    /// For a pick from part of the logits (the unknown ones −inf in `logits`, each at most
-    /// `bound` before this stage): the most this stage can leave an unknown logit, or `None`
-    /// when it must see every logit. The default: `None`.
-    fn bound_after(&mut self, _logits: &[f32], _bound: f32, _ctx: &StepContext) -> Option<f32> {
-        None
+    /// [`LogitsStage::apply`] on part of the logits: the unknown ones are −inf in `logits`, each
+    /// at most `bound`. The report as every logit gives it and the most an unknown logit is
+    /// after the stage; or, having counted nothing, what would settle the step. The default:
+    /// every logit.
+    fn apply_part(
+        &mut self,
+        _logits: &mut [f32],
+        _bound: f32,
+        _ctx: &StepContext,
+    ) -> Result<StagePart, PipelineError> {
+        Ok(StagePart::Needs(Settled::Whole))
     }
     /// Takes back what the last `apply` counted (a partial pick that did not settle runs the
     /// step again on more of the logits). The default: nothing to take back.

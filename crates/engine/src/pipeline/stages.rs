@@ -1,8 +1,9 @@
 //! Logits stages that ship with the engine.
 
 use super::error::PipelineError;
+use super::partial::Settled;
 use super::report::StageReport;
-use super::stage::{LogitsStage, StepContext, MAX_ROLLBACK};
+use super::stage::{LogitsStage, StagePart, StepContext, MAX_ROLLBACK};
 use coltrane::{Coltrane, ColtraneConfig, Index};
 use std::sync::Arc;
 
@@ -73,13 +74,18 @@ impl LogitsStage for RepeatPenalty {
         true
     }
 
-    fn bound_after(&mut self, _logits: &[f32], bound: f32, _ctx: &StepContext) -> Option<f32> {
+    fn apply_part(
+        &mut self,
+        logits: &mut [f32],
+        bound: f32,
+        ctx: &StepContext,
+    ) -> Result<StagePart, PipelineError> {
         // Monotone in the logit: an unknown one at most `bound` ends at most at its image.
-        let any = !self.history.is_empty() && self.last_n > 0;
-        Some(match any {
+        let after = match !self.history.is_empty() && self.last_n > 0 {
             true => bound.max(self.penalized(bound)),
             false => bound,
-        })
+        };
+        Ok(StagePart::Applied(self.apply(logits, ctx)?, after))
     }
 
     fn accept(&mut self, token: u32) {
@@ -164,11 +170,17 @@ impl LogitsStage for CountPenalty {
         true
     }
 
-    fn bound_after(&mut self, _logits: &[f32], bound: f32, _ctx: &StepContext) -> Option<f32> {
+    fn apply_part(
+        &mut self,
+        logits: &mut [f32],
+        bound: f32,
+        ctx: &StepContext,
+    ) -> Result<StagePart, PipelineError> {
         // `l - penalty` is monotone in `l`; a negative penalty raises.
-        Some(self.counts.values().fold(bound, |b, &count| {
+        let after = self.counts.values().fold(bound, |b, &count| {
             b.max((bound - self.penalty(count)).clamp(f32::MIN, f32::MAX))
-        }))
+        });
+        Ok(StagePart::Applied(self.apply(logits, ctx)?, after))
     }
 
     fn accept(&mut self, token: u32) {
@@ -233,17 +245,35 @@ impl LogitsStage for ColtraneStage {
     }
 
     fn bounds_part(&mut self) -> bool {
-        self.fsm.masks_only()
+        true
     }
 
-    fn bound_after(&mut self, logits: &[f32], bound: f32, _ctx: &StepContext) -> Option<f32> {
-        // The JSON mask only lowers; the step names the largest logit as the token it
-        // prevented, so that one must be known (above every unknown).
-        let largest = logits
-            .iter()
-            .filter(|l| !l.is_nan())
-            .fold(f32::NEG_INFINITY, |m, &l| m.max(l));
-        (self.fsm.masks_only() && largest > bound).then_some(bound)
+    fn apply_part(
+        &mut self,
+        logits: &mut [f32],
+        bound: f32,
+        ctx: &StepContext,
+    ) -> Result<StagePart, PipelineError> {
+        self.mark = Some(self.fsm.mark());
+        Ok(
+            match self.fsm.apply_part(logits, bound, ctx.remaining, ctx.clock) {
+                Ok((report, after)) => StagePart::Applied(
+                    StageReport {
+                        stage: self.name(),
+                        changed: logits.len().saturating_sub(report.allowed),
+                        coltrane: Some(report),
+                    },
+                    after,
+                ),
+                Err(t) => {
+                    self.mark = None;
+                    StagePart::Needs(match t > f32::NEG_INFINITY {
+                        true => Settled::Above(t),
+                        false => Settled::Whole,
+                    })
+                }
+            },
+        )
     }
 
     fn unapply(&mut self) {

@@ -27,7 +27,7 @@ const CHECKSUM_BYTES: usize = 4;
 /// Flag bit: the head shards compute this part's logits (the last position's).
 pub const WANTS_LOGITS: u8 = 1;
 /// Flag bit: the head shards answer every logit of this part, not candidates (its pick reads
-/// them all: MOA, the health monitor, COLTRANE's fallbacks and prosody).
+/// them all: MOA, the health monitor).
 pub const EVERY_LOGIT: u8 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
