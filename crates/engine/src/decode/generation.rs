@@ -222,20 +222,29 @@ impl Generation {
         self.pipeline.reads_every_logit()
     }
 
+    /// The tokens the next pick's stages may change, when they can name them
+    /// ([`crate::pipeline::Pipeline::touched`]).
+    pub fn touched(&self) -> Option<Vec<u32>> {
+        self.pipeline.touched()
+    }
+
     /// [`Generation::next`] from part of the logits (the rest −inf in `logits`, each at most
-    /// `bound`): the token the whole logits give, or what would settle the step, with nothing
+    /// `bound`; `sums` the head shards' level sums at the sampling temperature): the token the whole logits give, or what would settle the step, with nothing
     /// changed ([`crate::pipeline::Pipeline::sample_partial`]).
     pub fn next_partial(
         &mut self,
         logits: &mut [f32],
         bound: f32,
+        sums: Option<&[crate::pipeline::LevelSums]>,
     ) -> Result<PartialNext, GenerateError> {
         let ctx = self.context()?;
-        Ok(match self.pipeline.sample_partial(logits, bound, &ctx)? {
-            PartialPick::Decided(step) => PartialNext::Token(Box::new(self.emit(*step)?)),
-            PartialPick::Above(t) => PartialNext::Above(t),
-            PartialPick::Whole => PartialNext::Whole,
-        })
+        Ok(
+            match self.pipeline.sample_partial(logits, bound, sums, &ctx)? {
+                PartialPick::Decided(step) => PartialNext::Token(Box::new(self.emit(*step)?)),
+                PartialPick::Above(t) => PartialNext::Above(t),
+                PartialPick::Whole => PartialNext::Whole,
+            },
+        )
     }
 
     fn context(&self) -> Result<StepContext, GenerateError> {

@@ -7,8 +7,9 @@ use super::error::PipelineError;
 use super::partial::{PartialPick, Settled};
 use super::pickers::{Greedy, MoaPicker, Sample};
 use super::report::{PickReport, StageReport, StepInfo};
-use super::stage::{LogitsStage, Picker, StagePart, StepContext, MAX_ROLLBACK};
+use super::stage::{LogitsStage, PartSums, Picker, StagePart, StepContext, MAX_ROLLBACK};
 use super::stages::{CountPenalty, RepeatPenalty};
+use super::weights::{draw_point, LevelSums};
 use crate::health::{HealthConfig, HealthMetrics, HealthMonitor, HealthState};
 use crate::sampler::Pcg32;
 
@@ -204,18 +205,43 @@ impl Pipeline {
         self.health.is_none() && self.picker.takes_largest()
     }
 
+    /// The tokens whose logits the stages may change at the next step, when every stage can
+    /// name them: a pick from part of the logits uses the shards' sums only when it knows
+    /// these (the coordinator asks the shards for them).
+    pub fn touched(&self) -> Option<Vec<u32>> {
+        let mut ids = Vec::new();
+        let named = self.stages.iter().all(|s| s.touches(&mut ids));
+        ids.sort_unstable();
+        ids.dedup();
+        named.then_some(ids)
+    }
+
     /// [`Pipeline::sample_in`] from part of the logits: `logits` holds the known ones and −inf
-    /// for the rest, each of which is at most `bound`. The step, as the whole logits give it, or
-    /// what would settle it, with nothing of the pipeline changed ([`super::partial`]).
+    /// for the rest, each of which is at most `bound`; `sums`, if given, each head shard's
+    /// [`LevelSums`] of its logits at the sampling temperature. The step, as the whole logits
+    /// give it, or what would settle it, with nothing of the pipeline changed
+    /// ([`super::partial`]).
     pub fn sample_partial(
         &mut self,
         logits: &mut [f32],
         bound: f32,
+        sums: Option<&[LevelSums]>,
         ctx: &StepContext,
     ) -> Result<PartialPick, PipelineError> {
         if self.health.is_some() || bound.is_nan() || bound == f32::INFINITY {
             return Ok(PartialPick::Whole);
         }
+        // The sums add up the unknown tokens only when the stages change none of them.
+        let known = |id: &u32| logits.get(*id as usize).is_some_and(|l| l.is_finite());
+        let raw: Option<Vec<f32>> = match (sums, self.touched()) {
+            (Some(_), Some(ids)) if ids.iter().all(known) => {
+                Some(logits.iter().copied().filter(|l| l.is_finite()).collect())
+            }
+            _ => None,
+        };
+        let part_sums = sums
+            .zip(raw.as_deref())
+            .map(|(sums, raw)| PartSums { sums, raw });
         // A threshold after the first `n` stages, before them: lower by what they may raise.
         let before_stages = |p: &mut Pipeline, n: usize, after: f32, settled: Settled| {
             p.unapply(n);
@@ -243,8 +269,16 @@ impl Pipeline {
         }
         let n = self.stages.len();
         let unsettled = |p: &mut Pipeline, settled: Settled| before_stages(p, n, after, settled);
-        let pick = match self.picker.distribution(logits, &mut self.dist) {
-            Ok(pick) => pick,
+        // With the sums, the unknown tokens are as the shards gave them: at most `bound`.
+        let most = match part_sums {
+            Some(_) => bound,
+            None => after,
+        };
+        let parted = self
+            .picker
+            .distribution_part(logits, most, part_sums, &mut self.dist);
+        let (pick, settled) = match parted {
+            Ok(p) => p,
             // Every known logit masked: the unknown ones may hold the candidates.
             Err(PipelineError::NoCandidates) => return unsettled(self, Settled::Whole),
             Err(e) => {
@@ -252,15 +286,17 @@ impl Pipeline {
                 return Err(e);
             }
         };
-        let head = match self.picker.settles(logits, after, &self.dist) {
+        let head = match settled {
             Settled::Head(n) => n,
             other => return unsettled(self, other),
         };
         let mut rng = self.rng.clone();
         let (token, at) = self.dist.draw_at(&mut rng)?;
         if at >= head {
-            // The draw walked past what is known to come first: every logit settles it.
-            return unsettled(self, Settled::Whole);
+            // The draw walked past what is known to come first: the picker says what settles it.
+            let point = draw_point(&mut self.rng.clone(), self.dist.total());
+            let settled = self.picker.past_head(point);
+            return unsettled(self, settled);
         }
         self.rng = rng;
         self.accept(token);

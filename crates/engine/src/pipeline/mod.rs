@@ -11,6 +11,7 @@
 
 //!
 //! Files, each using only those listed before it:
+//! - `weights.rs`: sampling weights as integers, and the shards' [`LevelSums`] of them;
 //! - `error.rs` ([`PipelineError`]), `distribution.rs` ([`Distribution`] and the draw),
 //!   `report.rs` ([`StageReport`], [`PickReport`], [`StepInfo`]);
 //! - `partial.rs`: when a pick from part of the logits is the whole logits' ([`Settled`],
@@ -33,6 +34,7 @@ mod pickers;
 mod report;
 mod stage;
 mod stages;
+mod weights;
 
 pub use chain::Pipeline;
 pub use config::DecodeConfig;
@@ -41,8 +43,9 @@ pub use error::PipelineError;
 pub use partial::{PartialPick, Settled};
 pub use pickers::{Greedy, MoaPicker, Sample};
 pub use report::{PickReport, StageReport, StepInfo};
-pub use stage::{LogitsStage, Picker, StagePart, StepContext, MAX_ROLLBACK};
+pub use stage::{LogitsStage, PartSums, Picker, StagePart, StepContext, MAX_ROLLBACK};
 pub use stages::{ColtraneStage, CountPenalty, RepeatPenalty};
+pub use weights::{LevelSums, LEVELS};
 
 #[cfg(test)]
 mod partial_tests;

@@ -13,24 +13,22 @@
 //!   known masses and the bound's term for each unknown token), prosody's observed change of the
 //!   largest — it decides only when the known ones settle it, else it asks as a picker does.
 //! - Greedy: a known logit above that bound is above every unknown one.
-//! - Sampling: the picker sorts its candidates by logit, so the known ones above the bound (the
-//!   head) come first, in the same order, with the same values. Its sums (the softmax's, top-p's
-//!   running one, the draw's total) are added in that order, and after the head every other term
-//!   is at most the bound's; a term below half the gap from the sum to the next float leaves the
-//!   sum as it is (round to nearest), and so does every term after it, since they only shrink
-//!   while the sum does not. So when the bound's term is below that half gap, the sums are the
-//!   head's; top-p and min-p cut inside the head or keep the rest whole; and the draw, from the
-//!   same number over the same entries, stops at the same token when it stops inside the head.
-//!   Anything else is not settled: the caller asks for every logit above a threshold
-//!   ([`Settled::Above`], from which the sums would settle) or for all of them.
+//! - Sampling: weights are integers ([`super::weights`]), sorted heaviest first; the known ones
+//!   heavier than the bound's weight (the head) come first, in the same order, with the same
+//!   values. Every sum the picker takes (the total, top-p's running one, the draw's) is an
+//!   integer sum, so it is the same added in any order: the head's part is known, and the rest
+//!   is the head shards' [`super::LevelSums`] less the known tokens' — exact when the stages
+//!   change only tokens the pick knows ([`super::LogitsStage::touches`]; the coordinator asks
+//!   the shards for those). Top-k, top-p and min-p then cut where the whole logits' pick cuts
+//!   when the cut falls in the head, and the draw, from the same number over the same total,
+//!   stops where it does when it stops in the head. Otherwise the sums say at which level the
+//!   cut or the draw falls: every logit above that level ([`Settled::Above`]) settles the step
+//!   in one more round. Without the sums, only a cut within the head settles at once; the rest
+//!   needs every token that weighs anything (within [`super::weights::SPAN`] levels).
 //! - MOA and the health monitor read every logit: their steps take the whole logits
 //!   ([`Settled::Whole`]).
-//!
-//! One number of the report is not the whole logits': a sampled step whose kept list runs past
-//! the head counts, in `candidates`, only the tokens it knows.
 
 use super::report::StepInfo;
-use crate::sampler::det_exp;
 
 /// Whether a distribution made from part of the logits is the whole logits' (a picker's
 /// [`super::Picker::settles`]).
@@ -57,17 +55,6 @@ pub enum PartialPick {
     Whole,
 }
 
-/// Whether adding any value in `[0, small]` to `sum` (positive and finite) leaves it as it is.
-pub(crate) fn absorbs(sum: f32, small: f32) -> bool {
-    let gap = f32::from_bits(sum.to_bits() + 1) - sum;
-    small < gap / 2.0
-}
-
-/// Half the gap from `sum` to the next float: a term must stay below it to change nothing.
-fn half_gap(sum: f32) -> f32 {
-    (f32::from_bits(sum.to_bits() + 1) - sum) / 2.0
-}
-
 /// The picker's sampling settings, as [`super::Sample`] holds them.
 pub(crate) struct SampleSettings {
     pub temperature: f32,
@@ -76,91 +63,132 @@ pub(crate) struct SampleSettings {
     pub min_p: f32,
 }
 
-/// [`Settled`] for sampling: see the module's notes. `logits` are after the stages, `bound`
-/// the most an unknown one can be.
-pub(crate) fn sample_settles(s: &SampleSettings, logits: &[f32], bound: f32) -> Settled {
-    if bound == f32::NEG_INFINITY || logits.contains(&f32::INFINITY) {
-        // Nothing unknown, or +inf logits win outright (the unknown ones are finite).
-        return Settled::Head(usize::MAX);
+/// What follows a sampled pick's head (its known tokens, each weighing more than any after).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Tail<'a> {
+    /// Nothing weighs anything after the head.
+    Nothing,
+    /// The tokens after the head, by level: `(level, weight, count)`, highest first.
+    Levels(&'a [(i64, u128, u64)]),
+    /// Unknown tokens down to this level may weigh something; how much is not known.
+    Unknown(i64),
+}
+
+/// Which of a sampled pick's candidates its truncations keep: the first `kept` of the head and,
+/// after them, `beyond` weight in `beyond_count` tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Cut {
+    pub kept: usize,
+    pub beyond: u128,
+    pub beyond_count: u64,
+}
+
+/// Sampling's truncations over `head` (weights of the largest level `top`, in the draw's order,
+/// never empty) and `tail`: top-k, then top-p against the total, then min-p against the
+/// largest weight. `Err(level)`: every token at `level` and above would settle them. The whole
+/// logits' pick is this with [`Tail::Nothing`]; from part of them every decision made here is
+/// that one, since the head and every sum are the same integers ([`super::weights`]).
+pub(crate) fn cut(
+    s: &SampleSettings,
+    head: &[(u32, u128)],
+    tail: Tail,
+    top: i64,
+) -> Result<Cut, i64> {
+    let mut head = head;
+    let mut levels: &[(i64, u128, u64)] = &[];
+    match tail {
+        Tail::Nothing => {}
+        Tail::Levels(l) => levels = l,
+        Tail::Unknown(floor) => {
+            // Only a cut within the head settles: top-k or min-p there, with no top-p (which
+            // needs the total).
+            if s.top_k > 0 && s.top_k <= head.len() {
+                return cut(s, &head[..s.top_k], Tail::Nothing, top);
+            }
+            let floor_w = s.min_p as f64 * head[0].1 as f64;
+            let n = head.iter().take_while(|e| e.1 as f64 >= floor_w).count();
+            if s.top_p >= 1.0 && s.min_p > 0.0 && n < head.len() {
+                let kept = n.max(1);
+                return Ok(Cut {
+                    kept,
+                    beyond: 0,
+                    beyond_count: 0,
+                });
+            }
+            return Err(floor);
+        }
     }
-    let max = logits
-        .iter()
-        .filter(|l| l.is_finite())
-        .fold(f32::NEG_INFINITY, |m, &l| m.max(l));
-    // NaN never: `bound` is a number, and `max` at least −inf.
-    if max <= bound {
-        return Settled::Whole;
-    }
-    let t = s.temperature;
-    // The candidates as the picker scales and sorts them; the head is what is above the bound.
-    let scaled_bound = (bound - max) / t;
-    let mut head: Vec<(u32, f32)> = logits
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.is_finite())
-        .map(|(i, &l)| (i as u32, (l - max) / t))
-        .filter(|&(_, x)| x > scaled_bound)
-        .collect();
-    head.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    if s.top_k > 0 && s.top_k <= head.len() {
-        return Settled::Head(s.top_k);
-    }
-    let first = head[0].1;
-    let terms: Vec<f32> = head.iter().map(|e| det_exp(e.1 - first)).collect();
-    let tail_term = det_exp(scaled_bound - first);
-    let sum = terms.iter().fold(0.0f32, |a, &e| a + e);
-    // The threshold to ask for when the bound's term is not small enough: where the terms fall
-    // under what the failed condition needs, and under what the later ones (the running sums
-    // of probabilities, at least a quarter) will, so that one more round settles the step.
-    let above = |term: f32| {
-        let term = term.min(sum * 2f32.powi(-27));
-        let needed = max as f64 + t as f64 * ((term as f64).ln() - 0.05);
-        Settled::Above(needed as f32)
-    };
-    if !absorbs(sum, tail_term) {
-        return above(half_gap(sum));
-    }
-    let probs: Vec<f32> = terms.iter().map(|e| e / sum).collect();
-    let tail_prob = tail_term / sum;
-    let mut kept = probs.len();
-    let mut tail = true;
-    if s.top_p < 1.0 {
-        let mut cum = 0.0f32;
-        for (i, p) in probs.iter().enumerate() {
-            cum += p;
-            if cum >= s.top_p {
-                kept = i + 1;
-                tail = false;
-                break;
+    if s.top_k > 0 {
+        let after: u64 = levels.iter().map(|e| e.2).sum();
+        if s.top_k <= head.len() {
+            (head, levels) = (&head[..s.top_k], &[]);
+        } else if head.len() as u64 + after > s.top_k as u64 {
+            // The k-th token is after the head: where it is.
+            let mut n = head.len() as u64;
+            for &(level, _, count) in levels {
+                n += count;
+                if n >= s.top_k as u64 {
+                    return Err(level);
+                }
             }
         }
-        if tail && !absorbs(cum, tail_prob) {
-            return above(half_gap(cum) * sum);
+    }
+    let head_sum: u128 = head.iter().map(|e| e.1).sum();
+    let mut kept = head.len();
+    let mut beyond: u128 = levels.iter().map(|e| e.1).sum();
+    let mut beyond_count: u64 = levels.iter().map(|e| e.2).sum();
+    if s.top_p < 1.0 {
+        let target = s.top_p as f64 * (head_sum + beyond) as f64;
+        let mut cum = 0u128;
+        let at = head.iter().position(|e| {
+            cum += e.1;
+            cum as f64 >= target
+        });
+        match at {
+            Some(i) => (kept, beyond, beyond_count) = (i + 1, 0, 0),
+            None => {
+                for &(level, w, _) in levels {
+                    cum += w;
+                    if cum as f64 >= target {
+                        return Err(level);
+                    }
+                }
+                // Rounding kept the cut from being reached: everything stays.
+            }
         }
     }
     if s.min_p > 0.0 {
-        let floor = probs[0] * s.min_p;
-        let n = probs[..kept]
+        let floor = s.min_p as f64 * head[0].1 as f64;
+        let n = head[..kept]
             .iter()
-            .take_while(|&&p| p >= floor)
-            .count()
-            .max(1);
+            .take_while(|e| e.1 as f64 >= floor)
+            .count();
         if n < kept {
-            (kept, tail) = (n, false);
-        } else if tail && tail_prob >= floor {
-            return above(floor * sum);
-        } else {
-            tail = false;
+            (kept, beyond, beyond_count) = (n.max(1), 0, 0);
+        } else if beyond > 0 {
+            // The head passes; the lowest level whose heaviest token could pass decides.
+            let heaviest = |level: i64| super::weights::weight(top, level, 1 << 24) as f64;
+            match levels.iter().rev().find(|e| heaviest(e.0) >= floor) {
+                Some(&(level, _, _)) => return Err(level),
+                None => (beyond, beyond_count) = (0, 0),
+            }
         }
     }
-    if tail {
-        // The draw's total: the kept head's, if the rest is absorbed.
-        let total = probs[..kept].iter().fold(0.0f32, |a, &p| a + p);
-        if !absorbs(total, tail_prob) {
-            return above(half_gap(total) * sum);
-        }
-    }
-    Settled::Head(kept)
+    Ok(Cut {
+        kept,
+        beyond,
+        beyond_count,
+    })
+}
+
+/// Where a draw that walked past `walked` (the kept head's weight) stops among `levels`: every
+/// token at that level and above settles it.
+pub(crate) fn past_head(walked: u128, levels: &[(i64, u128, u64)], point: u128) -> Option<i64> {
+    let mut cum = walked;
+    levels.iter().find_map(|&(level, w, _)| {
+        cum += w;
+        (point < cum).then_some(level)
+    })
 }
 
 /// [`Settled`] for greedy: the largest logit, when it is above every unknown one.

@@ -68,13 +68,31 @@ struct Rounds {
     whole: usize,
 }
 
+/// With the logits of `watch` too (the tokens the stages change), as a shard answers them.
+fn watching(
+    (mut sent, bound): (Vec<(u32, f32)>, f32),
+    slice: &[f32],
+    first: usize,
+    watch: &[u32],
+) -> (Vec<(u32, f32)>, f32) {
+    for &id in watch {
+        let i = id as usize;
+        if (first..first + slice.len()).contains(&i) && !sent.iter().any(|e| e.0 == id) {
+            sent.push((id, slice[i - first]));
+        }
+    }
+    (sent, bound)
+}
+
 /// One step through the partial path, asking as a coordinator would: the top `k` of each
-/// shard, then every logit above the threshold named, then all of them.
+/// shard (and, sampling at `sums`' temperature, its level sums and the logits of the tokens
+/// the stages change), then every logit above the threshold named, then all of them.
 fn partial_step(
     p: &mut Pipeline,
     logits: &[f32],
     shards: usize,
     k: usize,
+    sums: Option<f32>,
     ctx: &StepContext,
     rounds: &mut Rounds,
 ) -> StepInfo {
@@ -85,10 +103,22 @@ fn partial_step(
             .step_by(width)
             .map(|a| (a, (a + width).min(vocab)))
     };
-    let answers: Vec<_> = slices().map(|(a, b)| top_of(&logits[a..b], a, k)).collect();
+    let watch = match sums {
+        Some(_) => p.touched().unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let level_sums: Option<Vec<LevelSums>> = sums.map(|t| {
+        slices()
+            .filter_map(|(a, b)| LevelSums::of(&logits[a..b], t))
+            .collect()
+    });
+    let level_sums = level_sums.as_deref();
+    let answers: Vec<_> = slices()
+        .map(|(a, b)| watching(top_of(&logits[a..b], a, k), &logits[a..b], a, &watch))
+        .collect();
     let (mut v, bound) = assemble(vocab, &answers);
     rounds.first += 1;
-    let t = match p.sample_partial(&mut v, bound, ctx).unwrap() {
+    let t = match p.sample_partial(&mut v, bound, level_sums, ctx).unwrap() {
         PartialPick::Decided(step) => return *step,
         PartialPick::Above(t) => t,
         PartialPick::Whole => f32::NEG_INFINITY,
@@ -96,20 +126,21 @@ fn partial_step(
     if t > f32::NEG_INFINITY {
         rounds.above += 1;
         let answers: Vec<_> = slices()
-            .map(|(a, b)| above_of(&logits[a..b], a, t))
+            .map(|(a, b)| watching(above_of(&logits[a..b], a, t), &logits[a..b], a, &watch))
             .collect();
         let (mut v, bound) = assemble(vocab, &answers);
         assert!(
             bound < t,
             "a threshold round leaves nothing at or above it unknown"
         );
-        if let PartialPick::Decided(step) = p.sample_partial(&mut v, bound, ctx).unwrap() {
+        let again = p.sample_partial(&mut v, bound, level_sums, ctx).unwrap();
+        if let PartialPick::Decided(step) = again {
             return *step;
         }
     }
     rounds.whole += 1;
     let (mut v, bound) = (logits.to_vec(), f32::NEG_INFINITY);
-    match p.sample_partial(&mut v, bound, ctx).unwrap() {
+    match p.sample_partial(&mut v, bound, None, ctx).unwrap() {
         PartialPick::Decided(step) => *step,
         other => panic!("every logit known, yet {other:?}"),
     }
@@ -179,14 +210,16 @@ fn compare(
     shards: usize,
     k: usize,
 ) -> Rounds {
-    compare_with(cfg, None, seed, vocab, spread, shards, k)
+    compare_with(cfg, None, false, seed, vocab, spread, shards, k)
 }
 
 /// [`compare`] with COLTRANE's class tier and `prosody`, over a budget of 12 tokens (so that
-/// prosody leans in the last steps).
+/// prosody leans in the last steps), and with the shards' level sums when `sums`.
+#[allow(clippy::too_many_arguments)]
 fn compare_with(
     cfg: &SamplerConfig,
     prosody: Option<coltrane::ProsodyMode>,
+    sums: bool,
     seed: u64,
     vocab: usize,
     spread: f32,
@@ -210,11 +243,13 @@ fn compare_with(
             logits[vocab - 3] += 6.0 + 6.0 * rng.next_f32();
         }
         let want = whole.sample_in(&mut logits.clone(), &ctx).unwrap();
-        let got = partial_step(&mut part, &logits, shards, k, &ctx, &mut rounds);
+        let t = (sums && cfg.temperature > 0.0).then_some(cfg.temperature);
+        let got = partial_step(&mut part, &logits, shards, k, t, &ctx, &mut rounds);
         let what = format!("step {step} of {cfg:?} and {prosody:?}, {shards} shards of top {k}");
         assert_eq!(got.token, want.token, "{what}");
         assert_eq!(got.pick, want.pick, "{what}");
         assert_eq!(got.stages, want.stages, "{what}");
+        assert_eq!(got.candidates, want.candidates, "{what}");
     }
     rounds
 }
@@ -234,6 +269,7 @@ proptest! {
         spread in prop::sample::select(vec![0.5f32, 2.0, 5.0]),
         shards in 1usize..5,
         k in prop::sample::select(vec![1usize, 8, 64]),
+        sums in any::<bool>(),
         prosody in prop::sample::select(vec![
             None, Some(coltrane::ProsodyMode::Off), Some(coltrane::ProsodyMode::Bias),
             Some(coltrane::ProsodyMode::Observe),
@@ -243,7 +279,7 @@ proptest! {
             temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n: 8,
             presence_penalty: presence, frequency_penalty: frequency, seed,
         };
-        compare_with(&cfg, prosody, seed, 3000, spread, shards, k);
+        compare_with(&cfg, prosody, sums, seed, 3000, spread, shards, k);
     }
 }
 
@@ -255,7 +291,7 @@ fn greedy_settles_in_one_round_and_sampling_mostly_does() {
     // So does the OpenAI routes' default: COLTRANE's class tier with its fallback, and prosody
     // leaning toward a sentence end over the last steps.
     let bias = Some(coltrane::ProsodyMode::Bias);
-    let r = compare_with(&greedy, bias, 1, 3000, 2.0, 4, 8);
+    let r = compare_with(&greedy, bias, false, 1, 3000, 2.0, 4, 8);
     assert_eq!(r.whole, 0, "{r:?}");
     // Top-k within what each shard sends: one round always.
     let top_k = SamplerConfig {
@@ -286,6 +322,46 @@ fn greedy_settles_in_one_round_and_sampling_mostly_does() {
 }
 
 #[test]
+fn with_the_shards_sums_sampling_mostly_settles_in_one_round() {
+    let plain = SamplerConfig {
+        temperature: 0.7,
+        seed: 7,
+        ..SamplerConfig::default()
+    };
+    let top_p = SamplerConfig {
+        temperature: 1.0,
+        top_p: 0.9,
+        seed: 5,
+        ..SamplerConfig::default()
+    };
+    let penalties = SamplerConfig {
+        temperature: 0.7,
+        presence_penalty: 0.5,
+        frequency_penalty: 0.3,
+        repeat_penalty: 1.1,
+        seed: 11,
+        ..SamplerConfig::default()
+    };
+    let min_p = SamplerConfig {
+        temperature: 1.0,
+        min_p: 0.05,
+        seed: 13,
+        ..SamplerConfig::default()
+    };
+    for cfg in [plain, top_p, penalties, min_p] {
+        let without = compare_with(&cfg, None, false, cfg.seed, 3000, 2.0, 4, 8);
+        let with = compare_with(&cfg, None, true, cfg.seed, 3000, 2.0, 4, 8);
+        // Twelve steps: without the sums most need a threshold round (the total needs every
+        // token that weighs anything); with them only a draw past the candidates does.
+        assert_eq!(with.whole, 0, "{cfg:?}: {with:?}");
+        assert!(
+            with.above <= 4 && with.above <= without.above,
+            "{cfg:?}: {with:?} {without:?}"
+        );
+    }
+}
+
+#[test]
 fn moa_and_the_health_monitor_take_every_logit() {
     let mut moa = Pipeline::new(&DecodeConfig {
         moa: Some(moa::MoaConfig::default()),
@@ -295,24 +371,24 @@ fn moa_and_the_health_monitor_take_every_logit() {
     let mut v = vec![1.0, f32::NEG_INFINITY, 3.0];
     let ctx = StepContext::default();
     assert_eq!(
-        moa.sample_partial(&mut v, 0.0, &ctx).unwrap(),
+        moa.sample_partial(&mut v, 0.0, None, &ctx).unwrap(),
         PartialPick::Whole
     );
     let mut watched = pipeline(&SamplerConfig::default());
     watched.watch(crate::health::HealthConfig::default());
     assert_eq!(
-        watched.sample_partial(&mut v, 0.0, &ctx).unwrap(),
+        watched.sample_partial(&mut v, 0.0, None, &ctx).unwrap(),
         PartialPick::Whole
     );
     // Greedy without them: the known 3.0 is above the bound.
     let mut plain = pipeline(&SamplerConfig::default());
-    match plain.sample_partial(&mut v, 0.0, &ctx).unwrap() {
+    match plain.sample_partial(&mut v, 0.0, None, &ctx).unwrap() {
         PartialPick::Decided(step) => assert_eq!(step.token, 2),
         other => panic!("{other:?}"),
     }
     // A bound at the largest known logit: an unknown one with a lower id could tie it.
     assert_eq!(
-        plain.sample_partial(&mut v, 3.0, &ctx).unwrap(),
+        plain.sample_partial(&mut v, 3.0, None, &ctx).unwrap(),
         PartialPick::Whole
     );
 }

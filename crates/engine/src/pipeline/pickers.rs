@@ -2,10 +2,11 @@
 
 use super::distribution::Distribution;
 use super::error::PipelineError;
-use super::partial::{greedy_settles, sample_settles, SampleSettings, Settled};
+use super::partial::{cut, greedy_settles, past_head, SampleSettings, Settled, Tail};
 use super::report::PickReport;
-use super::stage::Picker;
-use crate::sampler::{det_exp, greedy, SamplerConfig};
+use super::stage::{PartSums, Picker};
+use super::weights;
+use crate::sampler::{greedy, SamplerConfig};
 use moa::{Moa, MoaConfig, MoaError};
 
 /// The largest logit, lowest id on ties; drawn without randomness.
@@ -34,23 +35,69 @@ impl Picker for Greedy {
     }
 }
 
-/// Temperature, then top-k, top-p and min-p truncation of the softmax.
+/// Temperature, then top-k, top-p and min-p truncation of the softmax, over integer weights
+/// ([`super::weights`]) so that a pick from part of the logits and the shards' sums is the
+/// same pick.
 pub struct Sample {
-    temperature: f32,
-    top_k: usize,
-    top_p: f32,
-    min_p: f32,
+    settings: SampleSettings,
+    /// The last partial pick's kept head weight and the levels after it, for
+    /// [`Picker::past_head`].
+    after: (u128, Vec<(i64, u128, u64)>),
 }
 
 impl Sample {
     pub fn new(cfg: &SamplerConfig) -> Self {
         Sample {
-            temperature: cfg.temperature,
-            top_k: cfg.top_k,
-            top_p: cfg.top_p,
-            min_p: cfg.min_p,
+            settings: SampleSettings {
+                temperature: cfg.temperature,
+                top_k: cfg.top_k,
+                top_p: cfg.top_p,
+                min_p: cfg.min_p,
+            },
+            after: (0, Vec::new()),
         }
     }
+
+    /// The finite logits' exponents, and the largest one's level.
+    fn exponents(&self, logits: &[f32]) -> (Vec<(u32, f64)>, Option<i64>) {
+        let t = self.settings.temperature;
+        let z: Vec<(u32, f64)> = (logits.iter().enumerate())
+            .filter(|(_, l)| l.is_finite())
+            .map(|(i, &l)| (i as u32, weights::exponent(l, t)))
+            .collect();
+        let top = z.iter().map(|e| e.1).fold(f64::NEG_INFINITY, f64::max);
+        (z, (top > f64::NEG_INFINITY).then(|| weights::level(top)))
+    }
+
+    /// The tokens of `z` that weigh more than `above` against `top`, in the draw's order:
+    /// heaviest first, lowest id on ties.
+    fn weighed(z: &[(u32, f64)], top: i64, above: u128) -> Vec<(u32, u128)> {
+        let mut w: Vec<(u32, u128)> = (z.iter())
+            .filter(|e| weights::level(e.1) >= top.saturating_sub(weights::SPAN))
+            .map(|&(id, z)| {
+                let (level, mantissa) = weights::split(z);
+                (id, weights::weight(top, level, mantissa))
+            })
+            .filter(|e| e.1 > above)
+            .collect();
+        w.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        w
+    }
+}
+
+/// +inf logits win outright, as under greedy: the mass is theirs, split evenly.
+fn infinite(logits: &[f32], out: &mut Distribution) -> bool {
+    let inf = |(_, &l): &(usize, &f32)| l == f32::INFINITY;
+    if !logits.contains(&f32::INFINITY) {
+        return false;
+    }
+    let ids = logits
+        .iter()
+        .enumerate()
+        .filter(inf)
+        .map(|(i, _)| (i as u32, 1));
+    out.set_exact(ids, 0, 0);
+    true
 }
 
 impl Picker for Sample {
@@ -59,84 +106,99 @@ impl Picker for Sample {
         logits: &[f32],
         out: &mut Distribution,
     ) -> Result<PickReport, PipelineError> {
-        let c = out.weighted();
-        c.clear();
-        // -inf (masked) and NaN never win. +inf logits win outright, as under greedy: the mass
-        // is theirs, split evenly.
-        if logits.contains(&f32::INFINITY) {
-            c.extend(
-                logits
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &l)| l == f32::INFINITY)
-                    .map(|(i, _)| (i as u32, 0.0)),
-            );
-        } else {
-            // `(l - max) / t` is at most 0 and never NaN, however small `t` is: `l / t` would
-            // overflow to inf (and inf - inf to NaN) for a tiny temperature, where this
-            // underflows to greedy instead.
-            let max = logits
-                .iter()
-                .filter(|l| l.is_finite())
-                .fold(f32::NEG_INFINITY, |m, &l| m.max(l));
-            c.extend(
-                logits
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, l)| l.is_finite())
-                    .map(|(i, &l)| (i as u32, (l - max) / self.temperature)),
-            );
+        // -inf (masked) and NaN never win.
+        if infinite(logits, out) {
+            return Ok(PickReport::Sample);
         }
-        if c.is_empty() {
-            return Err(PipelineError::NoCandidates);
-        }
-        // Descending by logit, ties by id, so the order is a total, platform-independent one.
-        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if self.top_k > 0 && self.top_k < c.len() {
-            c.select_nth_unstable_by(self.top_k - 1, order);
-            c.truncate(self.top_k);
-        }
-        c.sort_unstable_by(order);
-
-        // Softmax in place: logits become probabilities.
-        let max = c[0].1;
-        let mut sum = 0.0f32;
-        for e in c.iter_mut() {
-            e.1 = det_exp(e.1 - max);
-            sum += e.1;
-        }
-        for e in c.iter_mut() {
-            e.1 /= sum;
-        }
-
-        if self.top_p < 1.0 {
-            let mut cum = 0.0f32;
-            let mut keep = c.len();
-            for (i, e) in c.iter().enumerate() {
-                cum += e.1;
-                if cum >= self.top_p {
-                    keep = i + 1;
-                    break;
-                }
-            }
-            c.truncate(keep);
-        }
-        if self.min_p > 0.0 {
-            let floor = c[0].1 * self.min_p;
-            let keep = c.iter().take_while(|e| e.1 >= floor).count().max(1);
-            c.truncate(keep);
-        }
+        let (z, top) = self.exponents(logits);
+        let top = top.ok_or(PipelineError::NoCandidates)?;
+        let head = Self::weighed(&z, top, 0);
+        let c = cut(&self.settings, &head, Tail::Nothing, top)
+            .map_err(|_| PipelineError::NoCandidates)?;
+        out.set_exact(head[..c.kept].iter().copied(), 0, 0);
         Ok(PickReport::Sample)
     }
 
-    fn settles(&self, logits: &[f32], bound: f32, _dist: &Distribution) -> Settled {
-        let settings = SampleSettings {
-            temperature: self.temperature,
-            top_k: self.top_k,
-            top_p: self.top_p,
-            min_p: self.min_p,
+    fn distribution_part(
+        &mut self,
+        logits: &[f32],
+        bound: f32,
+        sums: Option<PartSums>,
+        out: &mut Distribution,
+    ) -> Result<(PickReport, Settled), PipelineError> {
+        if bound == f32::NEG_INFINITY || infinite(logits, out) {
+            // Nothing unknown, or +inf logits win outright (the unknown ones are finite).
+            let pick = self.distribution(logits, out)?;
+            return Ok((pick, Settled::Head(usize::MAX)));
+        }
+        let t = self.settings.temperature;
+        let (z, top) = self.exponents(logits);
+        let max = logits
+            .iter()
+            .filter(|l| l.is_finite())
+            .fold(f32::NEG_INFINITY, |m, &l| m.max(l));
+        let Some(top) = top.filter(|_| max > bound) else {
+            return Ok((PickReport::Sample, Settled::Whole));
         };
-        sample_settles(&settings, logits, bound)
+        // Every unknown token weighs at most what the bound does.
+        let (bound_level, bound_mantissa) = weights::weigh(bound, t);
+        let most = weights::weight(top, bound_level, bound_mantissa);
+        let head = Self::weighed(&z, top, most);
+        let floor = top.saturating_sub(weights::SPAN);
+        let rest = match sums {
+            None => None,
+            Some(s) => match weights::Rest::of(s.sums, s.raw.iter().copied(), t, floor) {
+                Ok(rest) => rest,
+                Err(weights::Inconsistent) => return Ok((PickReport::Sample, Settled::Whole)),
+            },
+        };
+        let tail = match rest {
+            _ if most == 0 => Tail::Nothing,
+            None => Tail::Unknown(floor),
+            Some(rest) => {
+                if rest.top().is_some_and(|l| l > bound_level) {
+                    // A shard counts a token above the bound it sent: its sums are not its
+                    // logits'.
+                    return Ok((PickReport::Sample, Settled::Whole));
+                }
+                // The known tokens after the head join the unknown ones, level by level.
+                let mut levels = std::collections::BTreeMap::<i64, (u128, u64)>::new();
+                for (level, w, n) in rest.weights(top) {
+                    levels.insert(level, (w, n));
+                }
+                for &(_, z) in z.iter().filter(|e| weights::level(e.1) >= floor) {
+                    let (level, mantissa) = weights::split(z);
+                    let w = weights::weight(top, level, mantissa);
+                    if w <= most && w > 0 {
+                        let e = levels.entry(level).or_default();
+                        (e.0, e.1) = (e.0 + w, e.1 + 1);
+                    }
+                }
+                self.after.1.clear();
+                (self.after.1).extend(levels.into_iter().rev().map(|(l, (w, n))| (l, w, n)));
+                Tail::Levels(&self.after.1)
+            }
+        };
+        let settled = match cut(&self.settings, &head, tail, top) {
+            Ok(c) => {
+                let kept = &head[..c.kept];
+                self.after.0 = kept.iter().map(|e| e.1).sum();
+                out.set_exact(kept.iter().copied(), c.beyond, c.beyond_count as usize);
+                if c.beyond == 0 {
+                    self.after.1.clear();
+                }
+                Settled::Head(c.kept)
+            }
+            Err(level) => Settled::Above(weights::logit_below(level, t)),
+        };
+        Ok((PickReport::Sample, settled))
+    }
+
+    fn past_head(&self, point: u128) -> Settled {
+        match past_head(self.after.0, &self.after.1, point) {
+            Some(level) => Settled::Above(weights::logit_below(level, self.settings.temperature)),
+            None => Settled::Whole,
+        }
     }
 
     fn settles_part(&self) -> bool {

@@ -5,6 +5,7 @@ use super::distribution::Distribution;
 use super::error::PipelineError;
 use super::partial::Settled;
 use super::report::{PickReport, StageReport};
+use super::weights::LevelSums;
 
 /// Accepted tokens any pipeline can roll back (the stages keep that much history).
 pub const MAX_ROLLBACK: usize = 64;
@@ -32,6 +33,14 @@ pub enum StagePart {
     Needs(Settled),
 }
 
+/// The head shards' sums for a sampled pick from part of the logits: each shard's
+/// [`LevelSums`] and the known tokens' logits as the shards sent them (before the stages).
+#[derive(Debug, Clone, Copy)]
+pub struct PartSums<'a> {
+    pub sums: &'a [LevelSums],
+    pub raw: &'a [f32],
+}
+
 /// A stage that reads or changes a step's logits before the pick.
 pub trait LogitsStage {
     fn name(&self) -> &'static str;
@@ -56,6 +65,12 @@ pub trait LogitsStage {
         _ctx: &StepContext,
     ) -> Result<StagePart, PipelineError> {
         Ok(StagePart::Needs(Settled::Whole))
+    }
+    /// Adds to `ids` every token whose logit the next `apply` may change, when the stage can
+    /// name them all (a pick that knows them all adds up the rest from the shards' sums);
+    /// `false` when it cannot. The default: it cannot.
+    fn touches(&self, _ids: &mut Vec<u32>) -> bool {
+        false
     }
     /// Takes back what the last `apply` counted (a partial pick that did not settle runs the
     /// step again on more of the logits). The default: nothing to take back.
@@ -94,6 +109,24 @@ pub trait Picker {
     /// and each at most `bound` (after the stages), is what every logit would give, and how far
     /// a draw may walk it (see [`super::partial`]). The default: only every logit settles it.
     fn settles(&self, _logits: &[f32], _bound: f32, _dist: &Distribution) -> Settled {
+        Settled::Whole
+    }
+    /// [`Picker::distribution`] from part of the logits (the unknown ones −inf, each at most
+    /// `bound`), with the shards' sums when they can be used, and whether it settles the pick
+    /// and how far a draw may walk it. The default: [`Picker::settles`].
+    fn distribution_part(
+        &mut self,
+        logits: &[f32],
+        bound: f32,
+        _sums: Option<PartSums>,
+        out: &mut Distribution,
+    ) -> Result<(PickReport, Settled), PipelineError> {
+        let pick = self.distribution(logits, out)?;
+        Ok((pick, self.settles(logits, bound, out)))
+    }
+    /// What settles a pick whose draw, at `point`, walked past the head
+    /// [`Picker::distribution_part`] settled. The default: every logit.
+    fn past_head(&self, _point: u128) -> Settled {
         Settled::Whole
     }
     /// Whether the pick is the largest logit (greedy); the default: no.

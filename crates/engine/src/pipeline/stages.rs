@@ -74,6 +74,11 @@ impl LogitsStage for RepeatPenalty {
         true
     }
 
+    fn touches(&self, ids: &mut Vec<u32>) -> bool {
+        ids.extend_from_slice(&self.history[self.history.len().saturating_sub(self.last_n)..]);
+        true
+    }
+
     fn apply_part(
         &mut self,
         logits: &mut [f32],
@@ -167,6 +172,11 @@ impl LogitsStage for CountPenalty {
     }
 
     fn bounds_part(&mut self) -> bool {
+        true
+    }
+
+    fn touches(&self, ids: &mut Vec<u32>) -> bool {
+        ids.extend(self.counts.keys());
         true
     }
 

@@ -504,7 +504,7 @@ impl Conversation {
         let emitted = match bound == f32::NEG_INFINITY {
             // Every logit: the whole pick, as a whole host makes it.
             true => self.generation.next(&mut logits)?,
-            false => match self.generation.next_partial(&mut logits, bound)? {
+            false => match self.generation.next_partial(&mut logits, bound, None)? {
                 PartialNext::Token(e) => *e,
                 PartialNext::Above(t) => {
                     // The slots whose unsent logits may reach the threshold.
