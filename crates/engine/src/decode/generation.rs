@@ -222,10 +222,10 @@ impl Generation {
         self.pipeline.reads_every_logit()
     }
 
-    /// The tokens the next pick's stages may change, when they can name them
-    /// ([`crate::pipeline::Pipeline::touched`]).
-    pub fn touched(&self) -> Option<Vec<u32>> {
-        self.pipeline.touched()
+    /// The temperature and watched ids the head shards' level sums are asked for at the next
+    /// step, when the pick can use them ([`crate::pipeline::Pipeline::sums_ask`]).
+    pub fn sums_ask(&mut self) -> Option<(f32, Vec<u32>)> {
+        self.pipeline.sums_ask()
     }
 
     /// [`Generation::next`] from part of the logits (the rest −inf in `logits`, each at most

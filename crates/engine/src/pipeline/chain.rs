@@ -200,6 +200,17 @@ impl Pipeline {
             || self.stages.iter_mut().any(|s| !s.bounds_part())
     }
 
+    /// What the head shards' level sums should be taken for at the next step — the sampling
+    /// temperature, and the tokens whose logits they must send too ([`Pipeline::touched`]) —
+    /// when a pick from part of the logits can use them.
+    pub fn sums_ask(&mut self) -> Option<(f32, Vec<u32>)> {
+        if self.reads_every_logit() {
+            return None;
+        }
+        let t = self.picker.sums_temperature()?;
+        Some((t, self.touched()?))
+    }
+
     /// Whether the pick is the largest logit after the stages (greedy, no health policy).
     pub fn takes_largest(&self) -> bool {
         self.health.is_none() && self.picker.takes_largest()

@@ -194,6 +194,10 @@ impl Picker for Sample {
         Ok((PickReport::Sample, settled))
     }
 
+    fn sums_temperature(&self) -> Option<f32> {
+        Some(self.settings.temperature).filter(|&t| t > 0.0)
+    }
+
     fn past_head(&self, point: u128) -> Settled {
         match past_head(self.after.0, &self.after.1, point) {
             Some(level) => Settled::Above(weights::logit_below(level, self.settings.temperature)),

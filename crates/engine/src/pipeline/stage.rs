@@ -129,6 +129,11 @@ pub trait Picker {
     fn past_head(&self, _point: u128) -> Settled {
         Settled::Whole
     }
+    /// The temperature whose level sums settle the pick from part of the logits (sampling);
+    /// the default: none.
+    fn sums_temperature(&self) -> Option<f32> {
+        None
+    }
     /// Whether the pick is the largest logit (greedy); the default: no.
     fn takes_largest(&self) -> bool {
         false

@@ -12,7 +12,10 @@
 //! | last 4         | CRC-32 (IEEE) of every byte before it                           |
 //!
 //! A part's flags: bit 0, it wants logits; bit 1, every one of them (its pick reads them all,
-//! [`EVERY_LOGIT`]). Each part keeps its own checksum; the bundle's covers the framing (a
+//! [`EVERY_LOGIT`]); bit 2, its pick samples from candidates and the level sums
+//! ([`WITH_SUMS`]): the part's bytes then start with what the head shards need for them —
+//! the temperature (f32), n (u32) and the n ids whose logits the pick's stages change (u32
+//! each, at most [`MAX_WATCHED`]) — which layer stations carry along unread. Each part keeps its own checksum; the bundle's covers the framing (a
 //! flipped flag).
 
 /// Hidden states of several conversations (parts are `KNHS` messages).
@@ -29,6 +32,57 @@ pub const WANTS_LOGITS: u8 = 1;
 /// Flag bit: the head shards answer every logit of this part, not candidates (its pick reads
 /// them all: MOA, the health monitor).
 pub const EVERY_LOGIT: u8 = 2;
+/// Flag bit: the head shards answer this part's candidates with their level sums at the
+/// temperature its bytes start with, and the logits of the ids listed after it.
+pub const WITH_SUMS: u8 = 4;
+/// The most ids a part's sums block names (a penalty's history, at most).
+pub const MAX_WATCHED: usize = 1 << 12;
+
+/// What a [`WITH_SUMS`] part asks of the head shards.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SumsAsk {
+    pub temperature: f32,
+    pub watched: Vec<u32>,
+}
+
+impl SumsAsk {
+    /// The block a part's bytes start with.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + 4 * self.watched.len());
+        out.extend_from_slice(&self.temperature.to_le_bytes());
+        out.extend_from_slice(&(self.watched.len() as u32).to_le_bytes());
+        for id in &self.watched {
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+        out
+    }
+
+    /// A part's sums block (when its flags say it has one) and the message after it.
+    pub fn split(flags: u8, bytes: &[u8]) -> Result<(Option<SumsAsk>, &[u8]), BundleError> {
+        if flags & WITH_SUMS == 0 {
+            return Ok((None, bytes));
+        }
+        let word = |i: usize| -> Result<[u8; 4], BundleError> {
+            let b = bytes.get(i..i + 4).ok_or(BundleError::SumsBlock)?;
+            Ok([b[0], b[1], b[2], b[3]])
+        };
+        let temperature = f32::from_le_bytes(word(0)?);
+        let n = u32::from_le_bytes(word(4)?) as usize;
+        if !(temperature.is_finite() && temperature > 0.0) || n > MAX_WATCHED {
+            return Err(BundleError::SumsBlock);
+        }
+        let watched = (0..n)
+            .map(|i| word(8 + 4 * i).map(u32::from_le_bytes))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((
+            Some(SumsAsk {
+                temperature,
+                watched,
+            }),
+            &bytes[8 + 4 * n..],
+        ))
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BundleError {
@@ -44,6 +98,8 @@ pub enum BundleError {
     Parts { got: u32, max: usize },
     #[error("bundle: part {part} runs past the end")]
     Truncated { part: usize },
+    #[error("bundle: a part's sums block is cut short, or names a temperature that is not > 0 or more than {MAX_WATCHED} ids")]
+    SumsBlock,
     #[error("bundle: {0} bytes after the last part")]
     Trailing(usize),
     #[error("bundle: checksum {got:#010x} does not match the contents ({want:#010x})")]
@@ -120,7 +176,7 @@ pub fn decode(
             .get(at..at + PART_BYTES)
             .ok_or(BundleError::Truncated { part })?;
         let flags = head[0];
-        if flags & !(WANTS_LOGITS | EVERY_LOGIT) != 0 {
+        if flags & !(WANTS_LOGITS | EVERY_LOGIT | WITH_SUMS) != 0 {
             return Err(BundleError::Reserved);
         }
         let len = u32::from_le_bytes(head[1..5].try_into().unwrap()) as usize;
@@ -151,6 +207,34 @@ mod tests {
                 (0, &b"third!"[..]),
             ],
         )
+    }
+
+    #[test]
+    fn a_sums_block_round_trips_and_bad_ones_are_refused() {
+        let ask = SumsAsk {
+            temperature: 0.7,
+            watched: vec![3, 70_000],
+        };
+        let mut bytes = ask.encode();
+        bytes.extend_from_slice(b"KNHS...");
+        let (got, rest) = SumsAsk::split(WITH_SUMS, &bytes).unwrap();
+        assert_eq!((got, rest), (Some(ask.clone()), &b"KNHS..."[..]));
+        assert_eq!(SumsAsk::split(0, &bytes).unwrap(), (None, &bytes[..]));
+        for cut in [0, 4, 7, 15] {
+            let e = SumsAsk::split(WITH_SUMS, &bytes[..cut]);
+            assert_eq!(e, Err(BundleError::SumsBlock), "cut at {cut}");
+        }
+        for t in [0.0f32, -1.0, f32::NAN, f32::INFINITY] {
+            let mut bad = bytes.clone();
+            bad[..4].copy_from_slice(&t.to_le_bytes());
+            assert_eq!(SumsAsk::split(WITH_SUMS, &bad), Err(BundleError::SumsBlock));
+        }
+        let mut many = bytes.clone();
+        many[4..8].copy_from_slice(&(MAX_WATCHED as u32 + 1).to_le_bytes());
+        assert_eq!(
+            SumsAsk::split(WITH_SUMS, &many),
+            Err(BundleError::SumsBlock)
+        );
     }
 
     #[test]
@@ -205,8 +289,8 @@ mod tests {
         ));
         assert_eq!(decode(&with(4, 2), HIDDEN, 8), Err(BundleError::Version(2)));
         assert_eq!(decode(&with(6, 1), HIDDEN, 8), Err(BundleError::Reserved));
-        // Flag bits other than "wants logits" and "every logit".
-        assert_eq!(decode(&with(12, 4), HIDDEN, 8), Err(BundleError::Reserved));
+        // Flag bits other than "wants logits", "every logit" and "with sums".
+        assert_eq!(decode(&with(12, 8), HIDDEN, 8), Err(BundleError::Reserved));
         assert_eq!(decode(&with(12, 3), HIDDEN, 8).unwrap()[0].0, 3);
         // The count is capped before any part is read; zero parts are refused.
         assert_eq!(

@@ -14,6 +14,9 @@ use std::ops::Range;
 use std::rc::Rc;
 
 use engine::decode::{Emitted, GenerateOptions, Generation, PartialNext};
+use engine::pipeline::LevelSums;
+
+use super::bundle::{SumsAsk, MAX_WATCHED};
 use engine::tokenizer::Tokenizer;
 use knot::{Knot, ModelConfig, ReadOptions};
 use serde::Serialize;
@@ -501,10 +504,21 @@ impl Conversation {
         let refs: Vec<&RowsMessage> = parts.iter().collect();
         let (mut logits, bound) =
             assemble_logits(&model.slices, &refs).map_err(|e| HostError::Station(e.to_string()))?;
+        // Each slot's level sums: sent with its candidates, or taken here of every logit it sent.
+        let sums: Option<Vec<LevelSums>> = match self.generation.sums_ask() {
+            Some((t, _)) => (parts.iter())
+                .filter_map(|p| match &p.candidates {
+                    Some(c) => Some(c.sums.clone().ok_or(())),
+                    None => LevelSums::of(&p.logits, t).map(Ok),
+                })
+                .collect::<Result<_, ()>>()
+                .ok(),
+            None => None,
+        };
         let emitted = match bound == f32::NEG_INFINITY {
             // Every logit: the whole pick, as a whole host makes it.
             true => self.generation.next(&mut logits)?,
-            false => match self.generation.next_partial(&mut logits, bound, None)? {
+            false => match (self.generation).next_partial(&mut logits, bound, sums.as_deref())? {
                 PartialNext::Token(e) => *e,
                 PartialNext::Above(t) => {
                     // The slots whose unsent logits may reach the threshold.
@@ -533,6 +547,16 @@ impl Conversation {
     /// Whether the pick is the largest logit (greedy): one row of each head shard's rides along.
     pub fn takes_largest(&mut self) -> bool {
         self.generation.takes_largest()
+    }
+
+    /// What the head shards' sums are asked for at the next pick, if it can use them.
+    pub fn sums_ask(&mut self) -> Option<SumsAsk> {
+        let (temperature, watched) = self.generation.sums_ask()?;
+        Some(SumsAsk {
+            temperature,
+            watched,
+        })
+        .filter(|s| s.watched.len() <= MAX_WATCHED)
     }
 
     /// Whether the next pick must see every logit (the head shards answer them all).

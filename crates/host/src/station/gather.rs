@@ -304,7 +304,11 @@ mod tests {
         };
         let some = |ids: Vec<u32>, bound| RowsMessage {
             logits: vec![5.0; ids.len()],
-            candidates: Some(Candidates { ids, bound }),
+            candidates: Some(Candidates {
+                ids,
+                bound,
+                sums: None,
+            }),
             ..every.clone()
         };
         let slices = [0..2, 2..5];

@@ -7,10 +7,11 @@ use std::ops::Range;
 use engine::quant::MatmulScratch;
 use engine::{HeadBuffers, LmHead};
 
-use super::bundle;
+use super::bundle::{self, SumsAsk};
 use super::layers::StationError;
 use super::rows;
 use super::wire;
+use engine::pipeline::LevelSums;
 
 /// The most rows one `/rows` request may ask for (a prompt's distinct ids fit many times over).
 pub const MAX_ROWS_PER_REQUEST: usize = 1 << 16;
@@ -124,20 +125,38 @@ fn candidates(logits: &[f32], first: usize, ask: LogitsAsk) -> Option<(Vec<u32>,
     ))
 }
 
-/// One part's logits as `ask` names them (every one, or candidates), with `rows`.
+/// One part's logits as `ask` names them (every one, or candidates — with the level sums and
+/// the watched ids' logits when `sums` asks), with `rows`.
 fn encode_logits(
     part: &[f32],
     first: usize,
     ask: LogitsAsk,
+    sums: Option<&SumsAsk>,
     rows: Vec<(u32, &[u8])>,
     row_bytes: usize,
 ) -> Result<Vec<u8>, rows::RowsError> {
     match candidates(part, first, ask) {
         None => rows::encode(part, rows.into_iter(), row_bytes),
-        Some((ids, values, bound)) => {
-            rows::encode_candidates(&ids, &values, bound, rows.into_iter(), row_bytes)
+        Some((mut ids, mut values, bound)) => {
+            let level_sums = sums.and_then(|s| LevelSums::of(part, s.temperature));
+            for &id in sums.map_or(&[][..], |s| &s.watched) {
+                let at = (id as usize).wrapping_sub(first);
+                if at < part.len() && !ids.contains(&id) {
+                    ids.push(id);
+                    values.push(part[at]);
+                }
+            }
+            let sums = level_sums.as_ref();
+            rows::encode_candidates(&ids, &values, bound, sums, rows.into_iter(), row_bytes)
         }
     }
+}
+
+/// A step's hidden states of the parts wanting logits, kept to answer them again.
+struct Kept {
+    step: u64,
+    hidden: Vec<f32>,
+    sums: Vec<Option<SumsAsk>>,
 }
 
 /// The buffers of a head station; the weights (the output norm and its slice of the output
@@ -151,8 +170,9 @@ pub struct HeadStation {
     xb: Vec<f32>,
     logits: Vec<f32>,
     scratch: MatmulScratch,
-    /// The last steps' hidden states of the parts wanting logits (`dim` each), by step.
-    kept: std::collections::VecDeque<(u64, Vec<f32>)>,
+    /// The last steps' hidden states of the parts wanting logits (`dim` each) and what each
+    /// asked of its sums, by step.
+    kept: std::collections::VecDeque<Kept>,
 }
 
 impl HeadStation {
@@ -246,10 +266,11 @@ impl HeadStation {
         }
         let mut last = Vec::new();
         // What each part wanting logits is answered with.
-        let mut asks = Vec::new();
+        let (mut asks, mut sums) = (Vec::new(), Vec::new());
         let bundled = bundle::is(msg, bundle::HIDDEN);
         if bundled {
             for (flags, bytes) in bundle::decode(msg, bundle::HIDDEN, MAX_BUNDLE_PARTS)? {
+                let (sums_ask, bytes) = SumsAsk::split(flags, bytes)?;
                 let h = wire::decode(bytes, self.max_batch.saturating_mul(self.dim))?;
                 self.check(h.dim, head)?;
                 if flags & bundle::WANTS_LOGITS != 0 {
@@ -258,6 +279,7 @@ impl HeadStation {
                         true => LogitsAsk::Every,
                         false => ask,
                     });
+                    sums.push(sums_ask);
                 }
             }
             if last.is_empty() {
@@ -268,20 +290,32 @@ impl HeadStation {
             self.check(h.dim, head)?;
             last.extend_from_slice(&h.values[h.values.len() - self.dim..]);
             asks.push(ask);
+            sums.push(None);
         }
         let (first, width, row_bytes) = (self.slice.start, self.slice.len(), embedding.row_bytes);
         let logits = self.logits_of(&last, head)?;
-        let answers = (logits.chunks_exact(width).zip(asks))
-            .map(|(part, ask)| {
+        let answers = (logits.chunks_exact(width).zip(asks).zip(&sums))
+            .map(|((part, ask), sums)| {
                 let ids = top_ids(part, first, top);
                 let rows = Self::rows_of(&ids, embedding, first..first + width)?;
-                Ok(encode_logits(part, first, ask, rows, row_bytes)?)
+                Ok(encode_logits(
+                    part,
+                    first,
+                    ask,
+                    sums.as_ref(),
+                    rows,
+                    row_bytes,
+                )?)
             })
             .collect::<Result<Vec<_>, StationError>>()?;
         if self.kept.len() == KEPT_STEPS {
             self.kept.pop_front();
         }
-        self.kept.push_back((step, last));
+        self.kept.push_back(Kept {
+            step,
+            hidden: last,
+            sums,
+        });
         if !bundled {
             return Ok(answers.into_iter().next().unwrap_or_default());
         }
@@ -306,20 +340,26 @@ impl HeadStation {
                 max: MAX_BUNDLE_PARTS,
             });
         }
-        let at = (self.kept.iter().rposition(|(s, _)| *s == step))
-            .ok_or(StationError::StepGone(step))?;
-        let parts = self.kept[at].1.len() / self.dim.max(1);
+        let at =
+            (self.kept.iter().rposition(|k| k.step == step)).ok_or(StationError::StepGone(step))?;
+        let parts = self.kept[at].hidden.len() / self.dim.max(1);
         let mut rows = Vec::with_capacity(asks.len() * self.dim);
         for &(part, _) in asks {
             if part >= parts {
                 return Err(StationError::PartOutside { part, parts });
             }
-            rows.extend_from_slice(&self.kept[at].1[part * self.dim..(part + 1) * self.dim]);
+            rows.extend_from_slice(&self.kept[at].hidden[part * self.dim..(part + 1) * self.dim]);
         }
         let (first, width) = (self.slice.start, self.slice.len());
+        // Sums ride again: the pick replaces a slot's first answer with this one.
+        let sums: Vec<Option<SumsAsk>> = (asks.iter())
+            .map(|&(part, _)| self.kept[at].sums.get(part).cloned().flatten())
+            .collect();
         let logits = self.logits_of(&rows, head)?;
-        let answers = (logits.chunks_exact(width).zip(asks))
-            .map(|(part, &(_, ask))| encode_logits(part, first, ask, Vec::new(), row_bytes))
+        let answers = (logits.chunks_exact(width).zip(asks).zip(&sums))
+            .map(|((part, &(_, ask)), sums)| {
+                encode_logits(part, first, ask, sums.as_ref(), Vec::new(), row_bytes)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(bundle::encode(
             bundle::ANSWERS,

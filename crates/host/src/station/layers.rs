@@ -143,8 +143,12 @@ impl LayerStation {
                 e => e.into(),
             })?;
         let (mut batch, mut elems, mut flags) = (Vec::new(), Vec::new(), Vec::new());
+        // A part's sums block is the head shards' business: carried along as it came.
+        let mut blocks = Vec::new();
         let mut rows = 0usize;
         for (f, bytes) in &parts {
+            let (sums, bytes) = bundle::SumsAsk::split(*f, bytes)?;
+            blocks.push(sums.map(|s| s.encode()).unwrap_or_default());
             let h = wire::decode(bytes, max_values)?;
             rows += h.rows();
             if rows > self.max_batch {
@@ -158,10 +162,11 @@ impl LayerStation {
             batch.push(h);
         }
         let out = self.run(batch, weights)?;
-        let encoded = out
-            .iter()
-            .zip(&elems)
-            .map(|(h, &e)| wire::encode(h, e))
+        let encoded = (out.iter().zip(&elems).zip(blocks))
+            .map(|((h, &e), mut block)| {
+                block.extend_from_slice(&wire::encode(h, e)?);
+                Ok::<_, StationError>(block)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(bundle::encode(
             bundle::HIDDEN,

@@ -9,20 +9,27 @@
 //! |------------------|---------------------------------------------------------------|
 //! | 0..4             | magic `KNRW`                                                  |
 //! | 4                | version, 1                                                    |
-//! | 5                | kind: 0 every logit of the slice, 1 candidates                |
-//! | 6..8             | reserved, 0                                                   |
+//! | 5                | kind: 0 every logit of the slice, 1 candidates, 2 candidates  |
+//! |                  | with level sums                                               |
+//! | 6                | level sums L (kind 2, at most `LEVELS`; else 0)               |
+//! | 7                | reserved, 0                                                   |
 //! | 8..12            | logits m (u32; 0 in an answer of rows alone)                  |
 //! | 12..16           | rows n (u32)                                                  |
 //! | 16..20           | bytes per row b (u32, ≥ 1)                                    |
 //! | candidates: 4    | the largest logit not sent (f32; −inf when none is left)      |
 //! | candidates: 4m   | the logits' token ids (u32)                                   |
+//! | kind 2: 8        | the sums' top level (i64)                                     |
+//! | kind 2: 12L      | each level's mantissa sum (u64) and count (u32), top first    |
 //! | 4m               | the logits (f32)                                              |
 //! | then 4n          | the rows' token ids (u32)                                     |
 //! | then n·b         | the rows, as the file stores them (the embedding's own dtype) |
 //! | last 4           | CRC-32 (IEEE) of every byte before it                         |
 //!
-//! Rows travel as the file's bytes, not as floats: the coordinator embeds them exactly as a
+//! Level sums ([`engine::pipeline::LevelSums`]) let a sampled pick add up the tokens it was not
+//! sent, exactly. Rows travel as the file's bytes, not as floats: the coordinator embeds them exactly as a
 //! whole model embeds its own table, bit for bit.
+
+use engine::pipeline::{LevelSums, LEVELS};
 
 const MAGIC: &[u8; 4] = b"KNRW";
 const VERSION: u8 = 1;
@@ -49,6 +56,8 @@ pub struct Candidates {
     pub ids: Vec<u32>,
     /// The largest logit not sent; −inf when none is left.
     pub bound: f32,
+    /// The slice's level sums at the sampling temperature, when the pick asked for them.
+    pub sums: Option<LevelSums>,
 }
 
 impl RowsMessage {
@@ -79,7 +88,7 @@ pub enum RowsError {
     Version(u8),
     #[error("rows: reserved bytes are not zero")]
     Reserved,
-    #[error("rows: kind {0} is not a kind of logits (0 every logit, 1 candidates)")]
+    #[error("rows: kind {0} is not a kind of logits (0 every logit, 1 candidates, 2 with sums)")]
     Kind(u8),
     #[error("rows: the candidates' bound is NaN")]
     Bound,
@@ -104,15 +113,16 @@ pub fn encode<'r>(
     rows: impl ExactSizeIterator<Item = (u32, &'r [u8])> + Clone,
     row_bytes: usize,
 ) -> Result<Vec<u8>, RowsError> {
-    encode_with(logits, None, rows, row_bytes)
+    encode_with(logits, None, None, rows, row_bytes)
 }
 
 /// The message for candidates (`values[i]` the logit of `ids[i]`; every other logit of the
-/// slice at most `bound`) and `rows`.
+/// slice at most `bound`), the slice's level sums if given, and `rows`.
 pub fn encode_candidates<'r>(
     ids: &[u32],
     values: &[f32],
     bound: f32,
+    sums: Option<&LevelSums>,
     rows: impl ExactSizeIterator<Item = (u32, &'r [u8])> + Clone,
     row_bytes: usize,
 ) -> Result<Vec<u8>, RowsError> {
@@ -125,12 +135,20 @@ pub fn encode_candidates<'r>(
     if bound.is_nan() {
         return Err(RowsError::Bound);
     }
-    encode_with(values, Some((ids, bound)), rows, row_bytes)
+    if sums.is_some_and(|s| s.levels.len() > LEVELS) {
+        return Err(RowsError::TooMany {
+            what: "levels",
+            got: sums.map_or(0, |s| s.levels.len() as u64),
+            max: LEVELS,
+        });
+    }
+    encode_with(values, Some((ids, bound)), sums, rows, row_bytes)
 }
 
 fn encode_with<'r>(
     logits: &[f32],
     candidates: Option<(&[u32], f32)>,
+    sums: Option<&LevelSums>,
     rows: impl ExactSizeIterator<Item = (u32, &'r [u8])> + Clone,
     row_bytes: usize,
 ) -> Result<Vec<u8>, RowsError> {
@@ -156,11 +174,21 @@ fn encode_with<'r>(
         });
     }
     let extra = candidates.map_or(0, |(ids, _)| 4 + 4 * ids.len());
-    let len =
-        HEADER_BYTES + extra + logits.len() * 4 + rows.len() * (4 + row_bytes) + CHECKSUM_BYTES;
+    let levels = sums.map_or(0, |s| s.levels.len());
+    let len = HEADER_BYTES
+        + extra
+        + sums.map_or(0, |_| 8 + 12 * levels)
+        + logits.len() * 4
+        + rows.len() * (4 + row_bytes)
+        + CHECKSUM_BYTES;
     let mut out = Vec::with_capacity(len);
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&[VERSION, u8::from(candidates.is_some()), 0, 0]);
+    let kind = match (candidates.is_some(), sums.is_some()) {
+        (false, _) => 0,
+        (true, false) => 1,
+        (true, true) => 2,
+    };
+    out.extend_from_slice(&[VERSION, kind, levels as u8, 0]);
     for v in [m, n, b] {
         out.extend_from_slice(&v.to_le_bytes());
     }
@@ -168,6 +196,13 @@ fn encode_with<'r>(
         out.extend_from_slice(&bound.to_le_bytes());
         ids.iter()
             .for_each(|id| out.extend_from_slice(&id.to_le_bytes()));
+        if let Some(s) = sums {
+            out.extend_from_slice(&s.top.to_le_bytes());
+            for &(m, n) in &s.levels {
+                out.extend_from_slice(&m.to_le_bytes());
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+        }
     }
     logits
         .iter()
@@ -195,13 +230,22 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
     if bytes[4] != VERSION {
         return Err(RowsError::Version(bytes[4]));
     }
-    let candidates = match bytes[5] {
-        0 => false,
-        1 => true,
+    let (candidates, with_sums) = match bytes[5] {
+        0 => (false, false),
+        1 => (true, false),
+        2 => (true, true),
         k => return Err(RowsError::Kind(k)),
     };
-    if bytes[6..8] != [0, 0] {
+    let levels = bytes[6] as usize;
+    if bytes[7] != 0 || (!with_sums && levels != 0) {
         return Err(RowsError::Reserved);
+    }
+    if levels > LEVELS {
+        return Err(RowsError::TooMany {
+            what: "levels",
+            got: levels as u64,
+            max: LEVELS,
+        });
     }
     let u32_at =
         |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
@@ -225,6 +269,9 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
     // In u128: three u32 counts cannot overflow it.
     let extra = match candidates {
         true => 4 + 4 * m as u128,
+        false => 0,
+    } + match with_sums {
+        true => 8 + 12 * levels as u128,
         false => 0,
     };
     let expected = need as u128 + extra + 4 * m as u128 + n as u128 * (4 + u128::from(b));
@@ -256,9 +303,25 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
             }
             let (ids, rest) = body[4..].split_at(4 * m);
             body = rest;
+            let sums = match with_sums {
+                false => None,
+                true => {
+                    let (block, rest) = body.split_at(8 + 12 * levels);
+                    body = rest;
+                    let top = i64::from_le_bytes(block[..8].try_into().unwrap_or_default());
+                    let levels = (block[8..].chunks_exact(12))
+                        .map(|c| {
+                            let m = u64::from_le_bytes(c[..8].try_into().unwrap_or_default());
+                            (m, u32::from_le_bytes(le(&c[8..])))
+                        })
+                        .collect();
+                    Some(LevelSums { top, levels })
+                }
+            };
             Some(Candidates {
                 ids: u32s(ids),
                 bound,
+                sums,
             })
         }
     };
@@ -329,7 +392,8 @@ mod tests {
     #[test]
     fn candidates_round_trip_bit_for_bit() {
         let rows: [(u32, &[u8]); 1] = [(7, &[1, 2, 3, 4, 5])];
-        let bytes = encode_candidates(&[7, 2], &[3.5, -0.0], 1.25, rows.into_iter(), 5).unwrap();
+        let bytes =
+            encode_candidates(&[7, 2], &[3.5, -0.0], 1.25, None, rows.into_iter(), 5).unwrap();
         assert_eq!(bytes.len(), HEADER_BYTES + 4 + 2 * 8 + (4 + 5) + 4);
         let m = decode(&bytes, LIMITS).unwrap();
         let c = m.candidates.as_ref().unwrap();
@@ -337,7 +401,7 @@ mod tests {
         assert_eq!(m.logits[1].to_bits(), 0x8000_0000);
         assert_eq!(m.ids, [7]);
         // None left: the bound is −inf; every flipped byte is refused here too.
-        let none = encode_candidates(&[1], &[0.5], f32::NEG_INFINITY, std::iter::empty(), 5);
+        let none = encode_candidates(&[1], &[0.5], f32::NEG_INFINITY, None, std::iter::empty(), 5);
         let none = none.unwrap();
         assert_eq!(
             decode(&none, LIMITS).unwrap().candidates.unwrap().bound,
@@ -346,10 +410,37 @@ mod tests {
         refuses_every_flip(&bytes);
         // A NaN bound, or ids and values that disagree, are not encoded.
         assert_eq!(
-            encode_candidates(&[1], &[0.5], f32::NAN, std::iter::empty(), 5),
+            encode_candidates(&[1], &[0.5], f32::NAN, None, std::iter::empty(), 5),
             Err(RowsError::Bound)
         );
-        assert!(encode_candidates(&[1, 2], &[0.5], 0.0, std::iter::empty(), 5).is_err());
+        assert!(encode_candidates(&[1, 2], &[0.5], 0.0, None, std::iter::empty(), 5).is_err());
+    }
+
+    #[test]
+    fn level_sums_round_trip_and_are_capped() {
+        let sums = LevelSums {
+            top: -7,
+            levels: vec![(1 << 40, 3), (0, 0), (12345, 1)],
+        };
+        let bytes = encode_candidates(&[4], &[2.5], 1.0, Some(&sums), std::iter::empty(), 5);
+        let bytes = bytes.unwrap();
+        assert_eq!(bytes.len(), HEADER_BYTES + 4 + 8 + 8 + 3 * 12 + 4);
+        let m = decode(&bytes, LIMITS).unwrap();
+        assert_eq!(m.candidates.unwrap().sums, Some(sums.clone()));
+        refuses_every_flip(&bytes);
+        // More levels than a pick reads: refused when written, and when read.
+        let many = LevelSums {
+            top: 0,
+            levels: vec![(1, 1); LEVELS + 1],
+        };
+        let e = encode_candidates(&[4], &[2.5], 1.0, Some(&many), std::iter::empty(), 5);
+        assert!(matches!(e, Err(RowsError::TooMany { what: "levels", .. })));
+        let mut bad = bytes.clone();
+        bad[6] = LEVELS as u8 + 1;
+        assert!(matches!(
+            decode(&bad, LIMITS),
+            Err(RowsError::TooMany { .. })
+        ));
     }
 
     #[test]
@@ -377,7 +468,9 @@ mod tests {
         assert_eq!(decode(&with(0, b"KNHS"), LIMITS), Err(RowsError::BadMagic));
         assert_eq!(decode(&with(4, &[2]), LIMITS), Err(RowsError::Version(2)));
         assert_eq!(decode(&with(7, &[1]), LIMITS), Err(RowsError::Reserved));
-        assert_eq!(decode(&with(5, &[2]), LIMITS), Err(RowsError::Kind(2)));
+        assert_eq!(decode(&with(5, &[3]), LIMITS), Err(RowsError::Kind(3)));
+        // Levels in a message without sums.
+        assert_eq!(decode(&with(6, &[1]), LIMITS), Err(RowsError::Reserved));
         // Counts past the caps are refused before anything is allocated.
         assert_eq!(
             decode(&with(8, &u32::MAX.to_le_bytes()), LIMITS),

@@ -23,7 +23,7 @@
 use engine::decode::{Emitted, GenerateOptions};
 use serde::Serialize;
 
-use super::bundle::{self, EVERY_LOGIT, WANTS_LOGITS};
+use super::bundle::{self, EVERY_LOGIT, WANTS_LOGITS, WITH_SUMS};
 use super::coordinator::{
     replay_verdict, Conversation, Model, Pick, PrefixTable, Replay, RowsWanted,
 };
@@ -525,13 +525,24 @@ impl Sequences {
                 return Err(HostError::NoContext);
             };
             greedy &= !p.logits || c.takes_largest();
-            let flags = match (p.logits, p.logits && c.reads_every_logit()) {
-                (false, _) => 0,
-                (true, false) => WANTS_LOGITS,
-                (true, true) => WANTS_LOGITS | EVERY_LOGIT,
+            let sums = match p.logits {
+                true => c.sums_ask(),
+                false => None,
+            };
+            let flags = match (p.logits, p.logits && c.reads_every_logit(), sums.is_some()) {
+                (false, _, _) => 0,
+                (true, false, false) => WANTS_LOGITS,
+                (true, false, true) => WANTS_LOGITS | WITH_SUMS,
+                (true, true, _) => WANTS_LOGITS | EVERY_LOGIT,
             };
             match model.message(p.id, pos, &ids) {
-                Ok(m) => messages.push((flags, m)),
+                Ok(m) => messages.push((
+                    flags,
+                    match (flags & WITH_SUMS != 0, sums) {
+                        (true, Some(s)) => [s.encode(), m].concat(),
+                        _ => m,
+                    },
+                )),
                 Err(e) => {
                     // Ids were taken and nothing was carried: these sequences cannot go on.
                     model.release_rows();
