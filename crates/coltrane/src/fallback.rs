@@ -220,6 +220,23 @@ pub fn prosody(
     ))
 }
 
+/// The tokens [`prosody`] raises at this step (biasing, within the window), if any.
+pub fn prosody_targets(
+    remaining: Option<usize>,
+    mode: ProsodyMode,
+    after_sentence: bool,
+    vocab: &Vocab,
+) -> Option<&TokenSet> {
+    let r = remaining?;
+    if mode != ProsodyMode::Bias || r > PROSODY_WINDOW {
+        return None;
+    }
+    Some(match after_sentence {
+        true => vocab.eos(),
+        false => vocab.class(Pitch::SentenceEnd),
+    })
+}
+
 /// The largest logit's index (NaN and −inf never win, lowest id on ties).
 pub fn argmax(logits: &[f32]) -> Option<u32> {
     let (mut best, mut at) = (f32::NEG_INFINITY, None);

@@ -111,6 +111,32 @@ impl Coltrane {
         self.cfg.preset == Some(Preset::Balanced)
     }
 
+    /// Adds to `ids` every token the next step may change — what its mask removes before any
+    /// fallback gives some back, and what prosody raises — when they are at most `max` and no
+    /// JSON matcher decides (its masks remove most of a vocabulary); `false` otherwise, with
+    /// `ids` as it was. Nothing is counted.
+    pub fn touched(&mut self, remaining: Option<usize>, ids: &mut Vec<u32>, max: usize) -> bool {
+        if self.dfa.is_some() {
+            return false;
+        }
+        let mark = self.mark();
+        let plan = self.plan(remaining);
+        let mut mask = std::mem::take(&mut self.mask);
+        plan.compose(plan.soft.len(), &self.tiers(None), &mut mask);
+        self.rewind(mark);
+        let after_sentence = self.state.last_text_pitch == Some(Pitch::SentenceEnd);
+        let vocab = &self.index.vocab;
+        let raised = fallback::prosody_targets(remaining, self.cfg.prosody, after_sentence, vocab);
+        let removed = mask.universe().saturating_sub(mask.count());
+        let fits = removed + raised.map_or(0, |t| t.count()) <= max;
+        if fits {
+            ids.extend(mask.iter_missing());
+            ids.extend(raised.into_iter().flat_map(|t| t.iter()));
+        }
+        self.mask = mask;
+        fits
+    }
+
     /// What [`Coltrane::apply`] counts, as it is now: [`Coltrane::rewind`] puts it back (a step
     /// run again on more of the logits counts once).
     pub fn mark(&self) -> StepMark {

@@ -203,12 +203,12 @@ impl Pipeline {
     /// What the head shards' level sums should be taken for at the next step — the sampling
     /// temperature, and the tokens whose logits they must send too ([`Pipeline::touched`]) —
     /// when a pick from part of the logits can use them.
-    pub fn sums_ask(&mut self) -> Option<(f32, Vec<u32>)> {
+    pub fn sums_ask(&mut self, ctx: &StepContext) -> Option<(f32, Vec<u32>)> {
         if self.reads_every_logit() {
             return None;
         }
         let t = self.picker.sums_temperature()?;
-        Some((t, self.touched()?))
+        Some((t, self.touched(ctx)?))
     }
 
     /// Whether the pick is the largest logit after the stages (greedy, no health policy).
@@ -219,9 +219,9 @@ impl Pipeline {
     /// The tokens whose logits the stages may change at the next step, when every stage can
     /// name them: a pick from part of the logits uses the shards' sums only when it knows
     /// these (the coordinator asks the shards for them).
-    pub fn touched(&self) -> Option<Vec<u32>> {
+    pub fn touched(&mut self, ctx: &StepContext) -> Option<Vec<u32>> {
         let mut ids = Vec::new();
-        let named = self.stages.iter().all(|s| s.touches(&mut ids));
+        let named = self.stages.iter_mut().all(|s| s.touches(ctx, &mut ids));
         ids.sort_unstable();
         ids.dedup();
         named.then_some(ids)
@@ -243,8 +243,12 @@ impl Pipeline {
             return Ok(PartialPick::Whole);
         }
         // The sums add up the unknown tokens only when the stages change none of them.
+        let touched = match sums {
+            Some(_) => self.touched(ctx),
+            None => None,
+        };
         let known = |id: &u32| logits.get(*id as usize).is_some_and(|l| l.is_finite());
-        let raw: Option<Vec<f32>> = match (sums, self.touched()) {
+        let raw: Option<Vec<f32>> = match (sums, touched) {
             (Some(_), Some(ids)) if ids.iter().all(known) => {
                 Some(logits.iter().copied().filter(|l| l.is_finite()).collect())
             }

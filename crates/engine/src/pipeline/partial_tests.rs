@@ -104,7 +104,7 @@ fn partial_step(
             .map(|a| (a, (a + width).min(vocab)))
     };
     let watch = match sums {
-        Some(_) => p.touched().unwrap_or_default(),
+        Some(_) => p.touched(ctx).unwrap_or_default(),
         None => Vec::new(),
     };
     let level_sums: Option<Vec<LevelSums>> = sums.map(|t| {

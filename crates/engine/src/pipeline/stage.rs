@@ -69,7 +69,7 @@ pub trait LogitsStage {
     /// Adds to `ids` every token whose logit the next `apply` may change, when the stage can
     /// name them all (a pick that knows them all adds up the rest from the shards' sums);
     /// `false` when it cannot. The default: it cannot.
-    fn touches(&self, _ids: &mut Vec<u32>) -> bool {
+    fn touches(&mut self, _ctx: &StepContext, _ids: &mut Vec<u32>) -> bool {
         false
     }
     /// Takes back what the last `apply` counted (a partial pick that did not settle runs the

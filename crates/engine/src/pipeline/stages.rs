@@ -74,7 +74,7 @@ impl LogitsStage for RepeatPenalty {
         true
     }
 
-    fn touches(&self, ids: &mut Vec<u32>) -> bool {
+    fn touches(&mut self, _ctx: &StepContext, ids: &mut Vec<u32>) -> bool {
         ids.extend_from_slice(&self.history[self.history.len().saturating_sub(self.last_n)..]);
         true
     }
@@ -175,7 +175,7 @@ impl LogitsStage for CountPenalty {
         true
     }
 
-    fn touches(&self, ids: &mut Vec<u32>) -> bool {
+    fn touches(&mut self, _ctx: &StepContext, ids: &mut Vec<u32>) -> bool {
         ids.extend(self.counts.keys());
         true
     }
@@ -217,6 +217,11 @@ impl LogitsStage for CountPenalty {
         self.counts.clear();
     }
 }
+
+/// The most tokens a COLTRANE step may name as touched (what the head shards send back beside
+/// their candidates): a class mask and prosody's targets on a small vocabulary fit; a JSON
+/// mask, or Gemma's thousands of special tokens, do not.
+const MAX_TOUCHED: usize = 1024;
 
 /// COLTRANE's token mask as the last logits stage: it masks only the generated text, so
 /// context tokens are recorded but not matched.
@@ -284,6 +289,10 @@ impl LogitsStage for ColtraneStage {
                 }
             },
         )
+    }
+
+    fn touches(&mut self, ctx: &StepContext, ids: &mut Vec<u32>) -> bool {
+        self.fsm.touched(ctx.remaining, ids, MAX_TOUCHED)
     }
 
     fn unapply(&mut self) {
