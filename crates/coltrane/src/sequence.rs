@@ -111,30 +111,35 @@ impl Coltrane {
         self.cfg.preset == Some(Preset::Balanced)
     }
 
-    /// Adds to `ids` every token the next step may change — what its mask removes before any
-    /// fallback gives some back, and what prosody raises — when they are at most `max` and no
-    /// JSON matcher decides (its masks remove most of a vocabulary); `false` otherwise, with
-    /// `ids` as it was. Nothing is counted.
-    pub fn touched(&mut self, remaining: Option<usize>, ids: &mut Vec<u32>, max: usize) -> bool {
+    /// Names the tokens the next step may change: in `removed`, what its mask removes before
+    /// any fallback gives some back; in `changed`, what prosody raises — when those are at most
+    /// `max_changed` and no JSON matcher decides (its masks remove most of a vocabulary, and it
+    /// reads the logits); `false` otherwise, adding nothing. Nothing is counted.
+    pub fn touched(
+        &mut self,
+        remaining: Option<usize>,
+        changed: &mut Vec<u32>,
+        max_changed: usize,
+        removed: &mut Vec<u32>,
+    ) -> bool {
         if self.dfa.is_some() {
             return false;
         }
+        let after_sentence = self.state.last_text_pitch == Some(Pitch::SentenceEnd);
+        let vocab = &self.index.vocab;
+        let raised = fallback::prosody_targets(remaining, self.cfg.prosody, after_sentence, vocab);
+        if raised.is_some_and(|t| t.count() > max_changed) {
+            return false;
+        }
+        changed.extend(raised.into_iter().flat_map(|t| t.iter()));
         let mark = self.mark();
         let plan = self.plan(remaining);
         let mut mask = std::mem::take(&mut self.mask);
         plan.compose(plan.soft.len(), &self.tiers(None), &mut mask);
         self.rewind(mark);
-        let after_sentence = self.state.last_text_pitch == Some(Pitch::SentenceEnd);
-        let vocab = &self.index.vocab;
-        let raised = fallback::prosody_targets(remaining, self.cfg.prosody, after_sentence, vocab);
-        let removed = mask.universe().saturating_sub(mask.count());
-        let fits = removed + raised.map_or(0, |t| t.count()) <= max;
-        if fits {
-            ids.extend(mask.iter_missing());
-            ids.extend(raised.into_iter().flat_map(|t| t.iter()));
-        }
+        removed.extend(mask.iter_missing());
         self.mask = mask;
-        fits
+        true
     }
 
     /// What [`Coltrane::apply`] counts, as it is now: [`Coltrane::rewind`] puts it back (a step

@@ -224,7 +224,7 @@ impl Generation {
 
     /// The temperature and watched ids the head shards' level sums are asked for at the next
     /// step, when the pick can use them ([`crate::pipeline::Pipeline::sums_ask`]).
-    pub fn sums_ask(&mut self) -> Option<(f32, Vec<u32>)> {
+    pub fn sums_ask(&mut self) -> Option<(f32, crate::pipeline::Touched)> {
         let ctx = self.context().ok()?;
         self.pipeline.sums_ask(&ctx)
     }

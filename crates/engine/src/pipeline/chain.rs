@@ -7,7 +7,7 @@ use super::error::PipelineError;
 use super::partial::{PartialPick, Settled};
 use super::pickers::{Greedy, MoaPicker, Sample};
 use super::report::{PickReport, StageReport, StepInfo};
-use super::stage::{LogitsStage, PartSums, Picker, StagePart, StepContext, MAX_ROLLBACK};
+use super::stage::{LogitsStage, PartSums, Picker, StagePart, StepContext, Touched, MAX_ROLLBACK};
 use super::stages::{CountPenalty, RepeatPenalty};
 use super::weights::{draw_point, LevelSums};
 use crate::health::{HealthConfig, HealthMetrics, HealthMonitor, HealthState};
@@ -203,7 +203,7 @@ impl Pipeline {
     /// What the head shards' level sums should be taken for at the next step — the sampling
     /// temperature, and the tokens whose logits they must send too ([`Pipeline::touched`]) —
     /// when a pick from part of the logits can use them.
-    pub fn sums_ask(&mut self, ctx: &StepContext) -> Option<(f32, Vec<u32>)> {
+    pub fn sums_ask(&mut self, ctx: &StepContext) -> Option<(f32, Touched)> {
         if self.reads_every_logit() {
             return None;
         }
@@ -219,12 +219,14 @@ impl Pipeline {
     /// The tokens whose logits the stages may change at the next step, when every stage can
     /// name them: a pick from part of the logits uses the shards' sums only when it knows
     /// these (the coordinator asks the shards for them).
-    pub fn touched(&mut self, ctx: &StepContext) -> Option<Vec<u32>> {
-        let mut ids = Vec::new();
-        let named = self.stages.iter_mut().all(|s| s.touches(ctx, &mut ids));
-        ids.sort_unstable();
-        ids.dedup();
-        named.then_some(ids)
+    pub fn touched(&mut self, ctx: &StepContext) -> Option<Touched> {
+        let mut t = Touched::default();
+        let named = self.stages.iter_mut().all(|s| s.touches(ctx, &mut t));
+        for ids in [&mut t.changed, &mut t.removed] {
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        named.then_some(t)
     }
 
     /// [`Pipeline::sample_in`] from part of the logits: `logits` holds the known ones and −inf
@@ -247,16 +249,20 @@ impl Pipeline {
             Some(_) => self.touched(ctx),
             None => None,
         };
+        // The known tokens as the shards summed them (leaving out the removed ones), when every
+        // token a stage changes is known.
         let known = |id: &u32| logits.get(*id as usize).is_some_and(|l| l.is_finite());
-        let raw: Option<Vec<f32>> = match (sums, touched) {
-            (Some(_), Some(ids)) if ids.iter().all(known) => {
-                Some(logits.iter().copied().filter(|l| l.is_finite()).collect())
-            }
+        let raw: Option<Vec<f32>> = match touched {
+            Some(t) if t.changed.iter().all(known) => Some(
+                (logits.iter().enumerate())
+                    .filter(|&(i, l)| {
+                        l.is_finite() && t.removed.binary_search(&(i as u32)).is_err()
+                    })
+                    .map(|(_, &l)| l)
+                    .collect(),
+            ),
             _ => None,
         };
-        let part_sums = sums
-            .zip(raw.as_deref())
-            .map(|(sums, raw)| PartSums { sums, raw });
         // A threshold after the first `n` stages, before them: lower by what they may raise.
         let before_stages = |p: &mut Pipeline, n: usize, after: f32, settled: Settled| {
             p.unapply(n);
@@ -284,6 +290,11 @@ impl Pipeline {
         }
         let n = self.stages.len();
         let unsettled = |p: &mut Pipeline, settled: Settled| before_stages(p, n, after, settled);
+        // The sums hold when every stage removed what it named (no fallback gave some back).
+        let whole_removal = self.stages.iter().all(|s| s.removed_as_named());
+        let part_sums = (sums.zip(raw.as_deref()))
+            .filter(|_| whole_removal)
+            .map(|(sums, raw)| PartSums { sums, raw });
         // With the sums, the unknown tokens are as the shards gave them: at most `bound`.
         let most = match part_sums {
             Some(_) => bound,

@@ -43,7 +43,7 @@ pub use error::PipelineError;
 pub use partial::{PartialPick, Settled};
 pub use pickers::{Greedy, MoaPicker, Sample};
 pub use report::{PickReport, StageReport, StepInfo};
-pub use stage::{LogitsStage, PartSums, Picker, StagePart, StepContext, MAX_ROLLBACK};
+pub use stage::{LogitsStage, PartSums, Picker, StagePart, StepContext, Touched, MAX_ROLLBACK};
 pub use stages::{ColtraneStage, CountPenalty, RepeatPenalty};
 pub use weights::{LevelSums, LEVELS};
 

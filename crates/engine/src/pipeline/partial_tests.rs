@@ -103,18 +103,19 @@ fn partial_step(
             .step_by(width)
             .map(|a| (a, (a + width).min(vocab)))
     };
-    let watch = match sums {
+    let touched = match sums {
         Some(_) => p.touched(ctx).unwrap_or_default(),
-        None => Vec::new(),
+        None => Touched::default(),
     };
+    let (watch, excluded) = (&touched.changed, touched.removed_ranges());
     let level_sums: Option<Vec<LevelSums>> = sums.map(|t| {
-        slices()
-            .filter_map(|(a, b)| LevelSums::of(&logits[a..b], t))
+        (slices())
+            .filter_map(|(a, b)| LevelSums::of_except(&logits[a..b], a, t, &excluded))
             .collect()
     });
     let level_sums = level_sums.as_deref();
     let answers: Vec<_> = slices()
-        .map(|(a, b)| watching(top_of(&logits[a..b], a, k), &logits[a..b], a, &watch))
+        .map(|(a, b)| watching(top_of(&logits[a..b], a, k), &logits[a..b], a, watch))
         .collect();
     let (mut v, bound) = assemble(vocab, &answers);
     rounds.first += 1;
@@ -126,7 +127,7 @@ fn partial_step(
     if t > f32::NEG_INFINITY {
         rounds.above += 1;
         let answers: Vec<_> = slices()
-            .map(|(a, b)| watching(above_of(&logits[a..b], a, t), &logits[a..b], a, &watch))
+            .map(|(a, b)| watching(above_of(&logits[a..b], a, t), &logits[a..b], a, watch))
             .collect();
         let (mut v, bound) = assemble(vocab, &answers);
         assert!(

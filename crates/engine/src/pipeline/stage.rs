@@ -41,6 +41,30 @@ pub struct PartSums<'a> {
     pub raw: &'a [f32],
 }
 
+/// The tokens a step's stages may change, as [`LogitsStage::touches`] names them: `changed`
+/// by a known amount (a penalty, a bias: the pick must know their logits), or `removed` (set
+/// to −inf, unless a fallback gives them back: the head shards leave them out of their sums).
+/// Sorted, no repeats, once [`super::Pipeline::touched`] returns them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Touched {
+    pub changed: Vec<u32>,
+    pub removed: Vec<u32>,
+}
+
+impl Touched {
+    /// `removed` as ranges of consecutive ids, `[start, end)`.
+    pub fn removed_ranges(&self) -> Vec<(u32, u32)> {
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        for &id in &self.removed {
+            match out.last_mut() {
+                Some(r) if r.1 == id => r.1 = id + 1,
+                _ => out.push((id, id + 1)),
+            }
+        }
+        out
+    }
+}
+
 /// A stage that reads or changes a step's logits before the pick.
 pub trait LogitsStage {
     fn name(&self) -> &'static str;
@@ -66,11 +90,16 @@ pub trait LogitsStage {
     ) -> Result<StagePart, PipelineError> {
         Ok(StagePart::Needs(Settled::Whole))
     }
-    /// Adds to `ids` every token whose logit the next `apply` may change, when the stage can
-    /// name them all (a pick that knows them all adds up the rest from the shards' sums);
-    /// `false` when it cannot. The default: it cannot.
-    fn touches(&mut self, _ctx: &StepContext, _ids: &mut Vec<u32>) -> bool {
+    /// Adds to `out` every token whose logit the next `apply` may change, when the stage can
+    /// name them all (a pick that knows them adds up the rest from the shards' sums); `false`
+    /// when it cannot. The default: it cannot.
+    fn touches(&mut self, _ctx: &StepContext, _out: &mut Touched) -> bool {
         false
+    }
+    /// Whether the last `apply` removed every token its `touches` named as removed (a fallback
+    /// may have given some back). The default: yes.
+    fn removed_as_named(&self) -> bool {
+        true
     }
     /// Takes back what the last `apply` counted (a partial pick that did not settle runs the
     /// step again on more of the logits). The default: nothing to take back.

@@ -3,7 +3,7 @@
 use super::error::PipelineError;
 use super::partial::Settled;
 use super::report::StageReport;
-use super::stage::{LogitsStage, StagePart, StepContext, MAX_ROLLBACK};
+use super::stage::{LogitsStage, StagePart, StepContext, Touched, MAX_ROLLBACK};
 use coltrane::{Coltrane, ColtraneConfig, Index};
 use std::sync::Arc;
 
@@ -74,8 +74,9 @@ impl LogitsStage for RepeatPenalty {
         true
     }
 
-    fn touches(&mut self, _ctx: &StepContext, ids: &mut Vec<u32>) -> bool {
-        ids.extend_from_slice(&self.history[self.history.len().saturating_sub(self.last_n)..]);
+    fn touches(&mut self, _ctx: &StepContext, out: &mut Touched) -> bool {
+        let recent = &self.history[self.history.len().saturating_sub(self.last_n)..];
+        out.changed.extend_from_slice(recent);
         true
     }
 
@@ -175,8 +176,8 @@ impl LogitsStage for CountPenalty {
         true
     }
 
-    fn touches(&mut self, _ctx: &StepContext, ids: &mut Vec<u32>) -> bool {
-        ids.extend(self.counts.keys());
+    fn touches(&mut self, _ctx: &StepContext, out: &mut Touched) -> bool {
+        out.changed.extend(self.counts.keys());
         true
     }
 
@@ -218,10 +219,9 @@ impl LogitsStage for CountPenalty {
     }
 }
 
-/// The most tokens a COLTRANE step may name as touched (what the head shards send back beside
-/// their candidates): a class mask and prosody's targets on a small vocabulary fit; a JSON
-/// mask, or Gemma's thousands of special tokens, do not.
-const MAX_TOUCHED: usize = 1024;
+/// The most tokens a COLTRANE step may name as changed (prosody's targets: the head shards send
+/// their logits back beside the candidates).
+const MAX_CHANGED: usize = 1024;
 
 /// COLTRANE's token mask as the last logits stage: it masks only the generated text, so
 /// context tokens are recorded but not matched.
@@ -229,6 +229,8 @@ pub struct ColtraneStage {
     fsm: Coltrane,
     /// What the last `apply` found counted, for `unapply`.
     mark: Option<coltrane::StepMark>,
+    /// Soft tiers the last `apply` relaxed.
+    relaxed: u8,
 }
 
 impl ColtraneStage {
@@ -236,6 +238,7 @@ impl ColtraneStage {
         Ok(ColtraneStage {
             fsm: Coltrane::new(index, cfg)?,
             mark: None,
+            relaxed: 0,
         })
     }
 }
@@ -252,6 +255,7 @@ impl LogitsStage for ColtraneStage {
     ) -> Result<StageReport, PipelineError> {
         self.mark = Some(self.fsm.mark());
         let report = self.fsm.apply(logits, ctx.remaining, ctx.clock);
+        self.relaxed = report.relaxed;
         Ok(StageReport {
             stage: self.name(),
             changed: logits.len().saturating_sub(report.allowed),
@@ -273,10 +277,13 @@ impl LogitsStage for ColtraneStage {
         Ok(
             match self.fsm.apply_part(logits, bound, ctx.remaining, ctx.clock) {
                 Ok((report, after)) => StagePart::Applied(
-                    StageReport {
-                        stage: self.name(),
-                        changed: logits.len().saturating_sub(report.allowed),
-                        coltrane: Some(report),
+                    {
+                        self.relaxed = report.relaxed;
+                        StageReport {
+                            stage: self.name(),
+                            changed: logits.len().saturating_sub(report.allowed),
+                            coltrane: Some(report),
+                        }
                     },
                     after,
                 ),
@@ -291,8 +298,14 @@ impl LogitsStage for ColtraneStage {
         )
     }
 
-    fn touches(&mut self, ctx: &StepContext, ids: &mut Vec<u32>) -> bool {
-        self.fsm.touched(ctx.remaining, ids, MAX_TOUCHED)
+    fn touches(&mut self, ctx: &StepContext, out: &mut Touched) -> bool {
+        let (changed, removed) = (&mut out.changed, &mut out.removed);
+        self.fsm
+            .touched(ctx.remaining, changed, MAX_CHANGED, removed)
+    }
+
+    fn removed_as_named(&self) -> bool {
+        self.relaxed == 0
     }
 
     fn unapply(&mut self) {

@@ -64,16 +64,34 @@ pub struct LevelSums {
 impl LevelSums {
     /// The sums of `logits`' finite values at temperature `t`; `None` when none is finite.
     pub fn of(logits: &[f32], t: f32) -> Option<LevelSums> {
-        let top = logits
-            .iter()
-            .filter(|l| l.is_finite())
-            .fold(f32::NEG_INFINITY, |m, &l| m.max(l));
+        Self::of_except(logits, 0, t, &[])
+    }
+
+    /// [`LevelSums::of`] of a slice whose first token is `first`, leaving out the tokens in
+    /// `excluded` (ranges `[start, end)` of ids, in order: what the pick's stages remove).
+    pub fn of_except(
+        logits: &[f32],
+        first: usize,
+        t: f32,
+        excluded: &[(u32, u32)],
+    ) -> Option<LevelSums> {
+        let mut ranges = excluded.iter().peekable();
+        let kept: Vec<f32> = (logits.iter().enumerate())
+            .filter(|&(i, l)| {
+                let id = (first + i) as u64;
+                while ranges.next_if(|r| (r.1 as u64) <= id).is_some() {}
+                let out = ranges.peek().is_some_and(|r| r.0 as u64 <= id);
+                l.is_finite() && !out
+            })
+            .map(|(_, &l)| l)
+            .collect();
+        let top = kept.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(l));
         if top == f32::NEG_INFINITY {
             return None;
         }
         let top = weigh(top, t).0;
         let mut levels = vec![(0u64, 0u32); LEVELS];
-        for &l in logits.iter().filter(|l| l.is_finite()) {
+        for &l in &kept {
             let (level, mantissa) = weigh(l, t);
             if let Some(e) = levels.get_mut(top.saturating_sub(level) as usize) {
                 e.0 += mantissa as u64;
@@ -227,6 +245,12 @@ mod tests {
             .map(|(level, m)| weight(whole.top, level, m))
             .sum();
         assert_eq!(total, direct);
+        // Leaving tokens out is summing without them.
+        let except = LevelSums::of_except(&logits, 1000, t, &[(990, 1003), (1010, 1011)]);
+        let mut without = logits.clone();
+        without.remove(10);
+        without.drain(..3);
+        assert_eq!(except, LevelSums::of(&without, t));
         // Known tokens come off; a token no shard counted is an inconsistency.
         let known = logits[..10].iter().copied();
         let rest = Rest::of(&parts, known, t, floor).unwrap().unwrap();

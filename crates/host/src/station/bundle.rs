@@ -15,7 +15,9 @@
 //! [`EVERY_LOGIT`]); bit 2, its pick samples from candidates and the level sums
 //! ([`WITH_SUMS`]): the part's bytes then start with what the head shards need for them —
 //! the temperature (f32), n (u32) and the n ids whose logits the pick's stages change (u32
-//! each, at most [`MAX_WATCHED`]) — which layer stations carry along unread. Each part keeps its own checksum; the bundle's covers the framing (a
+//! each, at most [`MAX_WATCHED`]), r (u32) and the r ranges of ids the stages remove, left
+//! out of the sums (start and end, u32 each, in order, at most [`MAX_RANGES`]) — which layer
+//! stations carry along unread. Each part keeps its own checksum; the bundle's covers the framing (a
 //! flipped flag).
 
 /// Hidden states of several conversations (parts are `KNHS` messages).
@@ -37,12 +39,16 @@ pub const EVERY_LOGIT: u8 = 2;
 pub const WITH_SUMS: u8 = 4;
 /// The most ids a part's sums block names (a penalty's history, at most).
 pub const MAX_WATCHED: usize = 1 << 12;
+/// The most ranges of removed ids a part's sums block names.
+pub const MAX_RANGES: usize = 1 << 12;
 
 /// What a [`WITH_SUMS`] part asks of the head shards.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SumsAsk {
     pub temperature: f32,
     pub watched: Vec<u32>,
+    /// `[start, end)` ranges of ids left out of the sums, in order.
+    pub excluded: Vec<(u32, u32)>,
 }
 
 impl SumsAsk {
@@ -53,6 +59,11 @@ impl SumsAsk {
         out.extend_from_slice(&(self.watched.len() as u32).to_le_bytes());
         for id in &self.watched {
             out.extend_from_slice(&id.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.excluded.len() as u32).to_le_bytes());
+        for &(start, end) in &self.excluded {
+            out.extend_from_slice(&start.to_le_bytes());
+            out.extend_from_slice(&end.to_le_bytes());
         }
         out
     }
@@ -74,12 +85,28 @@ impl SumsAsk {
         let watched = (0..n)
             .map(|i| word(8 + 4 * i).map(u32::from_le_bytes))
             .collect::<Result<Vec<_>, _>>()?;
+        let at = 8 + 4 * n;
+        let r = u32::from_le_bytes(word(at)?) as usize;
+        if r > MAX_RANGES {
+            return Err(BundleError::SumsBlock);
+        }
+        let mut excluded = Vec::with_capacity(r);
+        for i in 0..r {
+            let start = u32::from_le_bytes(word(at + 4 + 8 * i)?);
+            let end = u32::from_le_bytes(word(at + 8 + 8 * i)?);
+            // In order and not empty: a shard walks them once.
+            if start >= end || excluded.last().is_some_and(|&(_, e)| start < e) {
+                return Err(BundleError::SumsBlock);
+            }
+            excluded.push((start, end));
+        }
         Ok((
             Some(SumsAsk {
                 temperature,
                 watched,
+                excluded,
             }),
-            &bytes[8 + 4 * n..],
+            &bytes[at + 4 + 8 * r..],
         ))
     }
 }
@@ -98,7 +125,7 @@ pub enum BundleError {
     Parts { got: u32, max: usize },
     #[error("bundle: part {part} runs past the end")]
     Truncated { part: usize },
-    #[error("bundle: a part's sums block is cut short, or names a temperature that is not > 0 or more than {MAX_WATCHED} ids")]
+    #[error("bundle: a part's sums block is cut short, or names a temperature that is not > 0, more than {MAX_WATCHED} ids or {MAX_RANGES} ranges, or ranges out of order")]
     SumsBlock,
     #[error("bundle: {0} bytes after the last part")]
     Trailing(usize),
@@ -214,13 +241,14 @@ mod tests {
         let ask = SumsAsk {
             temperature: 0.7,
             watched: vec![3, 70_000],
+            excluded: vec![(0, 2), (5, 9)],
         };
         let mut bytes = ask.encode();
         bytes.extend_from_slice(b"KNHS...");
         let (got, rest) = SumsAsk::split(WITH_SUMS, &bytes).unwrap();
         assert_eq!((got, rest), (Some(ask.clone()), &b"KNHS..."[..]));
         assert_eq!(SumsAsk::split(0, &bytes).unwrap(), (None, &bytes[..]));
-        for cut in [0, 4, 7, 15] {
+        for cut in [0, 4, 7, 15, 19, 27] {
             let e = SumsAsk::split(WITH_SUMS, &bytes[..cut]);
             assert_eq!(e, Err(BundleError::SumsBlock), "cut at {cut}");
         }
@@ -235,6 +263,13 @@ mod tests {
             SumsAsk::split(WITH_SUMS, &many),
             Err(BundleError::SumsBlock)
         );
+        // Ranges empty, or out of order.
+        for (at, v) in [(24, 0u32), (28, 1)] {
+            let mut bad = bytes.clone();
+            bad[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            let e = SumsAsk::split(WITH_SUMS, &bad);
+            assert_eq!(e, Err(BundleError::SumsBlock), "{at}");
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::rc::Rc;
 use engine::decode::{Emitted, GenerateOptions, Generation, PartialNext};
 use engine::pipeline::LevelSums;
 
-use super::bundle::{SumsAsk, MAX_WATCHED};
+use super::bundle::{SumsAsk, MAX_RANGES, MAX_WATCHED};
 use engine::tokenizer::Tokenizer;
 use knot::{Knot, ModelConfig, ReadOptions};
 use serde::Serialize;
@@ -500,16 +500,20 @@ impl Conversation {
 
     /// The pick from the answers held: the token, or which slots to ask for more.
     fn settle(&mut self, model: &Model, positions: usize) -> Result<Pick, HostError> {
+        let ask = self.sums_ask();
         let parts = self.answers.as_ref().ok_or(HostError::NoContext)?;
         let refs: Vec<&RowsMessage> = parts.iter().collect();
         let (mut logits, bound) =
             assemble_logits(&model.slices, &refs).map_err(|e| HostError::Station(e.to_string()))?;
         // Each slot's level sums: sent with its candidates, or taken here of every logit it sent.
-        let sums: Option<Vec<LevelSums>> = match self.generation.sums_ask() {
-            Some((t, _)) => (parts.iter())
-                .filter_map(|p| match &p.candidates {
+        let sums: Option<Vec<LevelSums>> = match ask {
+            Some(ask) => (parts.iter().zip(&model.slices))
+                .filter_map(|(p, slice)| match &p.candidates {
                     Some(c) => Some(c.sums.clone().ok_or(())),
-                    None => LevelSums::of(&p.logits, t).map(Ok),
+                    None => {
+                        let (t, excluded) = (ask.temperature, &ask.excluded);
+                        LevelSums::of_except(&p.logits, slice.start, t, excluded).map(Ok)
+                    }
                 })
                 .collect::<Result<_, ()>>()
                 .ok(),
@@ -551,12 +555,13 @@ impl Conversation {
 
     /// What the head shards' sums are asked for at the next pick, if it can use them.
     pub fn sums_ask(&mut self) -> Option<SumsAsk> {
-        let (temperature, watched) = self.generation.sums_ask()?;
+        let (temperature, touched) = self.generation.sums_ask()?;
         Some(SumsAsk {
             temperature,
-            watched,
+            excluded: touched.removed_ranges(),
+            watched: touched.changed,
         })
-        .filter(|s| s.watched.len() <= MAX_WATCHED)
+        .filter(|s| s.watched.len() <= MAX_WATCHED && s.excluded.len() <= MAX_RANGES)
     }
 
     /// Whether the next pick must see every logit (the head shards answer them all).

@@ -138,7 +138,8 @@ fn encode_logits(
     match candidates(part, first, ask) {
         None => rows::encode(part, rows.into_iter(), row_bytes),
         Some((mut ids, mut values, bound)) => {
-            let level_sums = sums.and_then(|s| LevelSums::of(part, s.temperature));
+            let level_sums =
+                sums.and_then(|s| LevelSums::of_except(part, first, s.temperature, &s.excluded));
             for &id in sums.map_or(&[][..], |s| &s.watched) {
                 let at = (id as usize).wrapping_sub(first);
                 if at < part.len() && !ids.contains(&id) {
