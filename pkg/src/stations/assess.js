@@ -131,7 +131,14 @@ export function hiddenStatesOf(bytes) {
   let at = 12;
   for (let p = 0; p < parts; p++) {
     const len = view.getUint32(at + 1, true);
-    each.push(knhs(bytes, view, at + 5));
+    // A part whose pick takes the head shards' level sums starts with what it asks of them
+    // (flag bit 2, crates/host/src/station/bundle.rs): the temperature, n watched ids, r ranges.
+    let start = at + 5;
+    if (bytes[at] & 4) {
+      const n = view.getUint32(start + 4, true);
+      start += 12 + 4 * n + 8 * view.getUint32(start + 8 + 4 * n, true);
+    }
+    each.push(knhs(bytes, view, start));
     at += 5 + len;
   }
   const dim = each[0].dim;
