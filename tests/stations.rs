@@ -807,8 +807,8 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
         r#"{"temperature": 0.8, "topK": 40, "seed": 9, "maxTokens": 24, "coltrane": {"prosody": "bias"}}"#,
     ];
     // Rounds of `/again` each asks for at most (greedy and top-k within what the shards send:
-    // none, unless prosody's bias lifts a token they kept back; MOA reads every logit, sent at
-    // once; sampling adds up what the shards kept back from their level sums, so only a draw or
+    // none, unless prosody's bias lifts a token they kept back; MOA's agents see the 40 largest,
+    // within the 64 each shard sends; sampling adds up what the shards kept back from their level sums, so only a draw or
     // a top-p cut past the candidates asks again — here 12 of top-p 0.95's 24 tokens, 2 of
     // temperature 0.8's; COLTRANE names what it changes, so its sampled steps settle too).
     let most_again = [0, 16, 0, 0, 4, 24, 4, 4];

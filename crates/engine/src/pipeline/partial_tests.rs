@@ -363,14 +363,58 @@ fn with_the_shards_sums_sampling_mostly_settles_in_one_round() {
 }
 
 #[test]
-fn moa_and_the_health_monitor_take_every_logit() {
+fn moa_picks_from_the_shards_largest_when_they_hold_its_top_k() {
+    // MOA's agents see the 40 largest logits: four shards sending their 64 largest hold them.
+    for seed in 0..6u64 {
+        let cfg = DecodeConfig {
+            moa: Some(moa::MoaConfig::default()),
+            sampling: SamplerConfig {
+                seed,
+                ..SamplerConfig::default()
+            },
+            ..DecodeConfig::default()
+        };
+        let (mut whole, mut part) = (Pipeline::new(&cfg).unwrap(), Pipeline::new(&cfg).unwrap());
+        let mut rng = Pcg32::new(seed);
+        let mut rounds = Rounds::default();
+        for step in 0..12 {
+            let logits = lm_logits(&mut rng, 3000, 2.0);
+            let ctx = StepContext::default();
+            let want = whole.sample_in(&mut logits.clone(), &ctx).unwrap();
+            let got = partial_step(&mut part, &logits, 4, 64, None, &ctx, &mut rounds);
+            assert_eq!(
+                (got.token, &got.pick),
+                (want.token, &want.pick),
+                "seed {seed} step {step}"
+            );
+            assert_eq!(got.candidates, want.candidates);
+        }
+        assert_eq!((rounds.above, rounds.whole), (0, 0), "seed {seed}");
+    }
+}
+
+#[test]
+fn moa_over_the_whole_vocabulary_and_the_health_monitor_take_every_logit() {
+    // MOA over the whole vocabulary (top-k 0), and MOA's 40 with two tokens known.
+    let mut whole_vocab = Pipeline::new(&DecodeConfig {
+        moa: Some(moa::MoaConfig {
+            top_k: 0,
+            ..moa::MoaConfig::default()
+        }),
+        ..DecodeConfig::default()
+    })
+    .unwrap();
+    let ctx = StepContext::default();
+    let mut v = vec![1.0, f32::NEG_INFINITY, 3.0];
+    assert_eq!(
+        whole_vocab.sample_partial(&mut v, 0.0, None, &ctx).unwrap(),
+        PartialPick::Whole
+    );
     let mut moa = Pipeline::new(&DecodeConfig {
         moa: Some(moa::MoaConfig::default()),
         ..DecodeConfig::default()
     })
     .unwrap();
-    let mut v = vec![1.0, f32::NEG_INFINITY, 3.0];
-    let ctx = StepContext::default();
     assert_eq!(
         moa.sample_partial(&mut v, 0.0, None, &ctx).unwrap(),
         PartialPick::Whole

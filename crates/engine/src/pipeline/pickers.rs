@@ -244,6 +244,23 @@ impl Picker for MoaPicker {
         Ok(PickReport::Moa(step.report))
     }
 
+    /// Every agent sees the `top_k` largest logits (the config's, MOA's default 40): when the
+    /// known ones above the bound number at least that many, they are the whole logits' largest
+    /// — the same candidates, views, merge and report. `top_k` 0 (the whole vocabulary): only
+    /// every logit settles it.
+    fn settles(&self, logits: &[f32], bound: f32, _dist: &Distribution) -> Settled {
+        let k = self.moa.config().top_k;
+        let above = logits.iter().filter(|&&l| l > bound).count();
+        match bound == f32::NEG_INFINITY || (k > 0 && above >= k) {
+            true => Settled::Head(usize::MAX),
+            false => Settled::Whole,
+        }
+    }
+
+    fn settles_part(&self) -> bool {
+        self.moa.config().top_k > 0
+    }
+
     fn accept(&mut self, _token: u32) {
         self.moa.accept();
     }
