@@ -391,6 +391,55 @@ fn moa_picks_from_the_shards_largest_when_they_hold_its_top_k() {
         }
         assert_eq!((rounds.above, rounds.whole), (0, 0), "seed {seed}");
     }
+    // Behind COLTRANE's prosody (its bias lifts the bound over the last steps), fewer than 40
+    // known tokens may clear the bound: every logit above the 40th known settles it, in one
+    // more round.
+    let mut asked_again = 0;
+    for seed in 0..4u64 {
+        let cfg = DecodeConfig {
+            moa: Some(moa::MoaConfig::default()),
+            sampling: SamplerConfig {
+                seed,
+                ..SamplerConfig::default()
+            },
+            ..DecodeConfig::default()
+        };
+        let prosody = coltrane::ColtraneConfig {
+            prosody: coltrane::ProsodyMode::Bias,
+            ..coltrane::ColtraneConfig::default()
+        };
+        let with_prosody = || {
+            let mut p = Pipeline::new(&cfg).unwrap();
+            let stage = ColtraneStage::new(coltrane_index(3000), prosody.clone()).unwrap();
+            p.push_stage(Box::new(stage));
+            p
+        };
+        let (mut whole, mut part) = (with_prosody(), with_prosody());
+        let mut rng = Pcg32::new(seed);
+        let mut rounds = Rounds::default();
+        for step in 0..12 {
+            let logits = lm_logits(&mut rng, 3000, 2.0);
+            let ctx = StepContext {
+                remaining: Some(12 - step),
+                budget: Some(12),
+                clock: None,
+            };
+            let want = whole.sample_in(&mut logits.clone(), &ctx).unwrap();
+            let got = partial_step(&mut part, &logits, 4, 16, None, &ctx, &mut rounds);
+            assert_eq!(
+                (got.token, &got.pick),
+                (want.token, &want.pick),
+                "seed {seed} step {step}"
+            );
+            assert_eq!(got.stages, want.stages);
+        }
+        assert_eq!(rounds.whole, 0, "seed {seed}: {rounds:?}");
+        asked_again += rounds.above;
+    }
+    assert!(
+        asked_again > 0,
+        "the threshold round was never needed: the test checks nothing"
+    );
 }
 
 #[test]

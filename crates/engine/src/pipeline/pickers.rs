@@ -246,14 +246,18 @@ impl Picker for MoaPicker {
 
     /// Every agent sees the `top_k` largest logits (the config's, MOA's default 40): when the
     /// known ones above the bound number at least that many, they are the whole logits' largest
-    /// — the same candidates, views, merge and report. `top_k` 0 (the whole vocabulary): only
-    /// every logit settles it.
+    /// — the same candidates, views, merge and report; else every logit at least the k-th
+    /// largest known settles it. `top_k` 0 (the whole vocabulary): only every logit does.
     fn settles(&self, logits: &[f32], bound: f32, _dist: &Distribution) -> Settled {
         let k = self.moa.config().top_k;
         let above = logits.iter().filter(|&&l| l > bound).count();
-        match bound == f32::NEG_INFINITY || (k > 0 && above >= k) {
-            true => Settled::Head(usize::MAX),
-            false => Settled::Whole,
+        if bound == f32::NEG_INFINITY || (k > 0 && above >= k) {
+            return Settled::Head(usize::MAX);
+        }
+        let known = crate::sampler::top_k(logits, k);
+        match known.get(k.wrapping_sub(1)) {
+            Some(&(_, l)) if k > 0 && l.is_finite() => Settled::Above(l),
+            _ => Settled::Whole,
         }
     }
 
