@@ -480,6 +480,24 @@ fn moa_over_the_whole_vocabulary_and_the_health_monitor_take_every_logit() {
         PartialPick::Decided(step) => assert_eq!(step.token, 2),
         other => panic!("{other:?}"),
     }
+    // Sampling, with the largest known logit a hair above the bound: the same weight, so an
+    // unknown token may tie it; only every logit settles it (and nothing panics).
+    let mut sampled = pipeline(&SamplerConfig {
+        temperature: 64.0,
+        ..SamplerConfig::default()
+    });
+    let mut near = vec![3.0, f32::NEG_INFINITY, f32::NEG_INFINITY];
+    let below = f32::from_bits(3.0f32.to_bits() - 1);
+    assert_eq!(
+        super::weights::weigh(3.0, 64.0),
+        super::weights::weigh(below, 64.0)
+    );
+    assert_eq!(
+        sampled
+            .sample_partial(&mut near, below, None, &ctx)
+            .unwrap(),
+        PartialPick::Whole
+    );
     // A bound at the largest known logit: an unknown one with a lower id could tie it.
     assert_eq!(
         plain.sample_partial(&mut v, 3.0, None, &ctx).unwrap(),

@@ -144,6 +144,10 @@ impl Picker for Sample {
         let (bound_level, bound_mantissa) = weights::weigh(bound, t);
         let most = weights::weight(top, bound_level, bound_mantissa);
         let head = Self::weighed(&z, top, most);
+        if head.is_empty() {
+            // The largest known logit weighs what the bound does: an unknown one may tie it.
+            return Ok((PickReport::Sample, Settled::Whole));
+        }
         let floor = top.saturating_sub(weights::SPAN);
         let rest = match sums {
             None => None,
