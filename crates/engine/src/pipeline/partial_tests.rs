@@ -362,33 +362,59 @@ fn with_the_shards_sums_sampling_mostly_settles_in_one_round() {
     }
 }
 
+/// Twelve MOA steps (default config, `seed`) from the whole logits and from four shards of
+/// their `k` largest, behind COLTRANE's prosody bias when `prosody`: the same tokens and
+/// reports; returns the rounds the partial path took.
+fn compare_moa(seed: u64, prosody: bool, k: usize) -> Rounds {
+    let cfg = DecodeConfig {
+        moa: Some(moa::MoaConfig::default()),
+        sampling: SamplerConfig {
+            seed,
+            ..SamplerConfig::default()
+        },
+        ..DecodeConfig::default()
+    };
+    let build = || {
+        let mut p = Pipeline::new(&cfg).unwrap();
+        if prosody {
+            let bias = coltrane::ColtraneConfig {
+                prosody: coltrane::ProsodyMode::Bias,
+                ..coltrane::ColtraneConfig::default()
+            };
+            p.push_stage(Box::new(
+                ColtraneStage::new(coltrane_index(3000), bias).unwrap(),
+            ));
+        }
+        p
+    };
+    let (mut whole, mut part) = (build(), build());
+    let mut rng = Pcg32::new(seed);
+    let mut rounds = Rounds::default();
+    for step in 0..12 {
+        let logits = lm_logits(&mut rng, 3000, 2.0);
+        let ctx = StepContext {
+            remaining: Some(12 - step),
+            budget: Some(12),
+            clock: None,
+        };
+        let want = whole.sample_in(&mut logits.clone(), &ctx).unwrap();
+        let got = partial_step(&mut part, &logits, 4, k, None, &ctx, &mut rounds);
+        let what = format!("seed {seed} step {step}");
+        assert_eq!((got.token, &got.pick), (want.token, &want.pick), "{what}");
+        assert_eq!(
+            (&got.stages, got.candidates),
+            (&want.stages, want.candidates),
+            "{what}"
+        );
+    }
+    rounds
+}
+
 #[test]
 fn moa_picks_from_the_shards_largest_when_they_hold_its_top_k() {
     // MOA's agents see the 40 largest logits: four shards sending their 64 largest hold them.
     for seed in 0..6u64 {
-        let cfg = DecodeConfig {
-            moa: Some(moa::MoaConfig::default()),
-            sampling: SamplerConfig {
-                seed,
-                ..SamplerConfig::default()
-            },
-            ..DecodeConfig::default()
-        };
-        let (mut whole, mut part) = (Pipeline::new(&cfg).unwrap(), Pipeline::new(&cfg).unwrap());
-        let mut rng = Pcg32::new(seed);
-        let mut rounds = Rounds::default();
-        for step in 0..12 {
-            let logits = lm_logits(&mut rng, 3000, 2.0);
-            let ctx = StepContext::default();
-            let want = whole.sample_in(&mut logits.clone(), &ctx).unwrap();
-            let got = partial_step(&mut part, &logits, 4, 64, None, &ctx, &mut rounds);
-            assert_eq!(
-                (got.token, &got.pick),
-                (want.token, &want.pick),
-                "seed {seed} step {step}"
-            );
-            assert_eq!(got.candidates, want.candidates);
-        }
+        let rounds = compare_moa(seed, false, 64);
         assert_eq!((rounds.above, rounds.whole), (0, 0), "seed {seed}");
     }
     // Behind COLTRANE's prosody (its bias lifts the bound over the last steps), fewer than 40
@@ -396,43 +422,7 @@ fn moa_picks_from_the_shards_largest_when_they_hold_its_top_k() {
     // more round.
     let mut asked_again = 0;
     for seed in 0..4u64 {
-        let cfg = DecodeConfig {
-            moa: Some(moa::MoaConfig::default()),
-            sampling: SamplerConfig {
-                seed,
-                ..SamplerConfig::default()
-            },
-            ..DecodeConfig::default()
-        };
-        let prosody = coltrane::ColtraneConfig {
-            prosody: coltrane::ProsodyMode::Bias,
-            ..coltrane::ColtraneConfig::default()
-        };
-        let with_prosody = || {
-            let mut p = Pipeline::new(&cfg).unwrap();
-            let stage = ColtraneStage::new(coltrane_index(3000), prosody.clone()).unwrap();
-            p.push_stage(Box::new(stage));
-            p
-        };
-        let (mut whole, mut part) = (with_prosody(), with_prosody());
-        let mut rng = Pcg32::new(seed);
-        let mut rounds = Rounds::default();
-        for step in 0..12 {
-            let logits = lm_logits(&mut rng, 3000, 2.0);
-            let ctx = StepContext {
-                remaining: Some(12 - step),
-                budget: Some(12),
-                clock: None,
-            };
-            let want = whole.sample_in(&mut logits.clone(), &ctx).unwrap();
-            let got = partial_step(&mut part, &logits, 4, 16, None, &ctx, &mut rounds);
-            assert_eq!(
-                (got.token, &got.pick),
-                (want.token, &want.pick),
-                "seed {seed} step {step}"
-            );
-            assert_eq!(got.stages, want.stages);
-        }
+        let rounds = compare_moa(seed, true, 16);
         assert_eq!(rounds.whole, 0, "seed {seed}: {rounds:?}");
         asked_again += rounds.above;
     }
