@@ -46,8 +46,13 @@ pub fn split(z: f64) -> (i64, u32) {
 
 /// The weight of a token at `level` with `mantissa`, against the largest level `top`.
 pub fn weight(top: i64, level: i64, mantissa: u32) -> u128 {
+    shifted(top, level, mantissa as u128)
+}
+
+/// A mantissa (or a sum of mantissas) at `level`, against the largest level `top`.
+fn shifted(top: i64, level: i64, m: u128) -> u128 {
     match top.saturating_sub(level) {
-        d @ 0..=SPAN => (mantissa as u128) << (SPAN - d),
+        d @ 0..=SPAN => m << (SPAN - d),
         _ => 0,
     }
 }
@@ -75,26 +80,27 @@ impl LevelSums {
         t: f32,
         excluded: &[(u32, u32)],
     ) -> Option<LevelSums> {
-        let mut ranges = excluded.iter().peekable();
-        let kept: Vec<f32> = (logits.iter().enumerate())
-            .filter(|&(i, l)| {
+        // The finite logits outside `excluded` (walked twice: for the top, then the sums).
+        let kept = || {
+            let mut ranges = excluded.iter().peekable();
+            (logits.iter().enumerate()).filter_map(move |(i, &l)| {
                 let id = (first + i) as u64;
                 while ranges.next_if(|r| (r.1 as u64) <= id).is_some() {}
                 let out = ranges.peek().is_some_and(|r| r.0 as u64 <= id);
-                l.is_finite() && !out
+                (l.is_finite() && !out).then_some(l)
             })
-            .map(|(_, &l)| l)
-            .collect();
-        let top = kept.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(l));
+        };
+        let top = kept().fold(f32::NEG_INFINITY, f32::max);
         if top == f32::NEG_INFINITY {
             return None;
         }
         let top = weigh(top, t).0;
         let mut levels = vec![(0u64, 0u32); LEVELS];
-        for &l in &kept {
-            let (level, mantissa) = weigh(l, t);
-            if let Some(e) = levels.get_mut(top.saturating_sub(level) as usize) {
-                e.0 += mantissa as u64;
+        for l in kept() {
+            // The level alone says whether the token is counted; the mantissa's `exp` only then.
+            let z = exponent(l, t);
+            if let Some(e) = levels.get_mut(top.saturating_sub(level(z)) as usize) {
+                e.0 += split(z).1 as u64;
                 e.1 += 1;
             }
         }
@@ -161,13 +167,7 @@ impl Rest {
 
     /// `(level, weight, count)` of each level against `top`, highest first.
     pub fn weights(&self, top: i64) -> impl Iterator<Item = (i64, u128, u64)> + '_ {
-        self.levels.iter().map(move |&(level, m, n)| {
-            let w = match top.saturating_sub(level) {
-                d @ 0..=SPAN => m << (SPAN - d),
-                _ => 0,
-            };
-            (level, w, n)
-        })
+        (self.levels.iter()).map(move |&(level, m, n)| (level, shifted(top, level, m), n))
     }
 }
 
