@@ -15,8 +15,6 @@ use std::rc::Rc;
 
 use engine::decode::{Emitted, GenerateOptions, Generation, PartialNext};
 use engine::pipeline::LevelSums;
-
-use super::bundle::{SumsAsk, MAX_RANGES, MAX_WATCHED};
 use engine::tokenizer::Tokenizer;
 use knot::{Knot, ModelConfig, ReadOptions};
 use serde::Serialize;
@@ -24,6 +22,7 @@ use serde::Serialize;
 use crate::chat_template::{self, ChatTemplate, TemplateReport};
 use crate::prefix::{self, PrefixStatus, WindowView};
 
+use super::bundle::{SumsAsk, MAX_RANGES, MAX_WATCHED};
 use super::embedding::{EmbedCounters, Embedding};
 use super::gather::{assemble_logits, fold, vocab_slices, Answer, Folded};
 use super::head::{LogitsAsk, MAX_CANDIDATES, MAX_ROWS_PER_REQUEST, MAX_TOP_ROWS};
@@ -500,24 +499,21 @@ impl Conversation {
 
     /// The pick from the answers held: the token, or which slots to ask for more.
     fn settle(&mut self, model: &Model, positions: usize) -> Result<Pick, HostError> {
-        let ask = self.sums_ask();
+        let answers = self.answers.as_ref().ok_or(HostError::NoContext)?;
+        let summed =
+            (answers.iter()).any(|p| p.candidates.as_ref().is_some_and(|c| c.sums.is_some()));
+        // A slot that sent every logit is summed here, as the pick asked the shards to sum.
+        let ask = match summed && answers.iter().any(|p| p.candidates.is_none()) {
+            true => self.sums_ask(),
+            false => None,
+        };
         let parts = self.answers.as_ref().ok_or(HostError::NoContext)?;
         let refs: Vec<&RowsMessage> = parts.iter().collect();
         let (mut logits, bound) =
             assemble_logits(&model.slices, &refs).map_err(|e| HostError::Station(e.to_string()))?;
-        // Each slot's level sums: sent with its candidates, or taken here of every logit it sent.
-        let sums: Option<Vec<LevelSums>> = match ask {
-            Some(ask) => (parts.iter().zip(&model.slices))
-                .filter_map(|(p, slice)| match &p.candidates {
-                    Some(c) => Some(c.sums.clone().ok_or(())),
-                    None => {
-                        let (t, excluded) = (ask.temperature, &ask.excluded);
-                        LevelSums::of_except(&p.logits, slice.start, t, excluded).map(Ok)
-                    }
-                })
-                .collect::<Result<_, ()>>()
-                .ok(),
-            None => None,
+        let sums = match summed && bound != f32::NEG_INFINITY {
+            true => level_sums(parts, &model.slices, ask.as_ref()),
+            false => None,
         };
         let emitted = match bound == f32::NEG_INFINITY {
             // Every logit: the whole pick, as a whole host makes it.
@@ -593,6 +589,32 @@ impl Conversation {
     pub fn advance(&mut self, positions: usize) {
         self.pos += positions;
     }
+}
+
+/// Each slot's level sums: sent with its candidates, or taken of every logit it sent with what
+/// `ask` asked; `None` when a slot has none.
+fn level_sums(
+    parts: &[RowsMessage],
+    slices: &[Range<usize>],
+    ask: Option<&SumsAsk>,
+) -> Option<Vec<LevelSums>> {
+    let mut sums = Vec::with_capacity(parts.len());
+    for (p, slice) in parts.iter().zip(slices) {
+        match &p.candidates {
+            Some(c) => sums.push(c.sums.clone()?),
+            None => {
+                let ask = ask?;
+                let every = &p.logits;
+                sums.extend(LevelSums::of_except(
+                    every,
+                    slice.start,
+                    ask.temperature,
+                    &ask.excluded,
+                ));
+            }
+        }
+    }
+    Some(sums)
 }
 
 /// Each slot's bound on the logits it did not send (−inf: it sent every one).
