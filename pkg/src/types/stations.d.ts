@@ -93,7 +93,7 @@ export interface CoordinatorOptions {
   /** The embedding table is read whole at open up to this many bytes. Default 64 MiB. */
   embeddingBudget?: number;
   rowCacheBytes?: number;
-  /** Rows of its top ids each head station sends with its logits (sharded table). Default 16. */
+  /** Rows of its top ids each head station sends with its logits (sharded table). Default 1. */
   logitRows?: number;
   /** Logits each head station answers a step with: its largest this many and a bound on the
    * rest, more only when a pick asks (`/again`); 0: every logit. Default 64, at most 1024. */

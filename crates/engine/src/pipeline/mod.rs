@@ -45,7 +45,7 @@ pub use pickers::{Greedy, MoaPicker, Sample};
 pub use report::{PickReport, StageReport, StepInfo};
 pub use stage::{LogitsStage, PartSums, Picker, StagePart, StepContext, Touched, MAX_ROLLBACK};
 pub use stages::{ColtraneStage, CountPenalty, RepeatPenalty};
-pub use weights::{LevelSums, LEVELS};
+pub use weights::{exponent, LevelSums, LEVELS};
 
 #[cfg(test)]
 mod partial_tests;

@@ -333,6 +333,8 @@ pub struct Conversation {
     ids: Vec<u32>,
     /// The head shards' latest answers to the step being picked, while more are asked for.
     answers: Option<Vec<RowsMessage>>,
+    /// The sums ask the step's message carried: whose watched ids its answers' values are.
+    asked: Option<SumsAsk>,
 }
 
 impl Conversation {
@@ -392,6 +394,7 @@ impl Conversation {
             pos: kept,
             ids: prompt[..kept].to_vec(),
             answers: None,
+            asked: None,
         })
     }
 
@@ -440,7 +443,7 @@ impl Conversation {
                 model.slices.len()
             )));
         }
-        let parts = match fold(answers) {
+        let mut parts = match fold(answers) {
             Folded::Accept(parts) => parts,
             Folded::Abstain { retry } => return Ok(Pick::Retry(retry)),
             Folded::Decline { slot, error } => {
@@ -450,6 +453,7 @@ impl Conversation {
                 }))
             }
         };
+        self.watch(&model.slices, parts.iter_mut().enumerate())?;
         {
             let mut embedding = model.embedding.borrow_mut();
             for (part, slice) in parts.iter().zip(&model.slices) {
@@ -472,7 +476,7 @@ impl Conversation {
         if !self.open() || self.answers.is_none() || slots.len() != answers.len() {
             return Err(HostError::NoContext);
         }
-        let fresh = match fold(answers) {
+        let mut fresh = match fold(answers) {
             Folded::Accept(parts) => parts,
             Folded::Abstain { retry } => {
                 return Ok(Pick::More(
@@ -489,12 +493,40 @@ impl Conversation {
                 }))
             }
         };
+        self.watch(&model.slices, slots.iter().copied().zip(fresh.iter_mut()))?;
         let kept = self.answers.as_mut().ok_or(HostError::NoContext)?;
         for (&slot, part) in slots.iter().zip(fresh) {
             let old = kept.get_mut(slot).ok_or(HostError::NoContext)?;
             *old = part;
         }
         self.settle(model, positions)
+    }
+
+    /// Puts the watched ids' logits that answers with sums carry as values alone among their
+    /// candidates, under the ids the step's ask named (`parts`: slot and answer).
+    fn watch<'a>(
+        &self,
+        slices: &[Range<usize>],
+        parts: impl Iterator<Item = (usize, &'a mut RowsMessage)>,
+    ) -> Result<(), HostError> {
+        let watched = self.asked.as_ref().map_or(&[][..], |a| &a.watched);
+        for (slot, part) in parts {
+            let (Some(c), Some(slice)) = (part.candidates.as_mut(), slices.get(slot)) else {
+                continue;
+            };
+            if c.sums.is_some() {
+                c.watch(&mut part.logits, watched, slice).map_err(|n| {
+                    HostError::Station(format!(
+                        "head shard {slot}: {n} watched logits for {} watched ids in its slice",
+                        watched
+                            .iter()
+                            .filter(|&&id| slice.contains(&(id as usize)))
+                            .count()
+                    ))
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// The pick from the answers held: the token, or which slots to ask for more.
@@ -547,6 +579,13 @@ impl Conversation {
     /// Whether the pick is the largest logit (greedy): one row of each head shard's rides along.
     pub fn takes_largest(&mut self) -> bool {
         self.generation.takes_largest()
+    }
+
+    /// [`Conversation::sums_ask`] for the step's message, kept: the answers' watched values
+    /// are the logits of the ids it names.
+    pub fn ask_sums(&mut self) -> Option<SumsAsk> {
+        self.asked = self.sums_ask();
+        self.asked.clone()
     }
 
     /// What the head shards' sums are asked for at the next pick, if it can use them.

@@ -308,6 +308,7 @@ mod tests {
                 ids,
                 bound,
                 sums: None,
+                watched: Vec::new(),
             }),
             ..every.clone()
         };

@@ -82,9 +82,11 @@ pub struct StationOptions {
     pub chat_template: Option<String>,
 }
 
-/// 16, not 4: sampled at T=0.9, top_p 0.95, Gemma-3 on 4 + 4 stations missed the picked
-/// token's row on 18.8% of tokens with 4 (one more round each), 3.9% with 16, for 3% more bytes.
-pub const DEFAULT_LOGIT_ROWS: usize = 16;
+/// 1: each row costs its bytes on every hop back (680 B × 5 hops for Gemma-3 on 4 + 4, with a
+/// row from each shard): more rows spare a `/rows` round now and then, for far more bytes (the
+/// Worker's README has the figures). More than one: a sampled part sends those of its top ids
+/// within reach of its largest (`head::ROW_LEVELS`).
+pub const DEFAULT_LOGIT_ROWS: usize = 1;
 
 /// 64: greedy needs one, top-k sampling k (40 is common); sampling without top-k asks once
 /// more when the first answer does not settle the softmax's sum (docs/stations.md).
@@ -254,9 +256,9 @@ mod tests {
             (d.max_conversations, d.max_sequences, d.kept_conversations),
             (4, 2, 2)
         );
-        assert_eq!((d.max_context, d.max_batch, d.logit_rows), (2048, 64, 16));
+        assert_eq!((d.max_context, d.max_batch, d.logit_rows), (2048, 64, 1));
         let m = d.model_options();
-        assert_eq!((m.context, m.max_batch, m.logit_rows), (2048, 64, 16));
+        assert_eq!((m.context, m.max_batch, m.logit_rows), (2048, 64, 1));
         assert_eq!(ModelOptions::default().logit_rows, d.logit_rows);
     }
 

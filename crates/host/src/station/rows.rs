@@ -8,7 +8,7 @@
 //! | bytes            | field                                                         |
 //! |------------------|---------------------------------------------------------------|
 //! | 0..4             | magic `KNRW`                                                  |
-//! | 4                | version, 1                                                    |
+//! | 4                | version, 2                                                    |
 //! | 5                | kind: 0 every logit of the slice, 1 candidates, 2 candidates  |
 //! |                  | with level sums                                               |
 //! | 6                | level sums L (kind 2, at most `LEVELS`; else 0)               |
@@ -19,20 +19,32 @@
 //! | candidates: 4    | the largest logit not sent (f32; −inf when none is left)      |
 //! | candidates: 4m   | the logits' token ids (u32)                                   |
 //! | kind 2: 8        | the sums' top level (i64)                                     |
-//! | kind 2: 12L      | each level's mantissa sum (u64) and count (u32), top first    |
+//! | kind 2: 2        | the levels' bytes s (u16, at most 15L)                        |
+//! | kind 2: s        | each level's mantissa sum and count as LEB128 varints (u64,   |
+//! |                  | u32), top first: ~7 bytes a level where fixed widths take 12  |
+//! | kind 2: 4        | watched values w (u32, at most `MAX_WATCHED`)                 |
+//! | kind 2: 4w       | the logits (f32) of the watched ids the ask named in this     |
+//! |                  | slice, in the ask's order (their ids are the asker's: not sent) |
 //! | 4m               | the logits (f32)                                              |
 //! | then 4n          | the rows' token ids (u32)                                     |
 //! | then n·b         | the rows, as the file stores them (the embedding's own dtype) |
 //! | last 4           | CRC-32 (IEEE) of every byte before it                         |
 //!
 //! Level sums ([`engine::pipeline::LevelSums`]) let a sampled pick add up the tokens it was not
-//! sent, exactly. Rows travel as the file's bytes, not as floats: the coordinator embeds them exactly as a
+//! sent, exactly; the watched ids' logits (the tokens the pick's stages change) travel as values
+//! alone, four bytes each, since the asker holds the ids ([`Candidates::watch`]). Rows travel as the file's bytes, not as floats: the coordinator embeds them exactly as a
 //! whole model embeds its own table, bit for bit.
+
+use std::ops::Range;
 
 use engine::pipeline::{LevelSums, LEVELS};
 
+use super::bundle::MAX_WATCHED;
+
 const MAGIC: &[u8; 4] = b"KNRW";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+/// The most bytes a level's two varints take (a u64's ten and a u32's five).
+const LEVEL_BYTES_MAX: usize = 15;
 /// Bytes before the logits.
 pub const HEADER_BYTES: usize = 20;
 const CHECKSUM_BYTES: usize = 4;
@@ -58,6 +70,33 @@ pub struct Candidates {
     pub bound: f32,
     /// The slice's level sums at the sampling temperature, when the pick asked for them.
     pub sums: Option<LevelSums>,
+    /// With the sums: the logits of the watched ids in the slice, in the ask's order.
+    pub watched: Vec<f32>,
+}
+
+impl Candidates {
+    /// Adds the watched ids' logits (`watched`: the ids the ask named, `slice` this answer's)
+    /// to `ids`/`logits` as candidates, those not sent already. `Err(n)` when the answer carries
+    /// `n` values for another count of ids in the slice.
+    pub fn watch(
+        &mut self,
+        logits: &mut Vec<f32>,
+        watched: &[u32],
+        slice: &Range<usize>,
+    ) -> Result<(), usize> {
+        let values = std::mem::take(&mut self.watched);
+        let ids = watched.iter().filter(|&&id| slice.contains(&(id as usize)));
+        if ids.clone().count() != values.len() {
+            return Err(values.len());
+        }
+        for (&id, l) in ids.zip(values) {
+            if !self.ids.contains(&id) {
+                self.ids.push(id);
+                logits.push(l);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl RowsMessage {
@@ -84,7 +123,7 @@ pub enum RowsError {
     TooShort { got: usize, need: usize },
     #[error("rows: bad magic (not a KNRW message)")]
     BadMagic,
-    #[error("rows: version {0} is not supported (this build reads 1)")]
+    #[error("rows: version {0} is not supported (this build reads 2)")]
     Version(u8),
     #[error("rows: reserved bytes are not zero")]
     Reserved,
@@ -92,6 +131,8 @@ pub enum RowsError {
     Kind(u8),
     #[error("rows: the candidates' bound is NaN")]
     Bound,
+    #[error("rows: the level sums are malformed (not {0} pairs of varints filling their bytes)")]
+    Levels(usize),
     #[error("rows: {got} {what} are more than the {max} taken here")]
     TooMany {
         what: &'static str,
@@ -117,12 +158,13 @@ pub fn encode<'r>(
 }
 
 /// The message for candidates (`values[i]` the logit of `ids[i]`; every other logit of the
-/// slice at most `bound`), the slice's level sums if given, and `rows`.
+/// slice at most `bound`), the slice's level sums with the watched ids' logits if given, and
+/// `rows`.
 pub fn encode_candidates<'r>(
     ids: &[u32],
     values: &[f32],
     bound: f32,
-    sums: Option<&LevelSums>,
+    sums: Option<(&LevelSums, &[f32])>,
     rows: impl ExactSizeIterator<Item = (u32, &'r [u8])> + Clone,
     row_bytes: usize,
 ) -> Result<Vec<u8>, RowsError> {
@@ -135,12 +177,24 @@ pub fn encode_candidates<'r>(
     if bound.is_nan() {
         return Err(RowsError::Bound);
     }
-    if sums.is_some_and(|s| s.levels.len() > LEVELS) {
-        return Err(RowsError::TooMany {
-            what: "levels",
-            got: sums.map_or(0, |s| s.levels.len() as u64),
-            max: LEVELS,
-        });
+    if let Some((s, w)) = sums {
+        if s.levels.len() > LEVELS {
+            let got = s.levels.len() as u64;
+            let max = LEVELS;
+            return Err(RowsError::TooMany {
+                what: "levels",
+                got,
+                max,
+            });
+        }
+        if w.len() > MAX_WATCHED {
+            let (got, max) = (w.len() as u64, MAX_WATCHED);
+            return Err(RowsError::TooMany {
+                what: "watched values",
+                got,
+                max,
+            });
+        }
     }
     encode_with(values, Some((ids, bound)), sums, rows, row_bytes)
 }
@@ -148,7 +202,7 @@ pub fn encode_candidates<'r>(
 fn encode_with<'r>(
     logits: &[f32],
     candidates: Option<(&[u32], f32)>,
-    sums: Option<&LevelSums>,
+    sums: Option<(&LevelSums, &[f32])>,
     rows: impl ExactSizeIterator<Item = (u32, &'r [u8])> + Clone,
     row_bytes: usize,
 ) -> Result<Vec<u8>, RowsError> {
@@ -174,10 +228,15 @@ fn encode_with<'r>(
         });
     }
     let extra = candidates.map_or(0, |(ids, _)| 4 + 4 * ids.len());
-    let levels = sums.map_or(0, |s| s.levels.len());
+    let levels = sums.map_or(0, |s| s.0.levels.len());
+    let mut level_bytes = Vec::with_capacity(levels * LEVEL_BYTES_MAX);
+    for &(m, n) in sums.map_or(&[][..], |s| &s.0.levels) {
+        put_varint(&mut level_bytes, m);
+        put_varint(&mut level_bytes, u64::from(n));
+    }
     let len = HEADER_BYTES
         + extra
-        + sums.map_or(0, |_| 8 + 12 * levels)
+        + sums.map_or(0, |(_, w)| 8 + 2 + level_bytes.len() + 4 + 4 * w.len())
         + logits.len() * 4
         + rows.len() * (4 + row_bytes)
         + CHECKSUM_BYTES;
@@ -196,12 +255,15 @@ fn encode_with<'r>(
         out.extend_from_slice(&bound.to_le_bytes());
         ids.iter()
             .for_each(|id| out.extend_from_slice(&id.to_le_bytes()));
-        if let Some(s) = sums {
+        if let Some((s, watched)) = sums {
             out.extend_from_slice(&s.top.to_le_bytes());
-            for &(m, n) in &s.levels {
-                out.extend_from_slice(&m.to_le_bytes());
-                out.extend_from_slice(&n.to_le_bytes());
-            }
+            // At most LEVELS · LEVEL_BYTES_MAX = 720 bytes: a u16.
+            out.extend_from_slice(&(level_bytes.len() as u16).to_le_bytes());
+            out.extend_from_slice(&level_bytes);
+            out.extend_from_slice(&(watched.len() as u32).to_le_bytes());
+            watched
+                .iter()
+                .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
         }
     }
     logits
@@ -213,6 +275,49 @@ fn encode_with<'r>(
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     Ok(out)
+}
+
+/// Appends `v` as an LEB128 varint: seven bits a byte, low first, the high bit set on every
+/// byte but the last.
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// The varint at the start of `bytes` and the bytes after it; `None` when it runs off the end
+/// or past 64 bits.
+fn get_varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
+    let mut v = 0u64;
+    for (i, &b) in bytes.iter().enumerate().take(10) {
+        let low = u64::from(b & 0x7f);
+        // The tenth byte holds the 64th bit alone.
+        if i == 9 && low > 1 {
+            return None;
+        }
+        v |= low << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((v, &bytes[i + 1..]));
+        }
+    }
+    None
+}
+
+/// `n` levels' (mantissa sum, count) varint pairs that fill `bytes` exactly.
+fn read_levels(mut bytes: &[u8], n: usize) -> Result<Vec<(u64, u32)>, RowsError> {
+    let mut levels = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (m, rest) = get_varint(bytes).ok_or(RowsError::Levels(n))?;
+        let (c, rest) = get_varint(rest).ok_or(RowsError::Levels(n))?;
+        levels.push((m, u32::try_from(c).map_err(|_| RowsError::Levels(n))?));
+        bytes = rest;
+    }
+    match bytes.is_empty() {
+        true => Ok(levels),
+        false => Err(RowsError::Levels(n)),
+    }
 }
 
 /// Reads a message, refusing it before allocating when it holds more than `limits` allow.
@@ -266,12 +371,31 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
             want: limits.row_bytes,
         });
     }
+    // The levels' byte count, then the watched values' count after them: each read once the
+    // message is known to reach it.
+    let reach = |at: u128| match bytes.len() as u128 >= at + CHECKSUM_BYTES as u128 {
+        true => Ok(at as usize),
+        false => Err(RowsError::Length {
+            expected: at + CHECKSUM_BYTES as u128,
+            got: bytes.len(),
+        }),
+    };
+    let (s, w) = match with_sums {
+        false => (0, 0),
+        true => {
+            let at = reach(HEADER_BYTES as u128 + 4 + 4 * m as u128 + 8 + 2)? - 2;
+            let s = u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+            let s = capped("level bytes", s as u32, levels * LEVEL_BYTES_MAX)?;
+            let at = reach(at as u128 + 2 + s as u128 + 4)? - 4;
+            (s, capped("watched values", u32_at(at), MAX_WATCHED)?)
+        }
+    };
     // In u128: three u32 counts cannot overflow it.
     let extra = match candidates {
         true => 4 + 4 * m as u128,
         false => 0,
     } + match with_sums {
-        true => 8 + 12 * levels as u128,
+        true => 8 + 2 + s as u128 + 4 + 4 * w as u128,
         false => 0,
     };
     let expected = need as u128 + extra + 4 * m as u128 + n as u128 * (4 + u128::from(b));
@@ -294,6 +418,7 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
             .collect()
     };
     let mut body = &body[HEADER_BYTES..];
+    let mut watched = Vec::new();
     let candidates = match candidates {
         false => None,
         true => {
@@ -306,15 +431,15 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
             let sums = match with_sums {
                 false => None,
                 true => {
-                    let (block, rest) = body.split_at(8 + 12 * levels);
+                    let (block, rest) = body.split_at(8 + 2 + s);
+                    let (values, rest) = rest[4..].split_at(4 * w);
                     body = rest;
-                    let top = i64::from_le_bytes(block[..8].try_into().unwrap_or_default());
-                    let levels = (block[8..].chunks_exact(12))
-                        .map(|c| {
-                            let m = u64::from_le_bytes(c[..8].try_into().unwrap_or_default());
-                            (m, u32::from_le_bytes(le(&c[8..])))
-                        })
+                    watched = values
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes(le(c)))
                         .collect();
+                    let top = i64::from_le_bytes(block[..8].try_into().unwrap_or_default());
+                    let levels = read_levels(&block[10..], levels)?;
                     Some(LevelSums { top, levels })
                 }
             };
@@ -322,6 +447,7 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
                 ids: u32s(ids),
                 bound,
                 sums,
+                watched,
             })
         }
     };
@@ -422,18 +548,72 @@ mod tests {
             top: -7,
             levels: vec![(1 << 40, 3), (0, 0), (12345, 1)],
         };
-        let bytes = encode_candidates(&[4], &[2.5], 1.0, Some(&sums), std::iter::empty(), 5);
+        let watched = [0.5, f32::NEG_INFINITY];
+        let bytes = encode_candidates(
+            &[4],
+            &[2.5],
+            1.0,
+            Some((&sums, &watched)),
+            std::iter::empty(),
+            5,
+        );
         let bytes = bytes.unwrap();
-        assert_eq!(bytes.len(), HEADER_BYTES + 4 + 8 + 8 + 3 * 12 + 4);
+        // Levels as varints: 2^40 in six bytes, 3 in one, 0 and 0 in one each, 12345 in two.
+        let level_bytes = 6 + 1 + 1 + 1 + 2 + 1;
+        assert_eq!(
+            bytes.len(),
+            HEADER_BYTES + 4 + 8 + 8 + 2 + level_bytes + 4 + 8 + 4
+        );
         let m = decode(&bytes, LIMITS).unwrap();
-        assert_eq!(m.candidates.unwrap().sums, Some(sums.clone()));
+        let c = m.candidates.clone().unwrap();
+        assert_eq!((c.sums, c.watched), (Some(sums.clone()), watched.to_vec()));
         refuses_every_flip(&bytes);
+        // The values join the candidates under the ask's ids in this slice (4 is sent already).
+        let mut c = m.candidates.unwrap();
+        let mut logits = m.logits.clone();
+        c.watch(&mut logits, &[900, 7, 4], &(0..10)).unwrap();
+        assert_eq!((c.ids, logits), (vec![4, 7], vec![2.5, 0.5]));
+        let mut c = decode(&bytes, LIMITS).unwrap().candidates.unwrap();
+        assert_eq!(c.watch(&mut vec![2.5], &[7], &(0..10)), Err(2));
+        // More watched values than an ask may name: refused when written, and when read.
+        let many = vec![0.0; MAX_WATCHED + 1];
+        let e = encode_candidates(
+            &[4],
+            &[2.5],
+            1.0,
+            Some((&sums, &many)),
+            std::iter::empty(),
+            5,
+        );
+        assert!(matches!(
+            e,
+            Err(RowsError::TooMany {
+                what: "watched values",
+                ..
+            })
+        ));
+        let mut bad = bytes.clone();
+        let at = HEADER_BYTES + 4 + 4 + 8 + 2 + level_bytes;
+        bad[at..at + 4].copy_from_slice(&(MAX_WATCHED as u32 + 1).to_le_bytes());
+        assert!(matches!(
+            decode(&bad, LIMITS),
+            Err(RowsError::TooMany {
+                what: "watched values",
+                ..
+            })
+        ));
+        // Cut short before the count: a length error, not a read past the end.
+        let short = [&bytes[..at + 2], &bytes[bytes.len() - 4..]].concat();
+        assert!(matches!(
+            decode(&short, LIMITS),
+            Err(RowsError::Length { .. })
+        ));
         // More levels than a pick reads: refused when written, and when read.
         let many = LevelSums {
             top: 0,
             levels: vec![(1, 1); LEVELS + 1],
         };
-        let e = encode_candidates(&[4], &[2.5], 1.0, Some(&many), std::iter::empty(), 5);
+        let e = encode_candidates(&[4], &[2.5], 1.0, Some((&many, &[])), std::iter::empty(), 5);
         assert!(matches!(e, Err(RowsError::TooMany { what: "levels", .. })));
         let mut bad = bytes.clone();
         bad[6] = LEVELS as u8 + 1;
@@ -441,6 +621,34 @@ mod tests {
             decode(&bad, LIMITS),
             Err(RowsError::TooMany { .. })
         ));
+        // Varints that do not make the levels the header names, with a good checksum: refused.
+        let resealed = |mut b: Vec<u8>| {
+            let n = b.len() - 4;
+            let crc = crc32fast::hash(&b[..n]);
+            b[n..].copy_from_slice(&crc.to_le_bytes());
+            b
+        };
+        let mut fewer = bytes.clone();
+        fewer[6] = 2;
+        assert_eq!(decode(&resealed(fewer), LIMITS), Err(RowsError::Levels(2)));
+        let mut more = bytes.clone();
+        more[6] = 4;
+        assert_eq!(decode(&resealed(more), LIMITS), Err(RowsError::Levels(4)));
+        // A count past u32, and a varint past 64 bits.
+        let mut level = Vec::new();
+        put_varint(&mut level, 1);
+        put_varint(&mut level, u64::from(u32::MAX) + 1);
+        assert_eq!(read_levels(&level, 1), Err(RowsError::Levels(1)));
+        assert_eq!(
+            get_varint(&[0xff; 9].iter().chain(&[0x02]).copied().collect::<Vec<_>>()),
+            None
+        );
+        assert_eq!(get_varint(&[0x80]), None);
+        for v in [0, 1, 127, 128, 1 << 40, u64::MAX] {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            assert_eq!(get_varint(&b), Some((v, &[][..])));
+        }
     }
 
     #[test]
@@ -466,7 +674,7 @@ mod tests {
             m
         };
         assert_eq!(decode(&with(0, b"KNHS"), LIMITS), Err(RowsError::BadMagic));
-        assert_eq!(decode(&with(4, &[2]), LIMITS), Err(RowsError::Version(2)));
+        assert_eq!(decode(&with(4, &[3]), LIMITS), Err(RowsError::Version(3)));
         assert_eq!(decode(&with(7, &[1]), LIMITS), Err(RowsError::Reserved));
         assert_eq!(decode(&with(5, &[3]), LIMITS), Err(RowsError::Kind(3)));
         // Levels in a message without sums.

@@ -526,7 +526,7 @@ impl Sequences {
             };
             greedy &= !p.logits || c.takes_largest();
             let sums = match p.logits {
-                true => c.sums_ask(),
+                true => c.ask_sums(),
                 false => None,
             };
             let flags = match (p.logits, p.logits && c.reads_every_logit(), sums.is_some()) {
