@@ -6,8 +6,9 @@
 // costs simulated, scripts/profiles.mjs), with ratios against `local` from the same run.
 // With --every-logit, each split runs a second time with its head shards answering every logit
 // (KNOT_CANDIDATES 0: how every step went before candidates), in the same run.
+// With --temperature T (default 0: greedy), every request samples at T with a fixed seed.
 //   node scripts/bench-stations.mjs [--tokens 64] [--rounds 3] [--gemma] [--profiles local,prod]
-//                                   [--subrequests free|N] [--every-logit]
+//                                   [--subrequests free|N] [--every-logit] [--temperature 0.8]
 import { streamOnce as stream } from './stream.mjs';
 import { join } from 'node:path';
 import { REPO, startLocal, startStations } from './local.mjs';
@@ -21,6 +22,7 @@ const TOKENS = arg('tokens', 64);
 const ROUNDS = arg('rounds', 3);
 const GEMMA = process.argv.includes('--gemma');
 const EVERY_LOGIT = process.argv.includes('--every-logit');
+const PICK = { temperature: arg('temperature', 0), ...(arg('temperature', 0) > 0 ? { seed: 7 } : {}) };
 const PROFILES = profilesFromArgs(process.argv.slice(2), { list: true, fallback: 'local,prod' });
 const MiB = 2 ** 20;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -37,8 +39,8 @@ const CHAT = [{ role: 'user', content: 'Tell me a story about a lighthouse keepe
 /** The request this bench times (`streamOnce` in stream.mjs): a chat, or for Gemma-3 (a base model) a completion. */
 function streamOnce(url) {
   return GEMMA
-    ? stream(url, '/v1/completions', { model: model.id, prompt: PROMPT, temperature: 0, max_tokens: TOKENS })
-    : stream(url, '/v1/chat/completions', { model: model.id, messages: CHAT, temperature: 0, max_tokens: TOKENS });
+    ? stream(url, '/v1/completions', { model: model.id, prompt: PROMPT, ...PICK, max_tokens: TOKENS })
+    : stream(url, '/v1/chat/completions', { model: model.id, messages: CHAT, ...PICK, max_tokens: TOKENS });
 }
 
 /** The configurations, started under `profile`. */
