@@ -114,6 +114,9 @@ try {
     decodeTokS: +warm.decodeTokS.toFixed(1),
     subrequests: spent.subrequests,
     tokens: spent.tokens,
+    // The head shards' answers coming back through the chain, over the three requests.
+    backKiBPerToken: +(s.hops.back / s.hops.tokens / 1024).toFixed(1),
+    kibPerToken: +(s.hops.bytes / s.hops.tokens / 1024).toFixed(1),
     largestIsolateMiB: +(Math.max(...isolates.map(([, b]) => b)) / MiB).toFixed(1),
     equalsNative: true,
   }));

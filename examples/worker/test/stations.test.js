@@ -368,6 +368,12 @@ describe('Gemma-3-270M split across stations', () => {
     const prompt = 'The capital of France is';
     const r = await openai.completions.create({ model: 'gemma-3-270m', prompt, temperature: 0, max_tokens: 16 });
     assert.equal(r.choices[0].text, (await native(prompt, 16, ['--temperature', '0', '--prosody', 'off'], gemma)).text);
+    // Sampled, with penalties: the shards' level sums and the history's logits (as values alone)
+    // settle each pick; a picked token whose row did not ride (one a shard) takes a `/rows` round.
+    const sampled = await openai.completions.create({ model: 'gemma-3-270m', prompt, temperature: 0.8, top_p: 0.9, presence_penalty: 0.5, seed: 5, max_tokens: 16 });
+    // (The OpenAI route has no top-k and no min-p: the CLI's defaults of 40 and 0.05 are off.)
+    const flags = ['--temperature', '0.8', '--top-p', '0.9', '--top-k', '0', '--min-p', '0', '--presence-penalty', '0.5', '--seed', '5', '--prosody', 'off'];
+    assert.equal(sampled.choices[0].text, (await native(prompt, 16, flags, gemma)).text);
     // Its 178 MB table is sharded: the prompt's rows are cached from the request above, and
     // each greedy pick's row rides with the logits: 4 layer stations + 1 fan-out per token, no
     // R2 read.
