@@ -13,6 +13,7 @@
 mod config;
 mod monitor;
 mod spectrum;
+mod sums;
 
 pub use config::{HealthConfig, HealthError, HealthPolicy, Thresholds};
 pub use monitor::{
@@ -20,6 +21,7 @@ pub use monitor::{
     CANDIDATE_NATS, PRE_COLLAPSE_DRAFT_CAP,
 };
 pub use spectrum::{NoiseColour, Spectrum, MAX_WINDOW, MIN_WINDOW};
+pub use sums::{HealthSums, LevelSum, HEALTH_LEVELS};
 
 #[cfg(test)]
 mod tests;

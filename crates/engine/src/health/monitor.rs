@@ -3,26 +3,30 @@
 //!
 //! Each step it reads the logits twice: before the stages (the model's own distribution — what
 //! the health is about) and after them (what a mask threw away). Only tokens within
-//! [`CANDIDATE_NATS`] of the top logit enter the sums: each token left out is less than
-//! e^-12 ≈ 6e-6 times as probable as the top one. Small models keep tens of thousands of tokens
-//! within 20 nats (SmolLM2: 22k at the median step), which cost 4–5% of a decode step to
-//! exponentiate; at 12 nats the monitor costs about 1%, and on SmolLM2 the entropy moves by
-//! 0.02 nats on average (0.08 at most) and no state changes (120 steps compared). Arithmetic is
-//! basic IEEE in a fixed order (`exp_neg`, `moa::math::ln`), so the same logits give the same
-//! state on every platform — the logits themselves differ in their last bits between the native
-//! and wasm kernels.
+//! [`HEALTH_LEVELS`](super::HEALTH_LEVELS) powers of two of the top (≈ [`CANDIDATE_NATS`]) enter the sums: each token
+//! left out is less than 2^-17 times as probable as the top one. Small models keep tens of
+//! thousands of tokens within 20 nats (SmolLM2: 22k at the median step), which cost 4–5% of a
+//! decode step to exponentiate; at 12 nats the monitor costs about 1%, and on SmolLM2 the
+//! entropy moves by 0.02 nats on average (0.08 at most) and no state changes (120 steps
+//! compared). The sums are integers by level ([`HealthSums`]: the same whoever adds them, so a
+//! vocabulary split across head shards sums to what one process reads), and the rest is basic
+//! IEEE in a fixed order (`exp_neg`, `moa::math::ln`), so the same logits give the same state on
+//! every platform — the logits themselves differ in their last bits between the native and wasm
+//! kernels.
 
 use super::config::{HealthConfig, Thresholds};
 use super::spectrum::{NoiseColour, Spectrum};
+use super::sums::{chunk_maxima, HealthSums, CHUNK};
+#[cfg(test)]
+use super::sums::{from_order_key, order_key};
 use moa::math::ln;
 use std::collections::HashSet;
 
-/// Tokens further than this below the top logit are left out of the sums (see the module doc).
+/// About how far below the top logit tokens are left out of the sums ([`HEALTH_LEVELS`](super::HEALTH_LEVELS) powers
+/// of two: 12.5 nats); a chosen token past them counts as this much more surprising than ln Z.
 pub const CANDIDATE_NATS: f32 = 12.0;
 /// A token at least this probable counts as a real option for the opportunity face.
 const PLAUSIBLE: f64 = 0.05;
-/// Logits per chunk of the candidate scan (chunks whose max is out of reach are skipped).
-const CHUNK: usize = 64;
 /// The n of the n-grams repetition counts.
 const NGRAM: usize = 4;
 /// The longest loop period the collapse check looks for.
@@ -140,20 +144,22 @@ struct Step {
     actions: HealthActions,
 }
 
-/// The model's distribution before the stages, over the candidates.
+/// The model's distribution before the stages: its sums, and the tokens within their levels.
 #[derive(Debug, Default)]
 struct Before {
-    /// (token, logit − max, e^(logit − max)), for tokens within CANDIDATE_NATS of the max.
-    candidates: Vec<(u32, f32, f64)>,
+    sums: HealthSums,
+    /// The ranges of ids the sums count as masked (none from whole logits).
+    removed: Vec<(u32, u32)>,
+    /// (token, levels below the top, mantissa), in token order, for the tokens within the sums'
+    /// levels whose logits are known (every one, from whole logits).
+    candidates: Vec<(u32, usize, u32)>,
     /// The max of each CHUNK of the logits.
     chunk_max: Vec<f32>,
-    max: f32,
+    /// Σ weights (mantissa units).
     z: f64,
     ln_z: f64,
     entropy: f64,
     margin: f64,
-    nonfinite: usize,
-    vocab: usize,
 }
 
 /// Watches a generation (see the module doc).
@@ -268,46 +274,29 @@ impl HealthMonitor {
     /// Reads the logits before the stages run.
     pub fn before_stages(&mut self, logits: &[f32]) {
         let b = &mut self.before;
-        b.vocab = logits.len();
-        // One pass over the vocabulary for the max, the non-finite count and each chunk's max
-        // (what the candidate scan then skips by), in lanes the compiler vectorizes.
-        b.chunk_max.clear();
-        let (mut max, mut nonfinite) = (f32::NEG_INFINITY, 0usize);
-        for chunk in logits.chunks(CHUNK) {
-            // Infinities and NaN have every exponent bit set; a chunk without them (nearly
-            // all) takes its max as an integer max of order-preserving keys, which vectorizes
-            // where a float max under IEEE rules does not.
-            let special: u32 = chunk
-                .iter()
-                .map(|l| u32::from(l.to_bits() & 0x7f80_0000 == 0x7f80_0000))
-                .sum();
-            let m = if special == 0 {
-                chunk
-                    .iter()
-                    .map(|&l| order_key(l))
-                    .max()
-                    .map_or(f32::NEG_INFINITY, from_order_key)
-            } else {
-                let mut m = f32::NEG_INFINITY;
-                for &l in chunk {
-                    // NaN and +inf never win: they are counted instead.
-                    m = if l > m && l < f32::INFINITY { l } else { m };
-                    nonfinite += usize::from(l.is_nan() || l == f32::INFINITY);
-                }
-                m
-            };
-            max = max.max(m);
-            b.chunk_max.push(m);
-        }
-        (b.max, b.nonfinite) = (max, nonfinite);
+        b.removed.clear();
         b.candidates.clear();
-        if max == f32::NEG_INFINITY {
-            (b.ln_z, b.entropy, b.margin) = (0.0, 0.0, 0.0);
-            return;
-        }
-        let floor = max - CANDIDATE_NATS;
+        let candidates = &mut b.candidates;
+        b.sums = HealthSums::scan(logits, 0, &[], &mut b.chunk_max, |i, d, m| {
+            candidates.push((i as u32, d, m))
+        });
+        self.settle();
+    }
+
+    /// [`HealthMonitor::before_stages`] from part of the logits (the unknown ones −inf) and the
+    /// sums of every logit (each head shard's, [`HealthSums::merge`]d, the masked ones those in
+    /// `removed`: the ranges of ids the pick's stages remove): the same report as from every
+    /// logit whenever the tokens among the top two, the plausible ones (p ≥ 0.05) and the chosen
+    /// one are known, and every token the stages mask is known or in `removed`.
+    pub fn before_stages_part(&mut self, logits: &[f32], sums: HealthSums, removed: &[(u32, u32)]) {
+        let b = &mut self.before;
+        b.removed = removed.to_vec();
+        b.candidates.clear();
+        let candidates = &mut b.candidates;
+        // The known logits' chunks that reach the levels read hold the candidates.
+        chunk_maxima(logits, &mut b.chunk_max);
         for (c, &m) in b.chunk_max.iter().enumerate() {
-            if m < floor {
+            if sums.place(m).is_none() {
                 continue;
             }
             let at = c * CHUNK;
@@ -315,33 +304,42 @@ impl HealthMonitor {
                 .iter()
                 .enumerate()
             {
-                if l >= floor && l < f32::INFINITY {
-                    let d = l - max;
-                    b.candidates.push(((at + i) as u32, d, exp_neg(d as f64)));
+                if let Some((d, mantissa)) = sums.place(l) {
+                    candidates.push(((at + i) as u32, d, mantissa));
                 }
             }
         }
-        // Z and Σ e^d·d in token order (fixed: the same bits everywhere).
-        let (mut z, mut zd) = (0.0f64, 0.0f64);
+        b.sums = sums;
+        self.settle();
+    }
+
+    /// The scalars from the sums and the candidates.
+    fn settle(&mut self) {
+        let b = &mut self.before;
+        if b.sums.top.is_none() {
+            (b.z, b.ln_z, b.entropy, b.margin) = (0.0, 0.0, 0.0, 0.0);
+            return;
+        }
         let (mut p1, mut p2) = (0.0f64, 0.0f64);
-        for &(_, d, e) in &b.candidates {
-            z += e;
-            zd += e * d as f64;
-            if e > p1 {
+        for &(_, d, mantissa) in &b.candidates {
+            let w = HealthSums::weight(d, mantissa);
+            if w > p1 {
                 p2 = p1;
-                p1 = e;
-            } else if e > p2 {
-                p2 = e;
+                p1 = w;
+            } else if w > p2 {
+                p2 = w;
             }
         }
-        b.z = z;
-        b.ln_z = ln(z);
-        b.entropy = (b.ln_z - zd / z).max(0.0);
-        b.margin = (p1 - p2) / z;
+        b.z = b.sums.total();
+        b.ln_z = b.sums.ln_z();
+        b.entropy = b.sums.entropy();
+        b.margin = (p1 - p2) / b.z;
     }
 
     /// Records the step whose token was `token` (`logits` as the stages left them;
-    /// `remaining`: tokens the budget still allows, this one included) and reports it.
+    /// `remaining`: tokens the budget still allows, this one included) and reports it. The
+    /// tokens the stages masked are the sums' masked ones and any known candidate the stages
+    /// left −inf or NaN (from whole logits, every masked one is such a candidate).
     pub fn after_pick(
         &mut self,
         logits: &[f32],
@@ -350,25 +348,30 @@ impl HealthMonitor {
         budget: Option<usize>,
     ) -> HealthReport {
         let b = &self.before;
+        let masked_after = |t: u32| {
+            logits
+                .get(t as usize)
+                .is_some_and(|l| l.is_nan() || *l == f32::NEG_INFINITY)
+        };
         let surprisal = match b.candidates.iter().find(|c| c.0 == token) {
-            Some(&(_, d, _)) => b.ln_z - d as f64,
+            Some(&(_, d, mantissa)) => ln(b.z / HealthSums::weight(d, mantissa)),
             None => b.ln_z + CANDIDATE_NATS as f64,
         };
-        let masked: f64 = b
-            .candidates
-            .iter()
-            .filter(|(t, _, _)| {
-                logits
-                    .get(*t as usize)
-                    .is_some_and(|l| l.is_nan() || *l == f32::NEG_INFINITY)
-            })
-            .map(|&(_, _, e)| e / b.z)
-            .sum();
-        let waste = (b.nonfinite as f64 / b.vocab.max(1) as f64 + masked).min(1.0);
+        // The candidates masked now, but those the sums counted already.
+        let removed = |t: u32| {
+            let i = b.removed.partition_point(|r| r.1 <= t);
+            b.removed.get(i).is_some_and(|r| r.0 <= t)
+        };
+        let more = (b.candidates.iter())
+            .filter(|&&(t, _, _)| masked_after(t) && !removed(t))
+            .map(|&(_, d, mantissa)| (d, mantissa));
+        let masked = b.sums.masked(more) / b.z.max(f64::MIN_POSITIVE);
+        let nonfinite = b.sums.nonfinite as f64 / b.sums.vocab.max(1) as f64;
+        let waste = (nonfinite + masked).min(1.0);
         let plausible = b
             .candidates
             .iter()
-            .filter(|&&(_, _, e)| e / b.z >= PLAUSIBLE)
+            .filter(|&&(_, d, mantissa)| HealthSums::weight(d, mantissa) / b.z >= PLAUSIBLE)
             .map(|c| c.0)
             .collect();
         let (entropy, margin) = (b.entropy, b.margin);
@@ -520,22 +523,11 @@ impl HealthMonitor {
     }
 }
 
-/// A finite float as an i32 that orders the same (negative floats' magnitude bits flipped).
-fn order_key(l: f32) -> i32 {
-    let b = l.to_bits() as i32;
-    b ^ (((b >> 31) as u32) >> 1) as i32
-}
-
-/// The float of an [`order_key`] (the map is its own inverse).
-fn from_order_key(k: i32) -> f32 {
-    f32::from_bits((k ^ (((k >> 31) as u32) >> 1) as i32) as u32)
-}
-
 /// e^x for x in [−CANDIDATE_NATS, 0]: x = k·ln2 + r with |r| ≤ ln2/2, then a degree-9 Taylor
 /// polynomial of e^r (relative error below 1e-11) in Horner form — multiplications and additions
 /// only, so the same bits on every platform, and far cheaper than `moa::math::exp`'s general
 /// series (a step exponentiates thousands of candidates).
-fn exp_neg(x: f64) -> f64 {
+pub(super) fn exp_neg(x: f64) -> f64 {
     const LN2: f64 = std::f64::consts::LN_2;
     const C: [f64; 10] = [
         1.0,

@@ -26,8 +26,9 @@ fn monitor(window: usize) -> HealthMonitor {
 fn scalars_of_known_distributions() {
     let mut m = monitor(16);
     // Uniform over the vocabulary.
+    // (The sums are integers: each token's fraction of a level in 2^-16, so ≈ 1e-5 nats.)
     let r = step(&mut m, &[1.5; VOCAB], 3);
-    assert!((r.entropy - (VOCAB as f64).ln()).abs() < 1e-12);
+    assert!((r.entropy - (VOCAB as f64).ln()).abs() < 1e-5, "{}", r.entropy);
     assert!((r.surprisal - (VOCAB as f64).ln()).abs() < 1e-12);
     assert_eq!(r.margin, 0.0);
     // Two tokens at ln 3 apart, the rest out of reach: p = 3/4, 1/4.
@@ -375,4 +376,73 @@ fn the_max_skips_infinities_and_nan_in_any_chunk() {
     // 30 is the top (the rest out of reach); NaN and +inf counted as waste, -inf neither.
     assert!(r.surprisal < 0.01, "{}", r.surprisal);
     assert!((r.faces.waste - 2.0 / 300.0).abs() < 1e-12);
+}
+
+#[test]
+fn sums_split_across_shards_add_up_to_the_whole() {
+    let mut rng = Pcg32::new(17);
+    for case in 0..40 {
+        let n = 300 + case * 37;
+        let mut l: Vec<f32> = (0..n).map(|_| (rng.next_f32() - 0.5) * 24.0).collect();
+        if case % 3 == 0 {
+            l[5] = f32::NAN;
+            l[n - 2] = f32::INFINITY;
+            l[7] = f32::NEG_INFINITY;
+        }
+        let removed = [(3u32, 40u32), (n as u32 / 2, n as u32 / 2 + 9)];
+        let whole = HealthSums::of(&l, 0, &removed);
+        for shards in 1..5 {
+            let width = n.div_ceil(shards);
+            let parts: Vec<HealthSums> = (0..n)
+                .step_by(width)
+                .map(|first| HealthSums::of(&l[first..(first + width).min(n)], first, &removed))
+                .collect();
+            assert_eq!(HealthSums::merge(&parts), whole, "case {case}, {shards} shards");
+        }
+    }
+}
+
+#[test]
+fn a_monitor_reading_shards_sums_and_their_candidates_reports_as_from_every_logit() {
+    let mut rng = Pcg32::new(23);
+    let n = 1000;
+    let (mut whole, mut part) = (monitor(16), monitor(16));
+    for step_no in 0..40 {
+        let spread = 2.0 + (step_no % 5) as f32 * 4.0;
+        let l: Vec<f32> = (0..n).map(|_| (rng.next_f32() - 0.5) * spread).collect();
+        // A mask removes two ranges (some steps none); shards of 250 answer their 64 largest.
+        let removed: Vec<(u32, u32)> = match step_no % 4 {
+            0 => vec![],
+            _ => vec![(10, 200), (600 + step_no as u32, 700)],
+        };
+        let in_removed = |t: usize| removed.iter().any(|&(s, e)| (s as usize..e as usize).contains(&t));
+        let after: Vec<f32> = (0..n)
+            .map(|t| if in_removed(t) { f32::NEG_INFINITY } else { l[t] })
+            .collect();
+        let mut known = vec![f32::NEG_INFINITY; n];
+        let mut sums = Vec::new();
+        for first in (0..n).step_by(250) {
+            let slice = &l[first..first + 250];
+            let mut order: Vec<usize> = (0..250).collect();
+            order.sort_by(|&a, &b| slice[b].total_cmp(&slice[a]));
+            for &i in &order[..64] {
+                known[first + i] = slice[i];
+            }
+            sums.push(HealthSums::of(slice, first, &removed));
+        }
+        let known_after: Vec<f32> = (0..n)
+            .map(|t| if in_removed(t) { f32::NEG_INFINITY } else { known[t] })
+            .collect();
+        // The token: the largest one left (a pick's tokens are always known).
+        let token = (0..n)
+            .filter(|&t| !in_removed(t))
+            .max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a)))
+            .unwrap() as u32;
+        whole.before_stages(&l);
+        let want = whole.after_pick(&after, token, Some(40 - step_no), Some(40));
+        part.before_stages_part(&known, HealthSums::merge(&sums), &removed);
+        let got = part.after_pick(&known_after, token, Some(40 - step_no), Some(40));
+        assert_eq!(got, want, "step {step_no}");
+    }
+    assert_eq!(part.metrics(), whole.metrics());
 }
