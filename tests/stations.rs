@@ -665,6 +665,16 @@ impl Split {
 
     /// One generation through the stations, a sequence run alone: its ids and text.
     fn generate(&mut self, prompt: &[u32], options: &str) -> (Vec<u32>, String) {
+        let (ids, text, _) = self.generate_watched(prompt, options);
+        (ids, text)
+    }
+
+    /// [`Split::generate`] with what the health monitor saw, when one watched.
+    fn generate_watched(
+        &mut self,
+        prompt: &[u32],
+        options: &str,
+    ) -> (Vec<u32>, String, Option<engine::health::HealthMetrics>) {
         let mut seqs = Sequences::new(1, 0, 1);
         let arrivals = [Arrival {
             at: 0,
@@ -674,7 +684,7 @@ impl Split {
         }];
         let (mut got, _) = self.run_together(&mut seqs, &arrivals);
         let got = got.remove(0);
-        (got.ids, got.text)
+        (got.ids, got.text, got.health)
     }
 
     /// The rows `wanted` names, from the head stations holding them, handed to the coordinator.
@@ -805,13 +815,17 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
         // the last 16 tokens (here with the eddy breaker), greedy and sampled.
         r#"{"temperature": 0, "maxTokens": 24, "coltrane": {"prosody": "bias", "eddy": {"ngram": 8, "repeats": 2}}}"#,
         r#"{"temperature": 0.8, "topK": 40, "seed": 9, "maxTokens": 24, "coltrane": {"prosody": "bias"}}"#,
+        // The health monitor, from the head shards' health sums: greedy with the routes'
+        // default COLTRANE, and sampled.
+        r#"{"temperature": 0, "maxTokens": 24, "health": true, "coltrane": {"prosody": "bias"}}"#,
+        r#"{"temperature": 0.9, "topP": 0.95, "seed": 4, "maxTokens": 24, "health": true}"#,
     ];
     // Rounds of `/again` each asks for at most (greedy and top-k within what the shards send:
     // none, unless prosody's bias lifts a token they kept back; MOA's agents see the 40 largest,
     // within the 64 each shard sends; sampling adds up what the shards kept back from their level sums, so only a draw or
     // a top-p cut past the candidates asks again — here 12 of top-p 0.95's 24 tokens, 2 of
     // temperature 0.8's; COLTRANE names what it changes, so its sampled steps settle too).
-    let most_again = [0, 16, 0, 0, 4, 24, 4, 4];
+    let most_again = [0, 16, 0, 0, 4, 24, 4, 4, 24, 24];
     let wants: Vec<_> = options
         .iter()
         .map(|o| {
@@ -831,9 +845,21 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
         let stations_at_open = split.station_reads();
         for (c, (options, want)) in options.iter().zip(&wants).enumerate() {
             split.again_rounds = 0;
-            let (ids, text) = split.generate(&prompt, options);
+            let (ids, text, health) = split.generate_watched(&prompt, options);
             assert_eq!(ids, want.ids, "{mode}: {options}");
             assert_eq!(text, want.text, "{mode}: {options}");
+            // The monitor's reading, step for step (its own time aside).
+            let timeless = |h: Option<engine::health::HealthMetrics>| {
+                h.map(|h| engine::health::HealthMetrics {
+                    us_per_step: 0.0,
+                    ..h
+                })
+            };
+            assert_eq!(
+                timeless(health),
+                timeless(want.health.clone()),
+                "{mode}: {options}"
+            );
             assert!(split.again_rounds <= most_again[c], "{mode}: {options}");
             let stats = split.coord.stats();
             let generation = stats.generation.unwrap();
@@ -892,6 +918,7 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
     let logits = |n: usize| RowsMessage {
         logits: vec![0.0f32; n],
         candidates: None,
+        health: None,
         ids: Vec::new(),
         row_bytes: 1,
         rows: Vec::new(),
@@ -1086,6 +1113,7 @@ struct Got {
     text: String,
     canceled: bool,
     prefix: Option<host::PrefixStatus>,
+    health: Option<engine::health::HealthMetrics>,
 }
 
 impl Split {
@@ -1108,6 +1136,7 @@ impl Split {
                     ids: Vec::new(),
                     text: String::new(),
                     canceled: false,
+                    health: None,
                 });
             }
             for (a, g) in arrivals.iter().zip(&mut got) {
@@ -1145,6 +1174,7 @@ impl Split {
                 let g = g.expect("an event for a sequence admitted");
                 g.ids.push(token.id);
                 g.text.push_str(&token.text);
+                g.health = token.health.clone().or(g.health.take());
             }
         }
         self.settle(seqs);

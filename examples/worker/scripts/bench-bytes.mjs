@@ -32,6 +32,8 @@ const MODES = [
   ['T 0.8, top_p 0.9', { temperature: 0.8, top_p: 0.9, seed: 5 }],
   ['T 0.8', { temperature: 0.8, seed: 7 }],
   ['MOA', { seed: 9, moa: { k: 3 } }],
+  ['health monitor, greedy', { temperature: 0, health: true }],
+  ['health monitor, T 0.8', { temperature: 0.8, seed: 7, health: true }],
 ];
 const json = async (url) => (await fetch(url)).json();
 

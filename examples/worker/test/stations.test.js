@@ -228,9 +228,11 @@ describe('SmolLM2 split across stations', () => {
       assert.equal(b.hop.station, layerNames[i]);
       assert.deepEqual(b.hop.to, i === 0 ? [layerNames[1]] : headNames);
       // The last token carried: one row of SmolLM2's 576 values, f32 on the wire, the one part
-      // of a step's bundle (12 bytes of header, 5 of framing, 4 of checksum).
+      // of a step's bundle (12 bytes of header, 5 of framing, 4 of checksum), after the sums
+      // block the health monitor's sums are asked with (temperature 0: greedy; no watched ids,
+      // no removed ranges at this step: 12 bytes).
       assert.equal(b.hop.rows, 1);
-      assert.equal(b.hop.bytes, 12 + 5 + (28 + 576 * 4 + 4) + 4);
+      assert.equal(b.hop.bytes, 12 + 5 + 12 + (28 + 576 * 4 + 4) + 4);
       assert.equal(b.hop.position, r.json.usage.prompt_tokens + r.json.usage.completion_tokens - 2);
       // The step that picked it: the second-to-last, its window full.
       assert.equal(b.spectral.step, r.json.usage.completion_tokens - 2);

@@ -222,6 +222,12 @@ impl Generation {
         self.pipeline.reads_every_logit()
     }
 
+    /// Whether the health monitor watches (a pick from part of the logits then wants the head
+    /// shards' health sums).
+    pub fn watches_health(&self) -> bool {
+        self.pipeline.health_state().is_some()
+    }
+
     /// The temperature and watched ids the head shards' level sums are asked for at the next
     /// step, when the pick can use them ([`crate::pipeline::Pipeline::sums_ask`]).
     pub fn sums_ask(&mut self) -> Option<(f32, crate::pipeline::Touched)> {
@@ -230,17 +236,22 @@ impl Generation {
     }
 
     /// [`Generation::next`] from part of the logits (the rest −inf in `logits`, each at most
-    /// `bound`; `sums` the head shards' level sums at the sampling temperature): the token the whole logits give, or what would settle the step, with nothing
+    /// `bound`; `sums` the head shards' level sums at the sampling temperature, `health` their
+    /// health sums merged, when a monitor watches): the token the whole logits give, or what would settle the step, with nothing
     /// changed ([`crate::pipeline::Pipeline::sample_partial`]).
     pub fn next_partial(
         &mut self,
         logits: &mut [f32],
         bound: f32,
         sums: Option<&[crate::pipeline::LevelSums]>,
+        health: Option<&crate::health::HealthSums>,
     ) -> Result<PartialNext, GenerateError> {
         let ctx = self.context()?;
         Ok(
-            match self.pipeline.sample_partial(logits, bound, sums, &ctx)? {
+            match self
+                .pipeline
+                .sample_partial(logits, bound, sums, health, &ctx)?
+            {
                 PartialPick::Decided(step) => PartialNext::Token(Box::new(self.emit(*step)?)),
                 PartialPick::Above(t) => PartialNext::Above(t),
                 PartialPick::Whole => PartialNext::Whole,

@@ -223,6 +223,12 @@ impl HealthMonitor {
         banned
     }
 
+    /// Whether the eddy breaker acts at the next step ([`HealthMonitor::break_loop`]): it bans
+    /// among every logit, so a pick from part of them cannot watch that step.
+    pub fn may_break_loop(&self) -> bool {
+        self.cfg.policy.eddy && self.state() == HealthState::BoundaryCollapse
+    }
+
     /// Whether MOA's valve should open after the step just recorded (policy `moaValve`, under
     /// pre-collapse, at most once in the valve's own span of steps; [`record_actions`] records
     /// that it did).
@@ -311,6 +317,33 @@ impl HealthMonitor {
         }
         b.sums = sums;
         self.settle();
+    }
+
+    /// After [`HealthMonitor::before_stages_part`]: whether the known logits hold every token the
+    /// report reads one by one — the top two and the plausible ones (p ≥ 0.05) — when every
+    /// unknown logit is at most `bound`; else `Err` with a threshold: every logit at least it
+    /// known, they are.
+    pub fn knows_enough(&self, logits: &[f32], bound: f32) -> Result<(), f32> {
+        let b = &self.before;
+        let (Some(top), Some((d, m))) = (b.sums.top, b.sums.place(bound)) else {
+            // No finite logit, or none unknown within the levels read.
+            return Ok(());
+        };
+        let unknown = HealthSums::weight(d, m);
+        let mut known: Vec<(f64, f32)> = (b.candidates.iter())
+            .map(|&(t, d, m)| (HealthSums::weight(d, m), logits[t as usize]))
+            .collect();
+        known.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let second = known.get(1).map_or(f64::NEG_INFINITY, |k| k.0);
+        if unknown < PLAUSIBLE * b.z && unknown <= second {
+            return Ok(());
+        }
+        // The logit whose weight is PLAUSIBLE·Z (a hair lower, against rounding), and the
+        // second known one: above both, every token the report reads.
+        let z = top as f64 + (PLAUSIBLE * b.z).log2() - 23.0;
+        let plausible = (z / std::f64::consts::LOG2_E) as f32 - 1e-3;
+        let second = known.get(1).map_or(f32::NEG_INFINITY, |k| k.1);
+        Err(plausible.min(second))
     }
 
     /// The scalars from the sums and the candidates.

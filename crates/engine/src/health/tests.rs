@@ -28,7 +28,11 @@ fn scalars_of_known_distributions() {
     // Uniform over the vocabulary.
     // (The sums are integers: each token's fraction of a level in 2^-16, so ≈ 1e-5 nats.)
     let r = step(&mut m, &[1.5; VOCAB], 3);
-    assert!((r.entropy - (VOCAB as f64).ln()).abs() < 1e-5, "{}", r.entropy);
+    assert!(
+        (r.entropy - (VOCAB as f64).ln()).abs() < 1e-5,
+        "{}",
+        r.entropy
+    );
     assert!((r.surprisal - (VOCAB as f64).ln()).abs() < 1e-12);
     assert_eq!(r.margin, 0.0);
     // Two tokens at ln 3 apart, the rest out of reach: p = 3/4, 1/4.
@@ -397,7 +401,11 @@ fn sums_split_across_shards_add_up_to_the_whole() {
                 .step_by(width)
                 .map(|first| HealthSums::of(&l[first..(first + width).min(n)], first, &removed))
                 .collect();
-            assert_eq!(HealthSums::merge(&parts), whole, "case {case}, {shards} shards");
+            assert_eq!(
+                HealthSums::merge(&parts),
+                whole,
+                "case {case}, {shards} shards"
+            );
         }
     }
 }
@@ -415,9 +423,19 @@ fn a_monitor_reading_shards_sums_and_their_candidates_reports_as_from_every_logi
             0 => vec![],
             _ => vec![(10, 200), (600 + step_no as u32, 700)],
         };
-        let in_removed = |t: usize| removed.iter().any(|&(s, e)| (s as usize..e as usize).contains(&t));
+        let in_removed = |t: usize| {
+            removed
+                .iter()
+                .any(|&(s, e)| (s as usize..e as usize).contains(&t))
+        };
         let after: Vec<f32> = (0..n)
-            .map(|t| if in_removed(t) { f32::NEG_INFINITY } else { l[t] })
+            .map(|t| {
+                if in_removed(t) {
+                    f32::NEG_INFINITY
+                } else {
+                    l[t]
+                }
+            })
             .collect();
         let mut known = vec![f32::NEG_INFINITY; n];
         let mut sums = Vec::new();
@@ -431,7 +449,13 @@ fn a_monitor_reading_shards_sums_and_their_candidates_reports_as_from_every_logi
             sums.push(HealthSums::of(slice, first, &removed));
         }
         let known_after: Vec<f32> = (0..n)
-            .map(|t| if in_removed(t) { f32::NEG_INFINITY } else { known[t] })
+            .map(|t| {
+                if in_removed(t) {
+                    f32::NEG_INFINITY
+                } else {
+                    known[t]
+                }
+            })
             .collect();
         // The token: the largest one left (a pick's tokens are always known).
         let token = (0..n)

@@ -10,7 +10,7 @@ use super::report::{PickReport, StageReport, StepInfo};
 use super::stage::{LogitsStage, PartSums, Picker, StagePart, StepContext, Touched, MAX_ROLLBACK};
 use super::stages::{CountPenalty, RepeatPenalty};
 use super::weights::{draw_point, LevelSums};
-use crate::health::{HealthConfig, HealthMetrics, HealthMonitor, HealthState};
+use crate::health::{HealthConfig, HealthMetrics, HealthMonitor, HealthState, HealthSums};
 use crate::sampler::Pcg32;
 
 /// Stages, a picker, and the seeded generator every draw uses.
@@ -195,7 +195,7 @@ impl Pipeline {
     /// (MOA) or a stage reads them all. Otherwise a pick from part of them may settle it
     /// ([`Pipeline::sample_partial`]).
     pub fn reads_every_logit(&mut self) -> bool {
-        self.health.is_some()
+        self.health.as_ref().is_some_and(|h| h.may_break_loop())
             || !self.picker.settles_part()
             || self.stages.iter_mut().any(|s| !s.bounds_part())
     }
@@ -207,7 +207,13 @@ impl Pipeline {
         if self.reads_every_logit() {
             return None;
         }
-        let t = self.picker.sums_temperature()?;
+        // A pick that does not sample asks with temperature 0 when the health monitor watches:
+        // the shards' health sums need the ranges the stages remove.
+        let t = match self.picker.sums_temperature() {
+            Some(t) => t,
+            None if self.health.is_some() => 0.0,
+            None => return None,
+        };
         Some((t, self.touched(ctx)?))
     }
 
@@ -239,16 +245,44 @@ impl Pipeline {
         logits: &mut [f32],
         bound: f32,
         sums: Option<&[LevelSums]>,
+        health: Option<&HealthSums>,
         ctx: &StepContext,
     ) -> Result<PartialPick, PipelineError> {
-        if self.health.is_some() || bound.is_nan() || bound == f32::INFINITY {
+        if bound.is_nan() || bound == f32::INFINITY {
             return Ok(PartialPick::Whole);
         }
-        // The sums add up the unknown tokens only when the stages change none of them.
-        let touched = match sums {
-            Some(_) => self.touched(ctx),
-            None => None,
+        // The health monitor reads the shards' sums and the known logits, when it has the sums
+        // and its eddy breaker (which bans among every logit) is not due.
+        let watching = match (&self.health, health) {
+            (None, _) => None,
+            (Some(h), Some(s)) if !h.may_break_loop() => Some(s),
+            (Some(_), _) => return Ok(PartialPick::Whole),
         };
+        // The sums add up the unknown tokens only when the stages change none of them.
+        let touched = match sums.is_some() || watching.is_some() {
+            true => self.touched(ctx),
+            false => None,
+        };
+        if let Some(s) = watching {
+            // The monitor's masked sums are the stages' removed ranges': each one must be named.
+            let Some(t) = touched.as_ref() else {
+                return Ok(PartialPick::Whole);
+            };
+            let known = |id: &u32| logits.get(*id as usize).is_some_and(|l| l.is_finite());
+            if !t.changed.iter().all(known) {
+                return Ok(PartialPick::Whole);
+            }
+            let removed = t.removed_ranges();
+            if let Some(h) = &mut self.health {
+                h.before_stages_part(logits, s.clone(), &removed);
+                if let Err(t) = h.knows_enough(logits, bound) {
+                    return Ok(match t < bound {
+                        true => PartialPick::Above(t),
+                        false => PartialPick::Whole,
+                    });
+                }
+            }
+        }
         // The known tokens as the shards summed them (leaving out the removed ones), when every
         // token a stage changes is known.
         let known = |id: &u32| logits.get(*id as usize).is_some_and(|l| l.is_finite());
@@ -292,6 +326,9 @@ impl Pipeline {
         let unsettled = |p: &mut Pipeline, settled: Settled| before_stages(p, n, after, settled);
         // The sums hold when every stage removed what it named (no fallback gave some back).
         let whole_removal = self.stages.iter().all(|s| s.removed_as_named());
+        if watching.is_some() && !whole_removal {
+            return unsettled(self, Settled::Whole);
+        }
         let part_sums = (sums.zip(raw.as_deref()))
             .filter(|_| whole_removal)
             .map(|(sums, raw)| PartSums { sums, raw });
@@ -326,12 +363,25 @@ impl Pipeline {
         }
         self.rng = rng;
         self.accept(token);
+        let health = match (&mut self.health, watching) {
+            (Some(h), Some(_)) => {
+                let now = || ctx.clock.map_or(0.0, |c| c());
+                let started = now();
+                let mut r = h.after_pick(logits, token, ctx.remaining, ctx.budget);
+                r.actions.valve = h.valve_due() && self.picker.open_valve();
+                h.record_actions(r.actions);
+                r.us = (now() - started) * 1000.0;
+                h.record_time(r.us);
+                Some(r)
+            }
+            _ => None,
+        };
         Ok(PartialPick::Decided(Box::new(StepInfo {
             token,
             stages,
             candidates: self.dist.candidates(),
             pick,
-            health: None,
+            health,
         })))
     }
 

@@ -3,6 +3,7 @@
 //! shards that each send their largest few (then, when asked, every one above a threshold).
 
 use super::*;
+use crate::health::HealthSums;
 use crate::sampler::{Pcg32, SamplerConfig};
 use proptest::prelude::*;
 
@@ -87,12 +88,14 @@ fn watching(
 /// One step through the partial path, asking as a coordinator would: the top `k` of each
 /// shard (and, sampling at `sums`' temperature, its level sums and the logits of the tokens
 /// the stages change), then every logit above the threshold named, then all of them.
+#[allow(clippy::too_many_arguments)]
 fn partial_step(
     p: &mut Pipeline,
     logits: &[f32],
     shards: usize,
     k: usize,
     sums: Option<f32>,
+    health: bool,
     ctx: &StepContext,
     rounds: &mut Rounds,
 ) -> StepInfo {
@@ -103,10 +106,23 @@ fn partial_step(
             .step_by(width)
             .map(|a| (a, (a + width).min(vocab)))
     };
-    let touched = match sums {
-        Some(_) => p.touched(ctx).unwrap_or_default(),
-        None => Touched::default(),
+    let touched = match sums.is_some() || health {
+        true => p.touched(ctx),
+        false => None,
     };
+    // A monitor's sums need every token the stages change named (else every logit is read).
+    let health_sums = (health && touched.is_some()).then(|| {
+        let removed = touched
+            .as_ref()
+            .map(|t| t.removed_ranges())
+            .unwrap_or_default();
+        let parts: Vec<HealthSums> = (slices())
+            .map(|(a, b)| HealthSums::of(&logits[a..b], a, &removed))
+            .collect();
+        HealthSums::merge(&parts)
+    });
+    let health_sums = health_sums.as_ref();
+    let touched = touched.unwrap_or_default();
     let (watch, excluded) = (&touched.changed, touched.removed_ranges());
     let level_sums: Option<Vec<LevelSums>> = sums.map(|t| {
         (slices())
@@ -119,7 +135,10 @@ fn partial_step(
         .collect();
     let (mut v, bound) = assemble(vocab, &answers);
     rounds.first += 1;
-    let t = match p.sample_partial(&mut v, bound, level_sums, ctx).unwrap() {
+    let t = match p
+        .sample_partial(&mut v, bound, level_sums, health_sums, ctx)
+        .unwrap()
+    {
         PartialPick::Decided(step) => return *step,
         PartialPick::Above(t) => t,
         PartialPick::Whole => f32::NEG_INFINITY,
@@ -134,14 +153,20 @@ fn partial_step(
             bound < t,
             "a threshold round leaves nothing at or above it unknown"
         );
-        let again = p.sample_partial(&mut v, bound, level_sums, ctx).unwrap();
+        let again = p
+            .sample_partial(&mut v, bound, level_sums, health_sums, ctx)
+            .unwrap();
         if let PartialPick::Decided(step) = again {
             return *step;
         }
     }
     rounds.whole += 1;
     let (mut v, bound) = (logits.to_vec(), f32::NEG_INFINITY);
-    match p.sample_partial(&mut v, bound, None, ctx).unwrap() {
+    if health {
+        // Every logit known: the coordinator makes the whole pick, as one process does.
+        return p.sample_in(&mut v, ctx).unwrap();
+    }
+    match p.sample_partial(&mut v, bound, None, None, ctx).unwrap() {
         PartialPick::Decided(step) => *step,
         other => panic!("every logit known, yet {other:?}"),
     }
@@ -211,16 +236,18 @@ fn compare(
     shards: usize,
     k: usize,
 ) -> Rounds {
-    compare_with(cfg, None, false, seed, vocab, spread, shards, k)
+    compare_with(cfg, None, false, false, seed, vocab, spread, shards, k)
 }
 
 /// [`compare`] with COLTRANE's class tier and `prosody`, over a budget of 12 tokens (so that
-/// prosody leans in the last steps), and with the shards' level sums when `sums`.
+/// prosody leans in the last steps), with the shards' level sums when `sums`, and the health
+/// monitor watching (from the shards' health sums) when `health`.
 #[allow(clippy::too_many_arguments)]
 fn compare_with(
     cfg: &SamplerConfig,
     prosody: Option<coltrane::ProsodyMode>,
     sums: bool,
+    health: bool,
     seed: u64,
     vocab: usize,
     spread: f32,
@@ -229,6 +256,10 @@ fn compare_with(
 ) -> Rounds {
     let mut whole = pipeline_with(cfg, prosody, vocab);
     let mut part = pipeline_with(cfg, prosody, vocab);
+    if health {
+        whole.watch(crate::health::HealthConfig::default());
+        part.watch(crate::health::HealthConfig::default());
+    }
     let mut rng = Pcg32::new(seed);
     let mut rounds = Rounds::default();
     const STEPS: usize = 12;
@@ -245,12 +276,13 @@ fn compare_with(
         }
         let want = whole.sample_in(&mut logits.clone(), &ctx).unwrap();
         let t = (sums && cfg.temperature > 0.0).then_some(cfg.temperature);
-        let got = partial_step(&mut part, &logits, shards, k, t, &ctx, &mut rounds);
+        let got = partial_step(&mut part, &logits, shards, k, t, health, &ctx, &mut rounds);
         let what = format!("step {step} of {cfg:?} and {prosody:?}, {shards} shards of top {k}");
         assert_eq!(got.token, want.token, "{what}");
         assert_eq!(got.pick, want.pick, "{what}");
         assert_eq!(got.stages, want.stages, "{what}");
         assert_eq!(got.candidates, want.candidates, "{what}");
+        assert_eq!(got.health, want.health, "{what}");
     }
     rounds
 }
@@ -271,6 +303,7 @@ proptest! {
         shards in 1usize..5,
         k in prop::sample::select(vec![1usize, 8, 64]),
         sums in any::<bool>(),
+        health in any::<bool>(),
         prosody in prop::sample::select(vec![
             None, Some(coltrane::ProsodyMode::Off), Some(coltrane::ProsodyMode::Bias),
             Some(coltrane::ProsodyMode::Observe),
@@ -280,7 +313,7 @@ proptest! {
             temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n: 8,
             presence_penalty: presence, frequency_penalty: frequency, seed,
         };
-        compare_with(&cfg, prosody, sums, seed, 3000, spread, shards, k);
+        compare_with(&cfg, prosody, sums, health, seed, 3000, spread, shards, k);
     }
 }
 
@@ -292,7 +325,7 @@ fn greedy_settles_in_one_round_and_sampling_mostly_does() {
     // So does the OpenAI routes' default: COLTRANE's class tier with its fallback, and prosody
     // leaning toward a sentence end over the last steps.
     let bias = Some(coltrane::ProsodyMode::Bias);
-    let r = compare_with(&greedy, bias, false, 1, 3000, 2.0, 4, 8);
+    let r = compare_with(&greedy, bias, false, false, 1, 3000, 2.0, 4, 8);
     assert_eq!(r.whole, 0, "{r:?}");
     // Top-k within what each shard sends: one round always.
     let top_k = SamplerConfig {
@@ -350,8 +383,8 @@ fn with_the_shards_sums_sampling_mostly_settles_in_one_round() {
         ..SamplerConfig::default()
     };
     for cfg in [plain, top_p, penalties, min_p] {
-        let without = compare_with(&cfg, None, false, cfg.seed, 3000, 2.0, 4, 8);
-        let with = compare_with(&cfg, None, true, cfg.seed, 3000, 2.0, 4, 8);
+        let without = compare_with(&cfg, None, false, false, cfg.seed, 3000, 2.0, 4, 8);
+        let with = compare_with(&cfg, None, true, false, cfg.seed, 3000, 2.0, 4, 8);
         // Twelve steps: without the sums most need a threshold round (the total needs every
         // token that weighs anything); with them only a draw past the candidates does.
         assert_eq!(with.whole, 0, "{cfg:?}: {with:?}");
@@ -398,7 +431,7 @@ fn compare_moa(seed: u64, prosody: bool, k: usize) -> Rounds {
             clock: None,
         };
         let want = whole.sample_in(&mut logits.clone(), &ctx).unwrap();
-        let got = partial_step(&mut part, &logits, 4, k, None, &ctx, &mut rounds);
+        let got = partial_step(&mut part, &logits, 4, k, None, false, &ctx, &mut rounds);
         let what = format!("seed {seed} step {step}");
         assert_eq!((got.token, &got.pick), (want.token, &want.pick), "{what}");
         assert_eq!(
@@ -433,7 +466,7 @@ fn moa_picks_from_the_shards_largest_when_they_hold_its_top_k() {
 }
 
 #[test]
-fn moa_over_the_whole_vocabulary_and_the_health_monitor_take_every_logit() {
+fn moa_over_the_whole_vocabulary_and_the_health_monitor_without_its_sums_take_every_logit() {
     // MOA over the whole vocabulary (top-k 0), and MOA's 40 with two tokens known.
     let mut whole_vocab = Pipeline::new(&DecodeConfig {
         moa: Some(moa::MoaConfig {
@@ -446,7 +479,9 @@ fn moa_over_the_whole_vocabulary_and_the_health_monitor_take_every_logit() {
     let ctx = StepContext::default();
     let mut v = vec![1.0, f32::NEG_INFINITY, 3.0];
     assert_eq!(
-        whole_vocab.sample_partial(&mut v, 0.0, None, &ctx).unwrap(),
+        whole_vocab
+            .sample_partial(&mut v, 0.0, None, None, &ctx)
+            .unwrap(),
         PartialPick::Whole
     );
     let mut moa = Pipeline::new(&DecodeConfig {
@@ -455,18 +490,46 @@ fn moa_over_the_whole_vocabulary_and_the_health_monitor_take_every_logit() {
     })
     .unwrap();
     assert_eq!(
-        moa.sample_partial(&mut v, 0.0, None, &ctx).unwrap(),
+        moa.sample_partial(&mut v, 0.0, None, None, &ctx).unwrap(),
         PartialPick::Whole
     );
+    // The health monitor without the shards' health sums (a split that sent none).
     let mut watched = pipeline(&SamplerConfig::default());
     watched.watch(crate::health::HealthConfig::default());
     assert_eq!(
-        watched.sample_partial(&mut v, 0.0, None, &ctx).unwrap(),
+        watched
+            .sample_partial(&mut v, 0.0, None, None, &ctx)
+            .unwrap(),
         PartialPick::Whole
     );
+    // With them, but a known logit too few to know the top two: every logit above the second.
+    let sums = HealthSums::of(&[1.0, f32::NEG_INFINITY, 3.0, 0.5], 0, &[]);
+    let mut few = vec![f32::NEG_INFINITY, f32::NEG_INFINITY, 3.0, f32::NEG_INFINITY];
+    match watched
+        .sample_partial(&mut few, 1.0, None, Some(&sums), &ctx)
+        .unwrap()
+    {
+        PartialPick::Above(t) => assert!(t < 1.0, "{t}"),
+        other => panic!("{other:?}"),
+    }
+    // Every logit but one far below: it settles at once, reporting as from every logit.
+    let mut most = vec![1.0, f32::NEG_INFINITY, 3.0, f32::NEG_INFINITY];
+    let mut alone = pipeline(&SamplerConfig::default());
+    alone.watch(crate::health::HealthConfig::default());
+    let want = alone
+        .sample(&mut [1.0, f32::NEG_INFINITY, 3.0, -40.0])
+        .unwrap();
+    let sums = HealthSums::of(&[1.0, f32::NEG_INFINITY, 3.0, -40.0], 0, &[]);
+    match watched
+        .sample_partial(&mut most, -40.0, None, Some(&sums), &ctx)
+        .unwrap()
+    {
+        PartialPick::Decided(step) => assert_eq!((step.token, step.health), (2, want.health)),
+        other => panic!("{other:?}"),
+    }
     // Greedy without them: the known 3.0 is above the bound.
     let mut plain = pipeline(&SamplerConfig::default());
-    match plain.sample_partial(&mut v, 0.0, None, &ctx).unwrap() {
+    match plain.sample_partial(&mut v, 0.0, None, None, &ctx).unwrap() {
         PartialPick::Decided(step) => assert_eq!(step.token, 2),
         other => panic!("{other:?}"),
     }
@@ -484,13 +547,13 @@ fn moa_over_the_whole_vocabulary_and_the_health_monitor_take_every_logit() {
     );
     assert_eq!(
         sampled
-            .sample_partial(&mut near, below, None, &ctx)
+            .sample_partial(&mut near, below, None, None, &ctx)
             .unwrap(),
         PartialPick::Whole
     );
     // A bound at the largest known logit: an unknown one with a lower id could tie it.
     assert_eq!(
-        plain.sample_partial(&mut v, 3.0, None, &ctx).unwrap(),
+        plain.sample_partial(&mut v, 3.0, None, None, &ctx).unwrap(),
         PartialPick::Whole
     );
 }

@@ -17,7 +17,10 @@
 //! the temperature (f32), n (u32) and the n ids whose logits the pick's stages change (u32
 //! each, at most [`MAX_WATCHED`]), r (u32) and the r ranges of ids the stages remove, left
 //! out of the sums (start and end, u32 each, in order, at most [`MAX_RANGES`]) — which layer
-//! stations carry along unread. Each part keeps its own checksum; the bundle's covers the framing (a
+//! stations carry along unread. A temperature of 0: the pick does not sample (no level sums),
+//! but the block is there for bit 3, [`WITH_HEALTH`]: the head shards answer the health
+//! monitor's sums too, the ranges' tokens summed as masked (`engine::health::HealthSums`); bit
+//! 3 comes only with bit 2. Each part keeps its own checksum; the bundle's covers the framing (a
 //! flipped flag).
 
 /// Hidden states of several conversations (parts are `KNHS` messages).
@@ -37,6 +40,9 @@ pub const EVERY_LOGIT: u8 = 2;
 /// Flag bit: the head shards answer this part's candidates with their level sums at the
 /// temperature its bytes start with, and the logits of the ids listed after it.
 pub const WITH_SUMS: u8 = 4;
+/// Flag bit (with [`WITH_SUMS`]): the head shards answer the health monitor's sums of this
+/// part's logits too.
+pub const WITH_HEALTH: u8 = 8;
 /// The most ids a part's sums block names (a penalty's history, at most).
 pub const MAX_WATCHED: usize = 1 << 12;
 /// The most ranges of removed ids a part's sums block names.
@@ -49,6 +55,8 @@ pub struct SumsAsk {
     pub watched: Vec<u32>,
     /// `[start, end)` ranges of ids left out of the sums, in order.
     pub excluded: Vec<(u32, u32)>,
+    /// The health monitor's sums are asked too ([`WITH_HEALTH`]: a flag, not in the block).
+    pub health: bool,
 }
 
 impl SumsAsk {
@@ -79,7 +87,7 @@ impl SumsAsk {
         };
         let temperature = f32::from_le_bytes(word(0)?);
         let n = u32::from_le_bytes(word(4)?) as usize;
-        if !(temperature.is_finite() && temperature > 0.0) || n > MAX_WATCHED {
+        if !(temperature.is_finite() && temperature >= 0.0) || n > MAX_WATCHED {
             return Err(BundleError::SumsBlock);
         }
         let watched = (0..n)
@@ -105,6 +113,7 @@ impl SumsAsk {
                 temperature,
                 watched,
                 excluded,
+                health: flags & WITH_HEALTH != 0,
             }),
             &bytes[at + 4 + 8 * r..],
         ))
@@ -125,7 +134,7 @@ pub enum BundleError {
     Parts { got: u32, max: usize },
     #[error("bundle: part {part} runs past the end")]
     Truncated { part: usize },
-    #[error("bundle: a part's sums block is cut short, or names a temperature that is not > 0, more than {MAX_WATCHED} ids or {MAX_RANGES} ranges, or ranges out of order")]
+    #[error("bundle: a part's sums block is cut short, or names a temperature that is not ≥ 0, more than {MAX_WATCHED} ids or {MAX_RANGES} ranges, or ranges out of order")]
     SumsBlock,
     #[error("bundle: {0} bytes after the last part")]
     Trailing(usize),
@@ -203,7 +212,8 @@ pub fn decode(
             .get(at..at + PART_BYTES)
             .ok_or(BundleError::Truncated { part })?;
         let flags = head[0];
-        if flags & !(WANTS_LOGITS | EVERY_LOGIT | WITH_SUMS) != 0 {
+        let health_alone = flags & WITH_HEALTH != 0 && flags & WITH_SUMS == 0;
+        if flags & !(WANTS_LOGITS | EVERY_LOGIT | WITH_SUMS | WITH_HEALTH) != 0 || health_alone {
             return Err(BundleError::Reserved);
         }
         let len = u32::from_le_bytes(head[1..5].try_into().unwrap()) as usize;
@@ -242,17 +252,22 @@ mod tests {
             temperature: 0.7,
             watched: vec![3, 70_000],
             excluded: vec![(0, 2), (5, 9)],
+            health: false,
         };
         let mut bytes = ask.encode();
         bytes.extend_from_slice(b"KNHS...");
         let (got, rest) = SumsAsk::split(WITH_SUMS, &bytes).unwrap();
         assert_eq!((got, rest), (Some(ask.clone()), &b"KNHS..."[..]));
+        // The health flag is the part's, not the block's.
+        let (got, _) = SumsAsk::split(WITH_SUMS | WITH_HEALTH, &bytes).unwrap();
+        assert!(got.unwrap().health);
         assert_eq!(SumsAsk::split(0, &bytes).unwrap(), (None, &bytes[..]));
         for cut in [0, 4, 7, 15, 19, 27] {
             let e = SumsAsk::split(WITH_SUMS, &bytes[..cut]);
             assert_eq!(e, Err(BundleError::SumsBlock), "cut at {cut}");
         }
-        for t in [0.0f32, -1.0, f32::NAN, f32::INFINITY] {
+        // 0 is a pick that does not sample (the block carries the health sums' ranges).
+        for t in [-1.0f32, f32::NAN, f32::INFINITY] {
             let mut bad = bytes.clone();
             bad[..4].copy_from_slice(&t.to_le_bytes());
             assert_eq!(SumsAsk::split(WITH_SUMS, &bad), Err(BundleError::SumsBlock));
@@ -324,7 +339,9 @@ mod tests {
         ));
         assert_eq!(decode(&with(4, 2), HIDDEN, 8), Err(BundleError::Version(2)));
         assert_eq!(decode(&with(6, 1), HIDDEN, 8), Err(BundleError::Reserved));
-        // Flag bits other than "wants logits", "every logit" and "with sums".
+        // Flag bits other than "wants logits", "every logit", "with sums" and "with health"; and
+        // "with health" without "with sums".
+        assert_eq!(decode(&with(12, 16), HIDDEN, 8), Err(BundleError::Reserved));
         assert_eq!(decode(&with(12, 8), HIDDEN, 8), Err(BundleError::Reserved));
         assert_eq!(decode(&with(12, 3), HIDDEN, 8).unwrap()[0].0, 3);
         // The count is capped before any part is read; zero parts are refused.

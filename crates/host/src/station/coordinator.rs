@@ -14,6 +14,7 @@ use std::ops::Range;
 use std::rc::Rc;
 
 use engine::decode::{Emitted, GenerateOptions, Generation, PartialNext};
+use engine::health::HealthSums;
 use engine::pipeline::LevelSums;
 use engine::tokenizer::Tokenizer;
 use knot::{Knot, ModelConfig, ReadOptions};
@@ -547,10 +548,19 @@ impl Conversation {
             true => level_sums(parts, &model.slices, ask.as_ref()),
             false => None,
         };
+        let health = match self.generation.watches_health() && bound != f32::NEG_INFINITY {
+            true => health_sums(parts, &model.slices, self.asked.as_ref()),
+            false => None,
+        };
         let emitted = match bound == f32::NEG_INFINITY {
             // Every logit: the whole pick, as a whole host makes it.
             true => self.generation.next(&mut logits)?,
-            false => match (self.generation).next_partial(&mut logits, bound, sums.as_deref())? {
+            false => match (self.generation).next_partial(
+                &mut logits,
+                bound,
+                sums.as_deref(),
+                health.as_ref(),
+            )? {
                 PartialNext::Token(e) => *e,
                 PartialNext::Above(t) => {
                     // The slots whose unsent logits may reach the threshold.
@@ -595,8 +605,14 @@ impl Conversation {
             temperature,
             excluded: touched.removed_ranges(),
             watched: touched.changed,
+            health: self.generation.watches_health(),
         })
         .filter(|s| s.watched.len() <= MAX_WATCHED && s.excluded.len() <= MAX_RANGES)
+    }
+
+    /// Whether the health monitor watches: its sums are asked of the head shards too.
+    pub fn watches_health(&self) -> bool {
+        self.generation.watches_health()
     }
 
     /// Whether the next pick must see every logit (the head shards answer them all).
@@ -654,6 +670,24 @@ fn level_sums(
         }
     }
     Some(sums)
+}
+
+/// The health monitor's sums of the whole vocabulary: each slot's, sent with its candidates or
+/// taken of every logit it sent (the ask's removed ranges as masked); `None` when a slot sent
+/// candidates without them.
+fn health_sums(
+    parts: &[RowsMessage],
+    slices: &[Range<usize>],
+    ask: Option<&SumsAsk>,
+) -> Option<HealthSums> {
+    let removed = ask.map_or(&[][..], |a| &a.excluded);
+    let each = (parts.iter().zip(slices))
+        .map(|(p, slice)| match &p.candidates {
+            Some(_) => p.health.clone(),
+            None => Some(HealthSums::of(&p.logits, slice.start, removed)),
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(HealthSums::merge(&each))
 }
 
 /// Each slot's bound on the logits it did not send (−inf: it sent every one).

@@ -318,6 +318,7 @@ mod tests {
     fn msg(ids: &[u32], row_bytes: usize) -> RowsMessage {
         RowsMessage {
             candidates: None,
+            health: None,
             logits: Vec::new(),
             ids: ids.to_vec(),
             row_bytes,

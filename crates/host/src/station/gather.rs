@@ -298,6 +298,7 @@ mod tests {
         let every = RowsMessage {
             logits: vec![1.0, 2.0],
             candidates: None,
+            health: None,
             ids: Vec::new(),
             row_bytes: 1,
             rows: Vec::new(),

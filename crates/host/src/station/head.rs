@@ -11,6 +11,7 @@ use super::bundle::{self, SumsAsk};
 use super::layers::StationError;
 use super::rows;
 use super::wire;
+use engine::health::HealthSums;
 use engine::pipeline::{exponent, LevelSums};
 
 /// The most rows one `/rows` request may ask for (a prompt's distinct ids fit many times over).
@@ -176,8 +177,9 @@ fn encode_logits(
     match candidates(part, first, ask) {
         None => rows::encode(part, rows.into_iter(), row_bytes),
         Some((mut ids, mut values, bound)) => {
-            let level_sums =
-                sums.and_then(|s| LevelSums::of_except(part, first, s.temperature, &s.excluded));
+            // Temperature 0: the pick does not sample (the block is there for the health sums).
+            let level_sums = (sums.filter(|s| s.temperature > 0.0))
+                .and_then(|s| LevelSums::of_except(part, first, s.temperature, &s.excluded));
             // The watched ids' logits: as values alone beside the sums (the asker holds the ids);
             // without sums, as candidates.
             let watched = (sums.map_or(&[][..], |s| &s.watched).iter())
@@ -194,8 +196,19 @@ fn encode_logits(
                     Vec::new()
                 }
             };
-            let sums = level_sums.as_ref().map(|s| (s, values_alone.as_slice()));
-            rows::encode_candidates(&ids, &values, bound, sums, rows.into_iter(), row_bytes)
+            let with_sums = level_sums.as_ref().map(|s| (s, values_alone.as_slice()));
+            let msg = rows::encode_candidates(
+                &ids,
+                &values,
+                bound,
+                with_sums,
+                rows.into_iter(),
+                row_bytes,
+            )?;
+            match sums.filter(|s| s.health) {
+                Some(s) => rows::with_health(msg, &HealthSums::of(part, first, &s.excluded)),
+                None => Ok(msg),
+            }
         }
     }
 }
@@ -494,6 +507,7 @@ mod tests {
             temperature,
             watched: vec![],
             excluded: excluded.to_vec(),
+            health: false,
         };
         // Greedy's rows (no sums): the top ids, whatever their weight.
         assert_eq!(riding_ids(&l, 100, 4, None), [105, 100, 101, 102]);

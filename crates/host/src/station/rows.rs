@@ -12,7 +12,7 @@
 //! | 5                | kind: 0 every logit of the slice, 1 candidates, 2 candidates  |
 //! |                  | with level sums                                               |
 //! | 6                | level sums L (kind 2, at most `LEVELS`; else 0)               |
-//! | 7                | reserved, 0                                                   |
+//! | 7                | 1 when the health sums follow the rows, else 0                |
 //! | 8..12            | logits m (u32; 0 in an answer of rows alone)                  |
 //! | 12..16           | rows n (u32)                                                  |
 //! | 16..20           | bytes per row b (u32, ≥ 1)                                    |
@@ -28,7 +28,14 @@
 //! | 4m               | the logits (f32)                                              |
 //! | then 4n          | the rows' token ids (u32)                                     |
 //! | then n·b         | the rows, as the file stores them (the embedding's own dtype) |
+//! | health: h        | the health monitor's sums, as varints (below)                 |
+//! | health: 2        | h (u16, at most `MAX_HEALTH_BYTES`)                           |
 //! | last 4           | CRC-32 (IEEE) of every byte before it                         |
+//!
+//! The health sums (`engine::health::HealthSums`, a head shard's slice of the vocabulary): a
+//! byte, 1 when a logit is finite (then its top level follows, zigzag), the non-finite count,
+//! the logits read, the levels' count (at most `HEALTH_LEVELS`), and per level its mantissas'
+//! sum, mantissas × fractions and masked mantissas: every number an LEB128 varint.
 //!
 //! Level sums ([`engine::pipeline::LevelSums`]) let a sampled pick add up the tokens it was not
 //! sent, exactly; the watched ids' logits (the tokens the pick's stages change) travel as values
@@ -37,12 +44,15 @@
 
 use std::ops::Range;
 
+use engine::health::{HealthSums, LevelSum, HEALTH_LEVELS};
 use engine::pipeline::{LevelSums, LEVELS};
 
 use super::bundle::MAX_WATCHED;
 
 const MAGIC: &[u8; 4] = b"KNRW";
 const VERSION: u8 = 2;
+/// The most bytes a health block takes (its levels' three varints at most 30 bytes each).
+pub const MAX_HEALTH_BYTES: usize = 1024;
 /// The most bytes a level's two varints take (a u64's ten and a u32's five).
 const LEVEL_BYTES_MAX: usize = 15;
 /// Bytes before the logits.
@@ -60,6 +70,8 @@ pub struct RowsMessage {
     pub row_bytes: usize,
     /// `ids.len() · row_bytes` bytes, row `i` for `ids[i]`.
     pub rows: Vec<u8>,
+    /// The health monitor's sums of the slice, when the pick asked for them.
+    pub health: Option<HealthSums>,
 }
 
 /// What makes a logits message candidates: their ids, and a bound on the rest.
@@ -133,6 +145,8 @@ pub enum RowsError {
     Bound,
     #[error("rows: the level sums are malformed (not {0} pairs of varints filling their bytes)")]
     Levels(usize),
+    #[error("rows: the health sums are malformed")]
+    Health,
     #[error("rows: {got} {what} are more than the {max} taken here")]
     TooMany {
         what: &'static str,
@@ -342,9 +356,22 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
         k => return Err(RowsError::Kind(k)),
     };
     let levels = bytes[6] as usize;
-    if bytes[7] != 0 || (!with_sums && levels != 0) {
+    if bytes[7] > 1 || (!with_sums && levels != 0) {
         return Err(RowsError::Reserved);
     }
+    // The health block sits before the checksum, its length last.
+    let health_bytes = match bytes[7] {
+        0 => 0,
+        _ if bytes.len() < need + 2 => return Err(RowsError::Health),
+        _ => {
+            let at = bytes.len() - CHECKSUM_BYTES - 2;
+            let h = u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+            match h <= MAX_HEALTH_BYTES && h + 2 + need <= bytes.len() {
+                true => h + 2,
+                false => return Err(RowsError::Health),
+            }
+        }
+    };
     if levels > LEVELS {
         return Err(RowsError::TooMany {
             what: "levels",
@@ -398,7 +425,11 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
         true => 8 + 2 + s as u128 + 4 + 4 * w as u128,
         false => 0,
     };
-    let expected = need as u128 + extra + 4 * m as u128 + n as u128 * (4 + u128::from(b));
+    let expected = need as u128
+        + extra
+        + 4 * m as u128
+        + n as u128 * (4 + u128::from(b))
+        + health_bytes as u128;
     if bytes.len() as u128 != expected {
         return Err(RowsError::Length {
             expected,
@@ -416,6 +447,11 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
         b.chunks_exact(4)
             .map(|c| u32::from_le_bytes(le(c)))
             .collect()
+    };
+    let (body, health) = body.split_at(body.len() - health_bytes);
+    let health = match health_bytes {
+        0 => None,
+        _ => Some(read_health(&health[..health.len() - 2])?),
     };
     let mut body = &body[HEADER_BYTES..];
     let mut watched = Vec::new();
@@ -462,7 +498,78 @@ pub fn decode(bytes: &[u8], limits: Limits) -> Result<RowsMessage, RowsError> {
         ids: u32s(ids),
         row_bytes: limits.row_bytes,
         rows: rows.to_vec(),
+        health,
     })
+}
+
+/// `msg` (an encoded message) with `health` after its rows.
+pub fn with_health(mut msg: Vec<u8>, health: &HealthSums) -> Result<Vec<u8>, RowsError> {
+    if msg.len() < HEADER_BYTES + CHECKSUM_BYTES || msg[7] != 0 {
+        return Err(RowsError::Health);
+    }
+    let mut block = vec![u8::from(health.top.is_some())];
+    if let Some(top) = health.top {
+        put_varint(&mut block, ((top << 1) ^ (top >> 63)) as u64);
+    }
+    put_varint(&mut block, health.nonfinite);
+    put_varint(&mut block, health.vocab);
+    put_varint(&mut block, health.levels.len() as u64);
+    for l in &health.levels {
+        put_varint(&mut block, l.mantissas);
+        put_varint(&mut block, l.weighted);
+        put_varint(&mut block, l.masked);
+    }
+    if block.len() > MAX_HEALTH_BYTES || health.levels.len() > HEALTH_LEVELS {
+        return Err(RowsError::Health);
+    }
+    msg.truncate(msg.len() - CHECKSUM_BYTES);
+    msg[7] = 1;
+    msg.extend_from_slice(&block);
+    msg.extend_from_slice(&(block.len() as u16).to_le_bytes());
+    let crc = crc32fast::hash(&msg);
+    msg.extend_from_slice(&crc.to_le_bytes());
+    Ok(msg)
+}
+
+/// A health block's sums: every varint in place, the levels at most `HEALTH_LEVELS`, nothing
+/// left over.
+fn read_health(block: &[u8]) -> Result<HealthSums, RowsError> {
+    let (&has_top, mut rest) = block.split_first().ok_or(RowsError::Health)?;
+    let mut next = || -> Result<u64, RowsError> {
+        let (v, r) = get_varint(rest).ok_or(RowsError::Health)?;
+        rest = r;
+        Ok(v)
+    };
+    let top = match has_top {
+        0 => None,
+        1 => {
+            let z = next()?;
+            Some((z >> 1) as i64 ^ -((z & 1) as i64))
+        }
+        _ => return Err(RowsError::Health),
+    };
+    let (nonfinite, vocab, n) = (next()?, next()?, next()?);
+    if n as usize > HEALTH_LEVELS || (top.is_none() && n > 0) {
+        return Err(RowsError::Health);
+    }
+    let levels = (0..n)
+        .map(|_| {
+            Ok(LevelSum {
+                mantissas: next()?,
+                weighted: next()?,
+                masked: next()?,
+            })
+        })
+        .collect::<Result<Vec<_>, RowsError>>()?;
+    match rest.is_empty() {
+        true => Ok(HealthSums {
+            top,
+            levels,
+            nonfinite,
+            vocab,
+        }),
+        false => Err(RowsError::Health),
+    }
 }
 
 #[cfg(test)]
@@ -540,6 +647,39 @@ mod tests {
             Err(RowsError::Bound)
         );
         assert!(encode_candidates(&[1, 2], &[0.5], 0.0, None, std::iter::empty(), 5).is_err());
+    }
+
+    #[test]
+    fn health_sums_ride_after_the_rows_and_bad_ones_are_refused() {
+        let logits = [1.0, 3.0, f32::NAN, -2.0, 0.5, f32::NEG_INFINITY];
+        let sums = HealthSums::of(&logits, 10, &[(11, 12)]);
+        assert!(sums.top.is_some() && sums.levels.iter().any(|l| l.masked > 0));
+        let rows: [(u32, &[u8]); 1] = [(7, &[1, 2, 3, 4, 5])];
+        let plain = encode_candidates(&[11], &[3.0], 1.0, None, rows.into_iter(), 5).unwrap();
+        let bytes = with_health(plain.clone(), &sums).unwrap();
+        let m = decode(&bytes, LIMITS).unwrap();
+        assert_eq!(m.health.as_ref(), Some(&sums));
+        assert_eq!(
+            (m.ids.as_slice(), m.logits.as_slice()),
+            (&[7u32][..], &[3.0f32][..])
+        );
+        refuses_every_flip(&bytes);
+        // None finite, and a message that has them already.
+        let none = HealthSums::of(&[f32::NAN], 0, &[]);
+        let m = decode(&with_health(plain.clone(), &none).unwrap(), LIMITS).unwrap();
+        assert_eq!(m.health, Some(none));
+        assert_eq!(with_health(bytes.clone(), &sums), Err(RowsError::Health));
+        // A block that does not read as health sums, resealed: refused by name.
+        let mut bad = bytes.clone();
+        let at = bytes.len() - 4 - 2;
+        bad[at..at + 2].copy_from_slice(&(MAX_HEALTH_BYTES as u16 + 1).to_le_bytes());
+        let n = bad.len() - 4;
+        let crc = crc32fast::hash(&bad[..n]);
+        bad[n..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode(&bad, LIMITS), Err(RowsError::Health));
+        assert_eq!(read_health(&[2]), Err(RowsError::Health));
+        assert_eq!(read_health(&[0, 0, 1, 1]), Err(RowsError::Health));
+        assert_eq!(read_health(&[1, 2, 0, 1, 0, 9]), Err(RowsError::Health));
     }
 
     #[test]
@@ -675,7 +815,9 @@ mod tests {
         };
         assert_eq!(decode(&with(0, b"KNHS"), LIMITS), Err(RowsError::BadMagic));
         assert_eq!(decode(&with(4, &[3]), LIMITS), Err(RowsError::Version(3)));
-        assert_eq!(decode(&with(7, &[1]), LIMITS), Err(RowsError::Reserved));
+        assert_eq!(decode(&with(7, &[2]), LIMITS), Err(RowsError::Reserved));
+        // A health flag without a health block that fits.
+        assert_eq!(decode(&with(7, &[1]), LIMITS), Err(RowsError::Health));
         assert_eq!(decode(&with(5, &[3]), LIMITS), Err(RowsError::Kind(3)));
         // Levels in a message without sums.
         assert_eq!(decode(&with(6, &[1]), LIMITS), Err(RowsError::Reserved));

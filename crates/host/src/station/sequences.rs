@@ -23,7 +23,7 @@
 use engine::decode::{Emitted, GenerateOptions};
 use serde::Serialize;
 
-use super::bundle::{self, EVERY_LOGIT, WANTS_LOGITS, WITH_SUMS};
+use super::bundle::{self, EVERY_LOGIT, WANTS_LOGITS, WITH_HEALTH, WITH_SUMS};
 use super::coordinator::{
     replay_verdict, Conversation, Model, Pick, PrefixTable, Replay, RowsWanted,
 };
@@ -531,7 +531,10 @@ impl Sequences {
             };
             let flags = match (p.logits, p.logits && c.reads_every_logit(), sums.is_some()) {
                 (false, _, _) => 0,
+                // The monitor without its sums (a stage cannot name what it changes): all.
+                (true, false, false) if c.watches_health() => WANTS_LOGITS | EVERY_LOGIT,
                 (true, false, false) => WANTS_LOGITS,
+                (true, false, true) if c.watches_health() => WANTS_LOGITS | WITH_SUMS | WITH_HEALTH,
                 (true, false, true) => WANTS_LOGITS | WITH_SUMS,
                 (true, true, _) => WANTS_LOGITS | EVERY_LOGIT,
             };
