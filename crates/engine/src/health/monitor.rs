@@ -556,34 +556,6 @@ impl HealthMonitor {
     }
 }
 
-/// e^x for x in [−CANDIDATE_NATS, 0]: x = k·ln2 + r with |r| ≤ ln2/2, then a degree-9 Taylor
-/// polynomial of e^r (relative error below 1e-11) in Horner form — multiplications and additions
-/// only, so the same bits on every platform, and far cheaper than `moa::math::exp`'s general
-/// series (a step exponentiates thousands of candidates).
-pub(super) fn exp_neg(x: f64) -> f64 {
-    const LN2: f64 = std::f64::consts::LN_2;
-    const C: [f64; 10] = [
-        1.0,
-        1.0,
-        1.0 / 2.0,
-        1.0 / 6.0,
-        1.0 / 24.0,
-        1.0 / 120.0,
-        1.0 / 720.0,
-        1.0 / 5040.0,
-        1.0 / 40320.0,
-        1.0 / 362880.0,
-    ];
-    let k = (x * std::f64::consts::LOG2_E).round();
-    let r = x - k * LN2;
-    let mut p = C[9];
-    for c in C[..9].iter().rev() {
-        p = p * r + c;
-    }
-    // k is in [−30, 0]: 2^k is a normal number, built from its bits.
-    p * f64::from_bits(((k as i64 + 1023) as u64) << 52)
-}
-
 /// The state from the window's features (`loop_entropy`: mean entropy over the loop the tokens
 /// are in, if any).
 fn classify(
@@ -697,11 +669,6 @@ fn faces(window: &[Step], remaining: Option<usize>, budget: Option<usize>) -> Fa
         diversity,
         score: waste + opportunity + diversity,
     }
-}
-
-#[cfg(test)]
-pub(super) fn exp_neg_for_tests(x: f64) -> f64 {
-    exp_neg(x)
 }
 
 #[cfg(test)]

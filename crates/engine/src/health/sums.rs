@@ -60,7 +60,7 @@ fn exponent(l: f32) -> f64 {
 fn mantissa(z: f64) -> (u32, u32) {
     let frac = z - z.floor();
     // 2^frac = 2·e^((frac − 1)·ln 2), the exponent in [−ln 2, 0).
-    let pow = 2.0 * super::monitor::exp_neg((frac - 1.0) * std::f64::consts::LN_2);
+    let pow = 2.0 * exp_neg((frac - 1.0) * std::f64::consts::LN_2);
     let mantissa = (pow * (1u32 << MANTISSA_BITS) as f64).round() as u32;
     let fraction = (frac * (1u32 << FRAC_BITS) as f64).round() as u32;
     (mantissa, fraction)
@@ -225,6 +225,34 @@ impl HealthSums {
         });
         (self.ln_z() - std::f64::consts::LN_2 * wlw / z).max(0.0)
     }
+}
+
+/// e^x for x in [−CANDIDATE_NATS, 0]: x = k·ln2 + r with |r| ≤ ln2/2, then a degree-9 Taylor
+/// polynomial of e^r (relative error below 1e-11) in Horner form — multiplications and additions
+/// only, so the same bits on every platform, and far cheaper than `moa::math::exp`'s general
+/// series (a step exponentiates thousands of candidates).
+pub(super) fn exp_neg(x: f64) -> f64 {
+    const LN2: f64 = std::f64::consts::LN_2;
+    const C: [f64; 10] = [
+        1.0,
+        1.0,
+        1.0 / 2.0,
+        1.0 / 6.0,
+        1.0 / 24.0,
+        1.0 / 120.0,
+        1.0 / 720.0,
+        1.0 / 5040.0,
+        1.0 / 40320.0,
+        1.0 / 362880.0,
+    ];
+    let k = (x * std::f64::consts::LOG2_E).round();
+    let r = x - k * LN2;
+    let mut p = C[9];
+    for c in C[..9].iter().rev() {
+        p = p * r + c;
+    }
+    // k is in [−30, 0]: 2^k is a normal number, built from its bits.
+    p * f64::from_bits(((k as i64 + 1023) as u64) << 52)
 }
 
 /// Each CHUNK's largest finite logit (−inf when none) into `out`, and the largest of all with
