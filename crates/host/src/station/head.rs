@@ -57,16 +57,16 @@ fn riding_ids(part: &[f32], first: usize, top: usize, sums: Option<&SumsAsk>) ->
     let Some(s) = sums else {
         return top_ids(part, first, top);
     };
-    // A copy with the removed ids at −inf (which `largest` skips): one pass, where a lookup in
-    // the ranges per id would be one per id.
-    let mut open = part.to_vec();
+    // With removed ids, a copy with them at −inf (which `largest` skips): one pass, where a
+    // lookup in the ranges per id would be one per id. Without, the part itself.
+    let mut open = std::borrow::Cow::Borrowed(part);
     for &(a, b) in &s.excluded {
         let (a, b) = (a as usize, b as usize);
         let (a, b) = (
             a.max(first) - first,
             b.min(first + part.len()).saturating_sub(first),
         );
-        open.get_mut(a..b.max(a))
+        (open.to_mut().get_mut(a..b.max(a)))
             .into_iter()
             .flatten()
             .for_each(|l| *l = f32::NEG_INFINITY);

@@ -611,6 +611,14 @@ mod tests {
         assert_eq!(decode(&empty, LIMITS).unwrap().ids, Vec::<u32>::new());
     }
 
+    /// `b` with its checksum made right again (a bad field that is not a flipped byte).
+    fn resealed(mut b: Vec<u8>) -> Vec<u8> {
+        let n = b.len() - 4;
+        let crc = crc32fast::hash(&b[..n]);
+        b[n..].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
     fn refuses_every_flip(bytes: &[u8]) {
         for i in 0..bytes.len() {
             let mut bad = bytes.to_vec();
@@ -673,10 +681,7 @@ mod tests {
         let mut bad = bytes.clone();
         let at = bytes.len() - 4 - 2;
         bad[at..at + 2].copy_from_slice(&(MAX_HEALTH_BYTES as u16 + 1).to_le_bytes());
-        let n = bad.len() - 4;
-        let crc = crc32fast::hash(&bad[..n]);
-        bad[n..].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(decode(&bad, LIMITS), Err(RowsError::Health));
+        assert_eq!(decode(&resealed(bad), LIMITS), Err(RowsError::Health));
         assert_eq!(read_health(&[2]), Err(RowsError::Health));
         assert_eq!(read_health(&[0, 0, 1, 1]), Err(RowsError::Health));
         assert_eq!(read_health(&[1, 2, 0, 1, 0, 9]), Err(RowsError::Health));
@@ -762,12 +767,6 @@ mod tests {
             Err(RowsError::TooMany { .. })
         ));
         // Varints that do not make the levels the header names, with a good checksum: refused.
-        let resealed = |mut b: Vec<u8>| {
-            let n = b.len() - 4;
-            let crc = crc32fast::hash(&b[..n]);
-            b[n..].copy_from_slice(&crc.to_le_bytes());
-            b
-        };
         let mut fewer = bytes.clone();
         fewer[6] = 2;
         assert_eq!(decode(&resealed(fewer), LIMITS), Err(RowsError::Levels(2)));
