@@ -57,3 +57,44 @@ impl PassCost {
         }
     }
 }
+
+/// Running mean wall time of a forward pass by its number of positions (0: not measured): what
+/// a verify pass costs where it runs (a host on this source and cache, or a chain of stations),
+/// which sizes drafts ([`PassTimes::cost`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassTimes {
+    ms: [f64; MAX_DRAFT + 2],
+}
+
+impl Default for PassTimes {
+    fn default() -> Self {
+        PassTimes {
+            ms: [0.0; MAX_DRAFT + 2],
+        }
+    }
+}
+
+impl PassTimes {
+    /// A pass of `positions` took `ms`.
+    pub fn record(&mut self, positions: usize, ms: f64) {
+        if let Some(mean) = self.ms.get_mut(positions) {
+            *mean = match *mean {
+                0.0 => ms,
+                m => m + 0.3 * (ms - m),
+            };
+        }
+    }
+
+    /// What verify passes cost as measured so far, relative to a one-position pass (the cost
+    /// model's guess for sizes not timed yet).
+    pub fn cost(&self) -> PassCost {
+        let mut cost = PassCost::default();
+        let one = self.ms[1];
+        if one > 0.0 {
+            for (c, &ms) in cost.measured.iter_mut().zip(&self.ms).skip(2) {
+                *c = (ms / one) as f32;
+            }
+        }
+        cost
+    }
+}

@@ -19,6 +19,6 @@ mod lookup;
 mod speculation;
 
 pub use config::{DraftConfig, DraftError, MAX_DRAFT, MAX_NGRAM};
-pub use drafter::{Drafter, PassCost};
+pub use drafter::{Drafter, PassCost, PassTimes};
 pub use lookup::PromptLookup;
 pub use speculation::{DraftLimits, NextPass, Speculation, Verified};

@@ -12,7 +12,7 @@
 //! keeps. Tokens made ahead are in the KV cache but not yet handed out; a new prompt first
 //! [`Speculation::settle`]s them away.
 
-use super::{DraftConfig, Drafter, PassCost, PromptLookup, MAX_DRAFT};
+use super::{DraftConfig, Drafter, PassCost, PassTimes, PromptLookup, MAX_DRAFT};
 use crate::decode::{Emitted, GenerateError, Generation};
 use std::collections::VecDeque;
 
@@ -80,9 +80,8 @@ pub struct Speculation {
     batch: Vec<u32>,
     /// The drafter's output before it is trimmed (kept to reuse its allocation).
     draft: Vec<u32>,
-    /// Running mean wall time of a pass by its number of positions (0: not measured): what a
-    /// verify pass costs here, on this source and cache, which sizes drafts.
-    pass_ms: [f64; MAX_DRAFT + 2],
+    /// What passes of each size took here, on this source and cache, which sizes drafts.
+    pass_ms: PassTimes,
 }
 
 impl Default for Speculation {
@@ -97,7 +96,7 @@ impl Default for Speculation {
             margin: None,
             batch: Vec::with_capacity(MAX_DRAFT + 1),
             draft: Vec::with_capacity(MAX_DRAFT),
-            pass_ms: [0.0; MAX_DRAFT + 2],
+            pass_ms: PassTimes::default(),
         }
     }
 }
@@ -233,12 +232,7 @@ impl Speculation {
 
     /// The pass ran in `ms`: its logits are waiting.
     pub fn pass_done(&mut self, ms: f64) {
-        if let Some(mean) = self.pass_ms.get_mut(self.batch.len()) {
-            *mean = match *mean {
-                0.0 => ms,
-                m => m + 0.3 * (ms - m),
-            };
-        }
+        self.pass_ms.record(self.batch.len(), ms);
         self.logits_ready = true;
     }
 
@@ -298,14 +292,7 @@ impl Speculation {
     /// What verify passes cost as measured so far, relative to a one-position pass (the cost
     /// model's guess for sizes not timed yet).
     fn pass_cost(&self) -> PassCost {
-        let mut cost = PassCost::default();
-        let one = self.pass_ms[1];
-        if one > 0.0 {
-            for (c, &ms) in cost.measured.iter_mut().zip(&self.pass_ms).skip(2) {
-                *c = (ms / one) as f32;
-            }
-        }
-        cost
+        self.pass_ms.cost()
     }
 }
 
