@@ -6,9 +6,13 @@
 // costs simulated, scripts/profiles.mjs), with ratios against `local` from the same run.
 // With --every-logit, each split runs a second time with its head shards answering every logit
 // (KNOT_CANDIDATES 0: how every step went before candidates), in the same run.
-// With --temperature T (default 0: greedy), every request samples at T with a fixed seed.
+// With --temperature T (default 0: greedy), every request samples at T with a fixed seed. With
+// --draft, each split runs a second time with its requests in draft mode, in the same run.
+// xBound: a split's time per token against the same split's under `local` plus its round trips
+// per token × the profile's hop (doCallMs): what the hops alone would add.
 //   node scripts/bench-stations.mjs [--tokens 64] [--rounds 3] [--gemma] [--profiles local,prod]
 //                                   [--subrequests free|N] [--every-logit] [--temperature 0.8]
+//                                   [--draft]
 import { streamOnce as stream } from './stream.mjs';
 import { join } from 'node:path';
 import { REPO, startLocal, startStations } from './local.mjs';
@@ -22,6 +26,7 @@ const TOKENS = arg('tokens', 64);
 const ROUNDS = arg('rounds', 3);
 const GEMMA = process.argv.includes('--gemma');
 const EVERY_LOGIT = process.argv.includes('--every-logit');
+const DRAFT = process.argv.includes('--draft');
 const PICK = { temperature: arg('temperature', 0), ...(arg('temperature', 0) > 0 ? { seed: 7 } : {}) };
 const PROFILES = profilesFromArgs(process.argv.slice(2), { list: true, fallback: 'local,prod' });
 const MiB = 2 ** 20;
@@ -36,11 +41,14 @@ const PROMPT = 'Once upon a time, in a lighthouse on a rocky island, there lived
 // SmolLM2 is asked in chat: with its template's default system prompt, 31 tokens.
 const CHAT = [{ role: 'user', content: 'Tell me a story about a lighthouse keeper.' }];
 
-/** The request this bench times (`streamOnce` in stream.mjs): a chat, or for Gemma-3 (a base model) a completion. */
-function streamOnce(url) {
+/**
+ * The request this bench times (`streamOnce` in stream.mjs): a chat, or for Gemma-3 (a base
+ * model) a completion; `extra` fields added (draft mode).
+ */
+function streamOnce(url, extra = {}) {
   return GEMMA
-    ? stream(url, '/v1/completions', { model: model.id, prompt: PROMPT, ...PICK, max_tokens: TOKENS })
-    : stream(url, '/v1/chat/completions', { model: model.id, messages: CHAT, ...PICK, max_tokens: TOKENS });
+    ? stream(url, '/v1/completions', { model: model.id, prompt: PROMPT, ...PICK, ...extra, max_tokens: TOKENS })
+    : stream(url, '/v1/chat/completions', { model: model.id, messages: CHAT, ...PICK, ...extra, max_tokens: TOKENS });
 }
 
 /** The configurations, started under `profile`. */
@@ -61,6 +69,9 @@ async function start(profile) {
         const every = { ...vars, KNOT_CANDIDATES: '0' };
         configs.push({ name: `${layers} + ${heads}, every logit`, stations: true, local: await startStations({ ...split, vars: every }) });
       }
+      if (DRAFT) {
+        configs.push({ name: `${layers} + ${heads}, draft mode`, stations: true, extra: { draft_mode: true }, local: await startStations({ ...split, vars }) });
+      }
     }
   } catch (e) {
     await Promise.all(configs.map((c) => c.local.dispose()));
@@ -75,13 +86,13 @@ async function measure(profile) {
   try {
     for (const c of configs) {
       // Cold: fresh isolates — the open, every station's load (in parallel), the first layers read.
-      c.cold = await streamOnce(c.local.url);
+      c.cold = await streamOnce(c.local.url, c.extra);
       c.runs = [];
       c.hopsBefore = c.stations ? (await json(`${c.local.url}/stations`)).hops : null;
     }
     for (let r = 0; r < ROUNDS; r++) {
       for (const c of configs) {
-        c.runs.push(await streamOnce(c.local.url));
+        c.runs.push(await streamOnce(c.local.url, c.extra));
         // What that request spent (the coordinator's, for a split model: its R2 reads and its
         // calls to the stations).
         c.runs.at(-1).spent = (await json(`${c.local.url}/stats`)).last_request;
@@ -92,10 +103,12 @@ async function measure(profile) {
       const tokens = c.runs.reduce((n, x) => n + x.tokens, 0);
       const coord = await json(`${c.local.url}/stats`);
       const row = {
+        hopMs: profile.doCallMs,
         config: c.name,
         profile: profile.name,
         decodeTokS: +median(c.runs.map((x) => x.decodeTokS)).toFixed(1),
         xLocal: null,
+        xBound: null,
         coldFirstMs: Math.round(c.cold.firstMs),
         firstTokenMs: Math.round(median(c.runs.map((x) => x.firstMs))),
         r2ReadsPerReq: median(c.runs.map((x) => x.spent.r2_reads)),
@@ -137,10 +150,15 @@ for (const p of PROFILES) {
 for (const r of rows) {
   const local = rows.find((x) => x.config === r.config && x.profile === 'local');
   if (local) r.xLocal = +(r.decodeTokS / local.decodeTokS).toFixed(2);
+  if (local && r.roundsPerToken !== null) {
+    const bound = 1000 / local.decodeTokS + r.roundsPerToken * r.hopMs;
+    r.xBound = +((1000 / r.decodeTokS) / bound).toFixed(2);
+  }
 }
+for (const r of rows) delete r.hopMs;
 // Each configuration's profiles side by side.
 const table = [...new Set(rows.map((r) => r.config))].flatMap((config) => rows.filter((r) => r.config === config));
-console.log(`${model.id}, ${TOKENS} tokens greedy, medians of ${ROUNDS} interleaved rounds, all in workerd (Miniflare); `
+console.log(`${model.id}, ${TOKENS} tokens ${PICK.temperature > 0 ? `sampled at T ${PICK.temperature}` : 'greedy'}, medians of ${ROUNDS} interleaved rounds, all in workerd (Miniflare); `
   + 'xLocal: decode against the same configuration under local; R2 reads and subrequests: the coordinator\'s per request');
 console.table(table);
 for (const p of PROFILES) {

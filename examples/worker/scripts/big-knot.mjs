@@ -116,6 +116,9 @@ try {
     tokens: spent.tokens,
     // The head shards' answers coming back through the chain, over the three requests.
     backKiBPerToken: +(s.hops.back / s.hops.tokens / 1024).toFixed(1),
+    // Of which what the head shards answered, once (the rest: the same bytes again at each
+    // layer station they cross back).
+    answersKiBPerToken: +(s.hops.answers / s.hops.tokens / 1024).toFixed(1),
     kibPerToken: +(s.hops.bytes / s.hops.tokens / 1024).toFixed(1),
     largestIsolateMiB: +(Math.max(...isolates.map(([, b]) => b)) / MiB).toFixed(1),
     equalsNative: true,

@@ -20,8 +20,9 @@
 //
 // `stats().hops`: `messages` counts every station request (the chain's too), `rounds` the
 // sequential round trips (a fan-out to the head shards counts once; claims, keeps and forgets
-// are bookkeeping and do not count), `bytes` both ways (`back` of them the answers'), `again`
-// the rounds of `/again`, `tokens` the picks made, `calls` the requests the coordinator made
+// are bookkeeping and do not count), `bytes` both ways (`back` of them the answers', counted at
+// every hop they cross; `answers` the head shards' answers as they reach the coordinator, each
+// counted once), `again` the rounds of `/again`, `tokens` the picks made, `calls` the requests the coordinator made
 // itself (its subrequests for generations: `stationStats` is not counted), `ms` its time
 // waiting on them; `stepRounds` the rounds of the latest steps.
 import { Scheduler } from '../scheduler.js';
@@ -140,7 +141,7 @@ export class Coordinator {
     this.timeoutMs = timeoutMs;
     /** Hop assessments' settings (assess.js), or null: off. */
     this.assess = assess;
-    this.hops = { messages: 0, rounds: 0, bytes: 0, back: 0, again: 0, tokens: 0, calls: 0, ms: 0 };
+    this.hops = { messages: 0, rounds: 0, bytes: 0, back: 0, answers: 0, again: 0, tokens: 0, calls: 0, ms: 0 };
     this.steps = 0;
     /** Rounds of each of the latest steps (newest last). */
     this.stepRounds = [];
@@ -503,6 +504,7 @@ export class Coordinator {
     const r = await this.#call(first, 'step', message, { headers, timeoutMs });
     if (r === null) throw new StationError(`${first.name} did not answer within ${timeoutMs} ms`);
     this.#round(r.traffic.rounds);
+    if (logits) this.hops.answers += r.bytes.byteLength;
     if (this.assess !== null) this.lastAssessments = assessmentsOf(r.assessments ?? null);
     return logits ? unbundleAnswers(r.bytes, this.heads.length) : null;
   }
@@ -521,6 +523,7 @@ export class Coordinator {
       const ask = () => this.#call(head, 'again', bytes, { params: `&step=${step}` });
       try {
         const r = (await ask()) ?? (await ask());
+        if (r !== null) this.hops.answers += r.bytes.byteLength;
         return r === null ? new StationError(`${head.name} did not answer within ${this.timeoutMs} ms`) : r.bytes;
       } catch (e) {
         return e instanceof Error ? e : new Error(String(e));

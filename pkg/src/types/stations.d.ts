@@ -135,10 +135,11 @@ export interface SplitStats extends SequenceStats {
   prefix: PrefixReport | null;
   stations: { layers: string[]; heads: string[] };
   /** Every station request (`messages`, the chain's too), sequential `rounds`, `bytes` both
-   * ways (`back`: the answers'), rounds of `/again` (picks the head shards' first answers did
+   * ways (`back`: the answers', at every hop they cross; `answers`: the head shards' answers
+   * as they reach the coordinator, once), rounds of `/again` (picks the head shards' first answers did
    * not settle), `tokens` picked, the coordinator's own `calls` and its time waiting on them
    * (`ms`). */
-  hops: { messages: number; rounds: number; bytes: number; back: number; again: number; tokens: number; calls: number; ms: number };
+  hops: { messages: number; rounds: number; bytes: number; back: number; answers: number; again: number; tokens: number; calls: number; ms: number };
   steps: number;
   /** Rounds of each of the latest steps. */
   stepRounds: number[];
