@@ -15,7 +15,7 @@ use host::station::bundle;
 use host::station::coordinator::{Conversation, Model as Coordinator, ModelOptions, Pick};
 use host::station::embedding::EmbeddingOptions;
 use host::station::gather::{fold, join_logits, vocab_slices, Answer, Folded};
-use host::station::head::LogitsAsk;
+use host::station::head::{Again, LogitsAsk, MAX_CANDIDATES};
 use host::station::placement::layer_ranges;
 use host::station::rows::RowsMessage;
 use host::station::sequences::{Admitted, Sequences};
@@ -309,6 +309,36 @@ fn bad_requests_leave_stations_serving() {
     for c in 20..26 {
         assert_eq!(station.position(c), 0, "a refused bundle ran nothing");
     }
+    // A part flagged to rewind drops the positions its conversation holds past its first (a
+    // rejected draft's); unflagged, a part behind its conversation is refused, and one ahead
+    // of it is refused flagged or not.
+    let flagged = |flags: u8, h: &Hidden| {
+        let m = wire::encode(h, Elem::F32).unwrap();
+        bundle::encode(bundle::HIDDEN, [(flags, m.as_slice())])
+    };
+    station.step(&flagged(0, &part(27, 0, 3)), weights).unwrap();
+    assert!(matches!(
+        station.step(&flagged(0, &part(27, 1, 1)), weights),
+        Err(StationError::Position {
+            held: 3,
+            got: 1,
+            ..
+        })
+    ));
+    assert!(matches!(
+        station.step(&flagged(bundle::REWIND, &part(27, 5, 1)), weights),
+        Err(StationError::Position {
+            held: 3,
+            got: 5,
+            ..
+        })
+    ));
+    assert_eq!(station.position(27), 3);
+    station
+        .step(&flagged(bundle::REWIND, &part(27, 1, 1)), weights)
+        .unwrap();
+    assert_eq!(station.position(27), 2);
+    station.forget(27);
     // A head shard asked for logits of a bundle in which no part wants them.
     let lm0 = LmHead {
         output_norm: &model.resident.output_norm,
@@ -603,8 +633,10 @@ struct Split {
     layers: Vec<(LayerShard, LayerStation)>,
     heads: Vec<(HeadShard, HeadStation)>,
     readers: Vec<Reader>,
-    /// Rounds of `/again` the picks asked for.
+    /// Rounds of `/again` the picks asked for, and the asks among them naming new sums (a
+    /// draft's row whose pick asks otherwise than its step).
     again_rounds: usize,
+    fresh_asks: usize,
 }
 
 impl Split {
@@ -655,6 +687,7 @@ impl Split {
             heads,
             readers,
             again_rounds: 0,
+            fresh_asks: 0,
         }
     }
 
@@ -730,6 +763,7 @@ impl Split {
         let step = seqs.step();
         (seqs.again().into_iter())
             .map(|(slot, asks)| {
+                self.fresh_asks += asks.iter().filter(|a| a.sums.is_some()).count();
                 let (shard, station) = &mut self.heads[slot];
                 let (output_norm, output) = shard.matrices().unwrap();
                 let lm = LmHead {
@@ -894,7 +928,7 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
             output: &output,
         };
         let row_bytes = shard.embedding().row_bytes;
-        let every = [(0, LogitsAsk::Every)];
+        let every = [Again::of(0, LogitsAsk::Every)];
         assert!(matches!(
             station.again(u64::MAX, &every, &lm, row_bytes),
             Err(StationError::StepGone(u64::MAX))
@@ -904,8 +938,13 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
             .find(|&s| station.again(s, &every, &lm, row_bytes).is_ok())
             .expect("the last steps are kept");
         assert!(matches!(
-            station.again(held, &[(5, LogitsAsk::Every)], &lm, row_bytes),
+            station.again(held, &[Again::of(5, LogitsAsk::Every)], &lm, row_bytes),
             Err(StationError::PartOutside { part: 5, parts: 1 })
+        ));
+        let many = [Again::of(0, LogitsAsk::Largest(MAX_CANDIDATES + 1))];
+        assert!(matches!(
+            station.again(held, &many, &lm, row_bytes),
+            Err(StationError::TooManyCandidates { .. })
         ));
         assert!(station.again(held, &every, &lm, row_bytes).is_ok());
     }
@@ -950,8 +989,9 @@ fn the_coordinator_decodes_as_a_whole_host_does() {
     assert!(matches!(coord.read_answer(5, &[]), Answer::Failed(_)));
     assert!(coord.add_rows(0, b"KNRW").is_err());
     assert!(coord.add_rows(7, &[]).is_err());
-    // Options a split model cannot honour are refused up front.
-    for bad in [r#"{"draftMode": true}"#, r#"{"continue": true}"#] {
+    // Options a split model cannot honour are refused up front: the margin rule (its verify
+    // rows are step-by-step rows bit for bit) and continuing a session.
+    for bad in [r#"{"draftMode": {"margin": 0.5}}"#, r#"{"continue": true}"#] {
         let opts = GenerateOptions::from_json(bad).unwrap();
         assert!(
             Conversation::new(coord, 1, &prompt, 0, &opts).is_err(),
@@ -1091,8 +1131,12 @@ fn a_second_turn_replays_the_first_turns_prefix() {
     st.layers[0].keep(1, second[..4].to_vec()).unwrap();
     assert!(!st.layers[0].claim(1, 4, 12345).unwrap());
     assert_eq!(st.layers[0].position(1), 4);
-    // And a kept record must say what the station holds.
-    assert!(st.layers[0].keep(1, second[..3].to_vec()).is_err());
+    // A kept record may not name more positions than the station holds; naming fewer drops
+    // the positions past them (a rejected draft's).
+    let more: Vec<u32> = second[..4].iter().chain(&second[..1]).copied().collect();
+    assert!(st.layers[0].keep(1, more).is_err());
+    st.layers[0].keep(1, second[..3].to_vec()).unwrap();
+    assert_eq!(st.layers[0].position(1), 3);
 }
 
 /// One sequence of [`Split::run_together`]: admitted at step `at`, canceled by its consumer
@@ -1114,6 +1158,7 @@ struct Got {
     canceled: bool,
     prefix: Option<host::PrefixStatus>,
     health: Option<engine::health::HealthMetrics>,
+    report: Option<host::SequenceReport>,
 }
 
 impl Split {
@@ -1137,6 +1182,7 @@ impl Split {
                     text: String::new(),
                     canceled: false,
                     health: None,
+                    report: None,
                 });
             }
             for (a, g) in arrivals.iter().zip(&mut got) {
@@ -1175,6 +1221,7 @@ impl Split {
                 g.ids.push(token.id);
                 g.text.push_str(&token.text);
                 g.health = token.health.clone().or(g.health.take());
+                g.report = e.report.or(g.report.take());
             }
         }
         self.settle(seqs);
@@ -1306,6 +1353,121 @@ fn conversations_run_together_as_each_runs_alone() {
                 assert_eq!(station.position(id), 0, "with no room, {id} is forgotten");
             }
         }
+        assert_eq!(split.coord.stats().reads_since_open, 0, "{mode}");
+    }
+}
+
+/// Speculative decoding over the stations: a draft rides after the picked token, the layer
+/// stations run them as one batch, the head shards answer every row, and the coordinator picks
+/// row after row while each pick is the draft's token — asking a row again when its pick asks
+/// otherwise than the step did (penalties, a constraint, the monitor moved on with the draft),
+/// and having the stations drop a rejected draft's positions with the next message. Each
+/// generation gets what a whole host gives, token for token, alone and two at once: greedy,
+/// sampled with penalties and prosody's bias, COLTRANE's JSON Schema sampled, MOA and the
+/// health monitor.
+#[test]
+fn drafts_over_the_stations_give_the_tokens_of_plain_decoding() {
+    use futures::executor::block_on;
+    let Some(path) = require_model("SmolLM2-135M-Instruct.Q4_1.knot") else {
+        return;
+    };
+    let file = KnotFile::read(&path);
+    let bytes: Rc<[u8]> = file.bytes.clone().into();
+    let mut host = whole_host(&bytes);
+    let tok = file.tokenizer();
+    // Text that copies: prompt lookup drafts from it, and some drafts miss.
+    let prompt = tok
+        .encode_with_bos(
+            "Copy the list exactly, twice.\nList: red apple, green pear, blue plum, black \
+             cherry, yellow lemon, orange peach.\nCopy 1: red apple, green pear,",
+        )
+        .unwrap();
+    let options = [
+        r#"{"temperature": 0, "maxTokens": 32, "draftMode": true}"#,
+        r#"{"temperature": 0.7, "topK": 40, "repeatPenalty": 1.1, "repeatLastN": 16,
+            "presencePenalty": 0.3, "seed": 5, "maxTokens": 32, "draftMode": {"maxDraft": 6},
+            "coltrane": {"prosody": "bias"}}"#,
+        r#"{"temperature": 0.7, "seed": 8, "maxTokens": 24, "draftMode": true,
+            "coltrane": {"preset": "json_schema", "schema":
+            {"type": "object", "properties": {"list": {"type": "string"}}, "required": ["list"]}}}"#,
+        r#"{"seed": 3, "maxTokens": 16, "moa": {"k": 3}, "draftMode": true}"#,
+        r#"{"temperature": 0.8, "seed": 2, "maxTokens": 32, "health": true,
+            "draftMode": {"adaptive": false, "maxDraft": 4}}"#,
+        // The presence penalty's ids change only with a new token: a row after one asked anew
+        // may be held again (by what the step asked, not what the row before it asked).
+        r#"{"temperature": 0.7, "presencePenalty": 0.3, "seed": 8, "maxTokens": 32,
+            "draftMode": true}"#,
+    ];
+    let wants: Vec<_> = options
+        .iter()
+        .map(|o| {
+            let opts = GenerateOptions::from_json(o).unwrap();
+            block_on(host.generate(&prompt, &opts, &mut |_| true)).unwrap()
+        })
+        .collect();
+    for (mode, embedding) in embedding_modes() {
+        let o = ModelOptions {
+            context: MAX_CTX,
+            max_batch: 16,
+            embedding,
+            ..ModelOptions::default()
+        };
+        let mut split = Split::open_holding(&bytes, 2, 2, o, 4);
+        let (mut drafted, mut accepted) = (0, 0);
+        // Each alone; then two at once (a draft shares the step's room).
+        let runs: &[&[usize]] = match mode {
+            "resident" => &[&[0], &[1], &[2], &[3], &[4], &[5]],
+            _ => &[&[0, 1], &[2, 4], &[3, 5]],
+        };
+        // Each run's conversations numbered apart from those the stations keep.
+        for (r, &run) in runs.iter().enumerate() {
+            let mut seqs = Sequences::new(2, 2, 1 + 10 * r as u64);
+            let arrivals: Vec<Arrival> = (run.iter())
+                .map(|&i| Arrival {
+                    at: 0,
+                    prompt: &prompt,
+                    options: options[i],
+                    cancel_after: None,
+                })
+                .collect();
+            let (got, _) = split.run_together(&mut seqs, &arrivals);
+            for (g, &i) in got.iter().zip(run) {
+                assert_eq!(g.ids, wants[i].ids, "{mode}: {}", options[i]);
+                assert_eq!(g.text, wants[i].text, "{mode}: {}", options[i]);
+                let d = g.report.as_ref().unwrap().decode.clone();
+                eprintln!(
+                    "{mode} {run:?}, {}: {} tokens in {} passes ({} verifying), {} of {} \
+                     drafted kept",
+                    options[i],
+                    d.decode_tokens,
+                    d.forward_passes,
+                    d.verify_passes,
+                    d.accepted,
+                    d.drafted
+                );
+                assert!(d.forward_passes <= d.decode_tokens);
+                drafted += d.drafted;
+                accepted += d.accepted;
+            }
+            // What each kept conversation holds is what it carried, a rejected draft's
+            // positions dropped: its ids.
+            for (_, station) in &split.layers {
+                for g in &got {
+                    let held = station.position(g.admitted.id);
+                    assert!(
+                        held == 0 || held == prompt.len() + g.ids.len() - 1,
+                        "{mode}"
+                    );
+                }
+            }
+        }
+        // Drafts were carried, some kept and some not; rows whose pick asked otherwise than
+        // their step were asked again.
+        assert!(
+            accepted > 0 && drafted > accepted,
+            "{mode}: {accepted} of {drafted}"
+        );
+        assert!(split.fresh_asks > 0, "{mode}");
         assert_eq!(split.coord.stats().reads_since_open, 0, "{mode}");
     }
 }
@@ -1478,7 +1640,7 @@ fn conversations_run_together_refuse_what_breaks_the_step_order() {
         Err(host::HostError::SequencesFull { max: 2 })
     ));
     // Options a split cannot honour are refused at admission.
-    let draft = GenerateOptions::from_json(r#"{"draftMode": true}"#).unwrap();
+    let draft = GenerateOptions::from_json(r#"{"draftMode": {"margin": 1}}"#).unwrap();
     assert!(Sequences::new(2, 0, 1)
         .admit(coord, &prompt, &draft)
         .is_err());

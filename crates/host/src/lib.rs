@@ -20,7 +20,7 @@ pub mod station;
 pub use error::{ErrorCode, HostError};
 pub use host::{
     DecodeStats, Generated, Host, PrefillWindowCreated, PrefillWindowInfo, PrefillWindowStats,
-    PrefixKind, PrefixReport, SequenceEvent, SequenceId, Stats,
+    PrefixKind, PrefixReport, SequenceEvent, SequenceId, SequenceReport, Stats,
 };
 pub use memory::MemoryPlan;
 pub use options::HostOptions;

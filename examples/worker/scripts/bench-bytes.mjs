@@ -1,10 +1,12 @@
 // `npm run bench:bytes`: what a token costs on the wire between the stations, per kind of pick —
-// greedy, JSON, penalties, top-p, temperature alone, and MOA — for SmolLM2 2 + 2 and (with
+// greedy, JSON, penalties, top-p, temperature alone, MOA, the health monitor and draft mode (on
+// a chat that copies, where drafts are kept) — for SmolLM2 2 + 2 and (with
 // --gemma) Gemma-3-270M 4 + 4, all in workerd (Miniflare, local R2), each request a chat through
 // the OpenAI route (so COLTRANE's class tier and terminal prosody run, as deployed). Per token:
 // `back`, the head shards' answers coming back through the chain; `out`, the hidden states (and
 // pick asks) going forward; `rowRounds`, rounds of `/rows` (Gemma's table is sharded across the
-// head shards, SmolLM2's resident); `again`, rounds of `/again` over the request. With --every-logit, the
+// head shards, SmolLM2's resident); `again`, rounds of `/again` over the request; `steps`, steps
+// through the chain (fewer than tokens when drafts are kept). With --every-logit, the
 // same requests with the head shards answering every logit (KNOT_CANDIDATES 0: before candidates).
 // --vars K=V,K=V adds station variables to every run (KNOT_LOGIT_ROWS=4, say).
 //   node scripts/bench-bytes.mjs [--tokens 16] [--gemma] [--every-logit] [--vars K=V,...]
@@ -34,7 +36,10 @@ const MODES = [
   ['MOA', { seed: 9, moa: { k: 3 } }],
   ['health monitor, greedy', { temperature: 0, health: true }],
   ['health monitor, T 0.8', { temperature: 0.8, seed: 7, health: true }],
+  ['draft mode, greedy', { temperature: 0, draft_mode: true }, 'copy'],
+  ['draft mode, T 0.7, presence 0.3', { temperature: 0.7, presence_penalty: 0.3, seed: 3, draft_mode: true }, 'copy'],
 ];
+const COPY = [{ role: 'user', content: 'Copy this text exactly: The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog.' }];
 const json = async (url) => (await fetch(url)).json();
 
 async function run(label, vars) {
@@ -47,12 +52,13 @@ async function run(label, vars) {
   });
   const rows = [];
   try {
-    for (const [mode, options] of MODES) {
-      const before = (await json(`${local.url}/stations`)).hops;
+    for (const [mode, options, chat] of MODES) {
+      const started = await json(`${local.url}/stations`);
+      const before = started.hops;
       const res = await fetch(`${local.url}/v1/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: model.id, messages: MESSAGES, max_tokens: TOKENS, ...options }),
+        body: JSON.stringify({ model: model.id, messages: chat === 'copy' ? COPY : MESSAGES, max_tokens: TOKENS, ...options }),
       });
       const body = await res.json();
       if (!res.ok) throw new Error(`${mode}: ${res.status} ${JSON.stringify(body)}`);
@@ -70,6 +76,7 @@ async function run(label, vars) {
         backKiBPerToken: +(back / tokens / 1024).toFixed(1),
         outKiBPerToken: +((both - back) / tokens / 1024).toFixed(1),
         again: after.again - before.again,
+        steps: s.steps - started.steps,
         rowRounds: fetched?.rounds ?? null,
       });
     }

@@ -12,7 +12,8 @@
 // together, one hop per step for all of them, and a chat's every turn after the first resumes the
 // conversation the layer stations kept (prefix replay per sequence), equal to the turn alone.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { MODEL, REPO, client, native, post } from './support.js';
@@ -279,6 +280,20 @@ describe('SmolLM2 split across stations', () => {
     assert.equal(other.status, 409);
     const missing = await stub.fetch('https://station/step', { method: 'POST', body: new Uint8Array(0) });
     assert.equal(missing.status, 400);
+    // `/again` bodies a head shard refuses, before it looks for the step: not the asks' JSON,
+    // `above` and `largest` both, new sums that are not hex of a sums block.
+    const heads = await local.mf.getDurableObjectNamespace('HEADS_0', 'coordinator');
+    const head = heads.get(heads.idFromName('rows-0-24576'));
+    for (const [body, message] of [
+      ['nope', /again: the body must be/],
+      ['[{"part":0,"above":1,"largest":4}]', /again: above and largest, not both/],
+      ['[{"part":0,"largest":4,"sums":"zz"}]', /again: bundle: a part's sums block/],
+      ['[{"part":0,"largest":4,"sums":"0400"}]', /again: bundle: a part's sums block/],
+    ]) {
+      const res = await head.fetch('https://station/again?rows=0-24576&step=1', { method: 'POST', body });
+      assert.equal(res.status, 400, body);
+      assert.match((await res.json()).error.message, message, body);
+    }
     // A station script's own fetch (src/station.js, what a URL of it would reach) serves nothing:
     // the stations answer only through the coordinator's bindings, above.
     for (const name of ['layers-0', 'head-1']) {
@@ -373,9 +388,36 @@ describe('Gemma-3-270M split across stations', () => {
     // Sampled, with penalties: the shards' level sums and the history's logits (as values alone)
     // settle each pick; a picked token whose row did not ride (one a shard) takes a `/rows` round.
     const sampled = await openai.completions.create({ model: 'gemma-3-270m', prompt, temperature: 0.8, top_p: 0.9, presence_penalty: 0.5, seed: 5, max_tokens: 16 });
-    // (The OpenAI route has no top-k and no min-p: the CLI's defaults of 40 and 0.05 are off.)
+    // (The OpenAI route has no top-k and no min-p: the CLI's defaults of 40 and 0.05 are off;
+    // without top_p, the CLI's 0.95 is too.)
     const flags = ['--temperature', '0.8', '--top-p', '0.9', '--top-k', '0', '--min-p', '0', '--presence-penalty', '0.5', '--seed', '5', '--prosody', 'off'];
     assert.equal(sampled.choices[0].text, (await native(prompt, 16, flags, gemma)).text);
+    // COLTRANE's JSON (greedy) and a JSON Schema (sampled), MOA, the health monitor, and draft
+    // mode greedy and sampled (against the CLI without drafts: drafts change no token): each as
+    // the CLI. Drafting on text that repeats takes fewer steps than tokens.
+    const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
+    const schemaFile = join(mkdtempSync(join(tmpdir(), 'knot-schema-')), 'city.json');
+    writeFileSync(schemaFile, JSON.stringify(schema));
+    const plain = ['--top-k', '0', '--min-p', '0', '--top-p', '1'];
+    const counting = 'one, two, three, four, five, six; one, two, three, four, five, six; one, two,';
+    const modes = [
+      [prompt, { coltrane: { preset: 'json' }, temperature: 0 }, ['--temperature', '0', '--constraint', 'json']],
+      [prompt, { coltrane: { preset: 'json_schema', schema }, temperature: 0.7, seed: 3 }, ['--temperature', '0.7', ...plain, '--seed', '3', '--constraint', `schema:${schemaFile}`]],
+      [prompt, { moa: { k: 3 }, seed: 4 }, ['--moa', 'k=3', '--seed', '4']],
+      [prompt, { health: true, temperature: 0.8, seed: 6 }, ['--health', '--temperature', '0.8', ...plain, '--seed', '6']],
+      [counting, { draft_mode: true, temperature: 0 }, ['--temperature', '0']],
+      [counting, { draft_mode: true, temperature: 0.7, presence_penalty: 0.3, seed: 8 }, ['--temperature', '0.7', ...plain, '--presence-penalty', '0.3', '--seed', '8']],
+    ];
+    for (const [input, extra, cli] of modes) {
+      const before = await stations(local.url);
+      const r = await post(local.url, '/v1/completions', { model: 'gemma-3-270m', prompt: input, max_tokens: 16, ...extra });
+      assert.equal(r.status, 200, r.text);
+      const after = await stations(local.url);
+      assert.equal(r.json.choices[0].text, (await native(input, 16, [...cli, '--prosody', 'off'], gemma)).text, JSON.stringify(extra));
+      const [tokens, steps] = [after.hops.tokens - before.hops.tokens, after.steps - before.steps];
+      console.log(`Gemma 4 + 4, ${JSON.stringify(extra)}: ${tokens} tokens in ${steps} steps, ${after.hops.again - before.hops.again} rounds of /again`);
+      if (extra.draft_mode && extra.temperature === 0) assert.ok(steps < tokens, `${steps} steps for ${tokens} tokens`);
+    }
     // Its 178 MB table is sharded: the prompt's rows are cached from the request above, and
     // each greedy pick's row rides with the logits: 4 layer stations + 1 fan-out per token, no
     // R2 read.

@@ -20,8 +20,11 @@
 //! stations carry along unread. A temperature of 0: the pick does not sample (no level sums),
 //! but the block is there for bit 3, [`WITH_HEALTH`]: the head shards answer the health
 //! monitor's sums too, the ranges' tokens summed as masked (`engine::health::HealthSums`); bit
-//! 3 comes only with bit 2. Each part keeps its own checksum; the bundle's covers the framing (a
-//! flipped flag).
+//! 3 comes only with bit 2. Bit 4, [`EVERY_ROW`] (with bit 0): the head shards answer every
+//! position of the part, one answer each, not only its last — a draft's verify pass. Bit 5,
+//! [`REWIND`]: the layer stations hold positions of the conversation past the part's first (a
+//! rejected draft's) and drop them before running it. Each part keeps its own checksum; the
+//! bundle's covers the framing (a flipped flag).
 
 /// Hidden states of several conversations (parts are `KNHS` messages).
 pub const HIDDEN: [u8; 4] = *b"KNHM";
@@ -43,6 +46,12 @@ pub const WITH_SUMS: u8 = 4;
 /// Flag bit (with [`WITH_SUMS`]): the head shards answer the health monitor's sums of this
 /// part's logits too.
 pub const WITH_HEALTH: u8 = 8;
+/// Flag bit (with [`WANTS_LOGITS`]): the head shards answer each position of this part, in
+/// order, each as the flags and sums block ask (a draft's verify pass: the pick walks its rows).
+pub const EVERY_ROW: u8 = 16;
+/// Flag bit: the layer stations hold positions of this conversation past the part's first (a
+/// rejected draft's): they drop them before running the part.
+pub const REWIND: u8 = 32;
 /// The most ids a part's sums block names (a penalty's history, at most).
 pub const MAX_WATCHED: usize = 1 << 12;
 /// The most ranges of removed ids a part's sums block names.
@@ -74,6 +83,35 @@ impl SumsAsk {
             out.extend_from_slice(&end.to_le_bytes());
         }
         out
+    }
+
+    /// The flags the block rides under and the block, as hex: how an `/again` body names a
+    /// part's new sums.
+    pub fn to_hex(&self) -> String {
+        let flags = WITH_SUMS | if self.health { WITH_HEALTH } else { 0 };
+        let bytes = [&[flags][..], &self.encode()].concat();
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// [`SumsAsk::to_hex`] read back, checked as a part's block is (and no longer than the
+    /// longest block).
+    pub fn from_hex(hex: &str) -> Result<SumsAsk, BundleError> {
+        let most = 2 * (1 + 12 + 4 * MAX_WATCHED + 8 * MAX_RANGES);
+        if !hex.len().is_multiple_of(2) || hex.len() > most {
+            return Err(BundleError::SumsBlock);
+        }
+        let bytes = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+            .collect::<Option<Vec<u8>>>()
+            .ok_or(BundleError::SumsBlock)?;
+        let (&flags, block) = bytes.split_first().ok_or(BundleError::SumsBlock)?;
+        if flags & !(WITH_SUMS | WITH_HEALTH) != 0 || flags & WITH_SUMS == 0 {
+            return Err(BundleError::SumsBlock);
+        }
+        match SumsAsk::split(flags, block)? {
+            (Some(s), []) => Ok(s),
+            _ => Err(BundleError::SumsBlock),
+        }
     }
 
     /// A part's sums block (when its flags say it has one) and the message after it.
@@ -213,7 +251,9 @@ pub fn decode(
             .ok_or(BundleError::Truncated { part })?;
         let flags = head[0];
         let health_alone = flags & WITH_HEALTH != 0 && flags & WITH_SUMS == 0;
-        if flags & !(WANTS_LOGITS | EVERY_LOGIT | WITH_SUMS | WITH_HEALTH) != 0 || health_alone {
+        let rows_alone = flags & EVERY_ROW != 0 && flags & WANTS_LOGITS == 0;
+        let known = WANTS_LOGITS | EVERY_LOGIT | WITH_SUMS | WITH_HEALTH | EVERY_ROW | REWIND;
+        if flags & !known != 0 || health_alone || rows_alone {
             return Err(BundleError::Reserved);
         }
         let len = u32::from_le_bytes(head[1..5].try_into().unwrap()) as usize;
@@ -285,6 +325,30 @@ mod tests {
             let e = SumsAsk::split(WITH_SUMS, &bad);
             assert_eq!(e, Err(BundleError::SumsBlock), "{at}");
         }
+        // As hex (an `/again` body's new sums), the health flag with it.
+        let healthy = SumsAsk {
+            health: true,
+            ..ask.clone()
+        };
+        for a in [&ask, &healthy] {
+            assert_eq!(SumsAsk::from_hex(&a.to_hex()).as_ref(), Ok(a));
+        }
+        let hex = ask.to_hex();
+        let unknown_flag = format!("4c{}", &hex[2..]);
+        for bad in [
+            "",
+            "zz",
+            "040",
+            &hex[..hex.len() - 2],
+            &format!("{hex}00"),
+            &unknown_flag,
+        ] {
+            assert_eq!(SumsAsk::from_hex(bad), Err(BundleError::SumsBlock), "{bad}");
+        }
+        assert_eq!(
+            SumsAsk::from_hex(&"0".repeat(1 << 20)),
+            Err(BundleError::SumsBlock)
+        );
     }
 
     #[test]
@@ -339,11 +403,13 @@ mod tests {
         ));
         assert_eq!(decode(&with(4, 2), HIDDEN, 8), Err(BundleError::Version(2)));
         assert_eq!(decode(&with(6, 1), HIDDEN, 8), Err(BundleError::Reserved));
-        // Flag bits other than "wants logits", "every logit", "with sums" and "with health"; and
-        // "with health" without "with sums".
-        assert_eq!(decode(&with(12, 16), HIDDEN, 8), Err(BundleError::Reserved));
+        // Flag bits past the six known; "with health" without "with sums", "every row" without
+        // "wants logits".
+        assert_eq!(decode(&with(12, 64), HIDDEN, 8), Err(BundleError::Reserved));
         assert_eq!(decode(&with(12, 8), HIDDEN, 8), Err(BundleError::Reserved));
+        assert_eq!(decode(&with(12, 16), HIDDEN, 8), Err(BundleError::Reserved));
         assert_eq!(decode(&with(12, 3), HIDDEN, 8).unwrap()[0].0, 3);
+        assert_eq!(decode(&with(12, 49), HIDDEN, 8).unwrap()[0].0, 49);
         // The count is capped before any part is read; zero parts are refused.
         assert_eq!(
             decode(&good, HIDDEN, 2),

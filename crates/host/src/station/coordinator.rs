@@ -14,6 +14,7 @@ use std::ops::Range;
 use std::rc::Rc;
 
 use engine::decode::{Emitted, GenerateOptions, Generation, PartialNext};
+use engine::draft::{Drafter, PassTimes, PromptLookup, MAX_DRAFT};
 use engine::health::HealthSums;
 use engine::pipeline::LevelSums;
 use engine::tokenizer::Tokenizer;
@@ -23,7 +24,9 @@ use serde::Serialize;
 use crate::chat_template::{self, ChatTemplate, TemplateReport};
 use crate::prefix::{self, PrefixStatus, WindowView};
 
-use super::bundle::{SumsAsk, MAX_RANGES, MAX_WATCHED};
+use super::bundle::{
+    SumsAsk, EVERY_LOGIT, MAX_RANGES, MAX_WATCHED, WANTS_LOGITS, WITH_HEALTH, WITH_SUMS,
+};
 use super::embedding::{EmbedCounters, Embedding};
 use super::gather::{assemble_logits, fold, vocab_slices, Answer, Folded};
 use super::head::{LogitsAsk, MAX_CANDIDATES, MAX_ROWS_PER_REQUEST, MAX_TOP_ROWS};
@@ -31,6 +34,7 @@ pub use super::options::ModelOptions;
 use super::rows::{self, Limits, RowsMessage};
 use super::shard::open_index;
 use super::wire::{self, Elem, Hidden};
+use crate::clock::now_ms;
 use crate::error::HostError;
 use crate::index::MAX_TOKENIZER_BYTES;
 use crate::reader::Reader;
@@ -48,6 +52,30 @@ pub enum Pick {
     /// The answers do not settle the pick: ask these slots for more of this step's logits
     /// (`/again`), then [`Conversation::pick_again`].
     More(Vec<(usize, LogitsAsk)>),
+}
+
+/// How a pick from a verify step's next row gets its answers.
+#[derive(Debug)]
+pub enum NextRow {
+    /// The step's first answers hold it: asked as this row's pick asks.
+    Held(Vec<Answer<RowsMessage>>),
+    /// The pick asks otherwise than the step did (its stages moved on with the draft): ask
+    /// every slot again (`/again`) with these sums, then [`Conversation::pick`].
+    Ask {
+        asks: Vec<(usize, LogitsAsk)>,
+        sums: Option<SumsAsk>,
+    },
+}
+
+/// What the drafts of a generation over the stations did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DraftCounts {
+    /// Steps picked from (each a pass through the stations), and those that carried a draft.
+    pub passes: u64,
+    pub verify_passes: u64,
+    /// Draft tokens carried, and those the picks kept.
+    pub drafted: u64,
+    pub accepted: u64,
 }
 
 /// What the coordinator reads once and shares with its calls.
@@ -336,6 +364,22 @@ pub struct Conversation {
     answers: Option<Vec<RowsMessage>>,
     /// The sums ask the step's message carried: whose watched ids its answers' values are.
     asked: Option<SumsAsk>,
+    /// Speculative decoding: the drafter (None: the generation does not draft) and what
+    /// steps of each size took, which sizes drafts.
+    drafter: Option<Box<dyn Drafter>>,
+    pass_times: PassTimes,
+    /// The draft the step carries after the picked token (empty: a plain step), and when the
+    /// step's message was made.
+    draft: Vec<u32>,
+    sent_ms: f64,
+    /// What the step asked of each of its rows (flags and sums), the first answers of the rows
+    /// not picked yet, and the rows picked so far.
+    row_ask: (u8, Option<SumsAsk>),
+    rows: VecDeque<Vec<Answer<RowsMessage>>>,
+    verified: usize,
+    /// The stations hold positions past `pos` (a rejected draft's): the next message drops them.
+    rewind: bool,
+    counts: DraftCounts,
 }
 
 impl Conversation {
@@ -358,9 +402,12 @@ impl Conversation {
                 prompt.len()
             )));
         }
-        if opts.draft.resolve(None).is_some() {
+        let draft = opts.draft.resolve(None);
+        if draft.as_ref().is_some_and(|d| d.margin.is_some()) {
             return Err(HostError::InvalidOption(
-                "draft does not apply to a model split across stations".into(),
+                "draftMode.margin does not apply to a model split across stations: its verify \
+                 rows are the step-by-step rows bit for bit"
+                    .into(),
             ));
         }
         if opts.continue_session {
@@ -396,6 +443,15 @@ impl Conversation {
             ids: prompt[..kept].to_vec(),
             answers: None,
             asked: None,
+            drafter: draft.map(|d| Box::new(PromptLookup::new(d)) as Box<dyn Drafter>),
+            pass_times: PassTimes::default(),
+            draft: Vec::new(),
+            sent_ms: 0.0,
+            row_ask: (0, None),
+            rows: VecDeque::new(),
+            verified: 0,
+            rewind: false,
+            counts: DraftCounts::default(),
         })
     }
 
@@ -581,14 +637,138 @@ impl Conversation {
         };
         self.answers = None;
         self.pos += positions;
-        self.pending = vec![emitted.id];
         self.picked = true;
+        self.after_pick(&emitted);
         Ok(Pick::Token(Box::new(emitted)))
+    }
+
+    /// Where a pick leaves the conversation: its token pending (carried next), or — a draft's
+    /// row whose pick is the draft's token — on to the next row, that token carried already.
+    /// A verify that ends before its last row leaves positions on the stations past `pos`.
+    fn after_pick(&mut self, e: &Emitted) {
+        let row = self.verified;
+        if row == 0 {
+            self.counts.passes += 1;
+            if self.sent_ms > 0.0 {
+                (self.pass_times).record(1 + self.draft.len(), now_ms() - self.sent_ms);
+            }
+        }
+        if self.draft.is_empty() {
+            self.pending = vec![e.id];
+            return;
+        }
+        if e.finish_reason.is_none() && self.draft.get(row) == Some(&e.id) {
+            self.verified += 1;
+            self.pending.clear();
+            return;
+        }
+        if let Some(d) = &mut self.drafter {
+            d.observe(self.draft.len(), row);
+        }
+        self.counts.drafted += self.draft.len() as u64;
+        self.counts.accepted += row as u64;
+        if self.ids.len() > self.pos {
+            self.ids.truncate(self.pos);
+            self.rewind = true;
+        }
+        self.draft.clear();
+        self.rows.clear();
+        self.verified = 0;
+        self.pending = vec![e.id];
+    }
+
+    /// Drafts up to `most` tokens to carry after the picked token, when the generation drafts
+    /// and is decoding (fewer when the context or the generation has less room, or its stages
+    /// allow less): how many. Planned again, the draft is made anew.
+    pub fn make_draft(&mut self, model: &Model, most: usize) -> usize {
+        self.draft.clear();
+        let Some(drafter) = self.drafter.as_mut() else {
+            return 0;
+        };
+        if !self.picked || self.pending.is_empty() || self.generation.finished().is_some() {
+            return 0;
+        }
+        self.pending.truncate(1);
+        let room = model.context.saturating_sub(self.ids.len() + 1);
+        let most = most.min(room).min(MAX_DRAFT);
+        if most == 0 {
+            return 0;
+        }
+        // The drafter reads the whole conversation, ending with the token about to be carried.
+        self.ids.push(self.pending[0]);
+        drafter.set_cost(self.pass_times.cost());
+        drafter.draft(&self.ids, most, &mut self.draft);
+        self.ids.pop();
+        self.draft.truncate(most);
+        self.generation.trim_draft(&mut self.draft);
+        self.pending.extend_from_slice(&self.draft);
+        self.draft.len()
+    }
+
+    /// The first answers of a verify step's rows after its first, to pick from in turn.
+    pub fn hold_rows(&mut self, rows: Vec<Vec<Answer<RowsMessage>>>) {
+        self.rows = rows.into();
+    }
+
+    /// After a pick that kept its draft token, how the next row's pick gets its answers; None
+    /// when no verify goes on.
+    pub fn next_row(&mut self, model: &Model) -> Result<Option<NextRow>, HostError> {
+        if self.draft.is_empty() || self.verified == 0 || !self.open() {
+            return Ok(None);
+        }
+        let held = self.rows.pop_front().ok_or(HostError::NoContext)?;
+        // The held answers are as the step asked, whatever a row before asked anew.
+        let now = self.logits_ask();
+        if now == self.row_ask {
+            return Ok(Some(NextRow::Held(held)));
+        }
+        let ask = match now.0 & EVERY_LOGIT != 0 {
+            true => LogitsAsk::Every,
+            false => model.logits_ask(),
+        };
+        Ok(Some(NextRow::Ask {
+            asks: (0..model.slices.len()).map(|slot| (slot, ask)).collect(),
+            sums: now.1,
+        }))
+    }
+
+    /// Whether the stations hold positions past `pos` (a rejected draft's), which the next
+    /// message is to drop; reading it clears it.
+    pub fn take_rewind(&mut self) -> bool {
+        std::mem::take(&mut self.rewind)
+    }
+
+    /// What the generation's drafts did.
+    pub fn draft_counts(&self) -> DraftCounts {
+        self.counts
     }
 
     /// Whether the pick is the largest logit (greedy): one row of each head shard's rides along.
     pub fn takes_largest(&mut self) -> bool {
         self.generation.takes_largest()
+    }
+
+    /// [`Conversation::logits_ask`] for the step's message, kept as what it asked of every row
+    /// (a draft's later rows are held to it).
+    pub fn step_ask(&mut self) -> (u8, Option<SumsAsk>) {
+        let ask = self.logits_ask();
+        self.row_ask = ask.clone();
+        ask
+    }
+
+    /// What the head shards are asked for at the next pick: the part's flags (wants logits,
+    /// every logit, with sums and health) and its sums block.
+    pub fn logits_ask(&mut self) -> (u8, Option<SumsAsk>) {
+        let sums = self.ask_sums();
+        let flags = match (self.reads_every_logit(), sums.is_some()) {
+            // The monitor without its sums (a stage cannot name what it changes): all.
+            (false, false) if self.watches_health() => WANTS_LOGITS | EVERY_LOGIT,
+            (false, false) => WANTS_LOGITS,
+            (false, true) if self.watches_health() => WANTS_LOGITS | WITH_SUMS | WITH_HEALTH,
+            (false, true) => WANTS_LOGITS | WITH_SUMS,
+            (true, _) => WANTS_LOGITS | EVERY_LOGIT,
+        };
+        (flags, sums)
     }
 
     /// [`Conversation::sums_ask`] for the step's message, kept: the answers' watched values
@@ -635,6 +815,13 @@ impl Conversation {
         }
         let n = n.clamp(1, self.pending.len());
         let at = self.ids.len();
+        self.sent_ms = match self.picked {
+            true => now_ms(),
+            false => 0.0,
+        };
+        if !self.draft.is_empty() {
+            self.counts.verify_passes += 1;
+        }
         let chunk: Vec<u32> = self.pending.drain(..n).collect();
         self.ids.extend_from_slice(&chunk);
         Some((at, chunk))

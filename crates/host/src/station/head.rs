@@ -98,6 +98,28 @@ pub enum LogitsAsk {
     Above(f32),
 }
 
+/// One part of a kept step asked again (`/again`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Again {
+    /// Its place among the step's answers.
+    pub part: usize,
+    pub logits: LogitsAsk,
+    /// When given, what the part's sums are taken for from now on, in place of what the step
+    /// asked (a draft's later row, whose pick has moved on from the step's first).
+    pub sums: Option<Option<SumsAsk>>,
+}
+
+impl Again {
+    /// Part `part` as `logits` says, with the sums the step asked for.
+    pub fn of(part: usize, logits: LogitsAsk) -> Self {
+        Again {
+            part,
+            logits,
+            sums: None,
+        }
+    }
+}
+
 /// The `k` ids of `logits` (offset by `first`) that a greedy pick would take first: largest
 /// first, lowest id on ties, NaN and −inf never (as `engine::sampler::greedy` compares).
 pub fn top_ids(logits: &[f32], first: usize, k: usize) -> Vec<u32> {
@@ -300,8 +322,8 @@ impl HeadStation {
     /// [`MAX_TOP_ROWS`]), so that the token the coordinator picks is almost always embedded
     /// without another round trip (greedy: always). For a bundle of several conversations'
     /// hidden states ([`bundle`]), a bundle of such answers, one for each part that wants
-    /// logits, in order — their rows in one matmul. The hidden states are kept as `step`'s, for
-    /// [`HeadStation::again`].
+    /// logits — one for each of its positions when it asks for every row — in order, their rows
+    /// in one matmul. The hidden states are kept as `step`'s, for [`HeadStation::again`].
     pub fn answer(
         &mut self,
         msg: &[u8],
@@ -335,12 +357,18 @@ impl HeadStation {
                 let h = wire::decode(bytes, self.max_batch.saturating_mul(self.dim))?;
                 self.check(h.dim, head)?;
                 if flags & bundle::WANTS_LOGITS != 0 {
-                    last.extend_from_slice(&h.values[h.values.len() - self.dim..]);
-                    asks.push(match flags & bundle::EVERY_LOGIT != 0 {
-                        true => LogitsAsk::Every,
-                        false => ask,
-                    });
-                    sums.push(sums_ask);
+                    let rows = match flags & bundle::EVERY_ROW != 0 {
+                        true => h.rows(),
+                        false => 1,
+                    };
+                    last.extend_from_slice(&h.values[h.values.len() - rows * self.dim..]);
+                    for _ in 0..rows {
+                        asks.push(match flags & bundle::EVERY_LOGIT != 0 {
+                            true => LogitsAsk::Every,
+                            false => ask,
+                        });
+                        sums.push(sums_ask.clone());
+                    }
                 }
             }
             if last.is_empty() {
@@ -386,12 +414,13 @@ impl HeadStation {
         ))
     }
 
-    /// The answer to `/again`: for each `(part, ask)`, that part of `step` answered again as
-    /// `ask` says (no rows: they rode with the first answer), a bundle in the order asked.
+    /// The answer to `/again`: each part of `step` asked for answered again as its ask says
+    /// (no rows: they rode with the first answer), a bundle in the order asked. An ask that
+    /// names sums replaces what the part's sums are taken for.
     pub fn again(
         &mut self,
         step: u64,
-        asks: &[(usize, LogitsAsk)],
+        asks: &[Again],
         head: &LmHead,
         row_bytes: usize,
     ) -> Result<Vec<u8>, StationError> {
@@ -405,21 +434,33 @@ impl HeadStation {
             (self.kept.iter().rposition(|k| k.step == step)).ok_or(StationError::StepGone(step))?;
         let parts = self.kept[at].hidden.len() / self.dim.max(1);
         let mut rows = Vec::with_capacity(asks.len() * self.dim);
-        for &(part, _) in asks {
+        for a in asks {
+            let part = a.part;
             if part >= parts {
                 return Err(StationError::PartOutside { part, parts });
+            }
+            if let LogitsAsk::Largest(n) = a.logits {
+                if n > MAX_CANDIDATES {
+                    return Err(StationError::TooManyCandidates {
+                        got: n,
+                        max: MAX_CANDIDATES,
+                    });
+                }
+            }
+            if let (Some(s), Some(kept)) = (&a.sums, self.kept[at].sums.get_mut(part)) {
+                *kept = s.clone();
             }
             rows.extend_from_slice(&self.kept[at].hidden[part * self.dim..(part + 1) * self.dim]);
         }
         let (first, width) = (self.slice.start, self.slice.len());
         // Sums ride again: the pick replaces a slot's first answer with this one.
         let sums: Vec<Option<SumsAsk>> = (asks.iter())
-            .map(|&(part, _)| self.kept[at].sums.get(part).cloned().flatten())
+            .map(|a| self.kept[at].sums.get(a.part).cloned().flatten())
             .collect();
         let logits = self.logits_of(&rows, head)?;
         let answers = (logits.chunks_exact(width).zip(asks).zip(&sums))
-            .map(|((part, &(_, ask)), sums)| {
-                encode_logits(part, first, ask, sums.as_ref(), Vec::new(), row_bytes)
+            .map(|((part, a), sums)| {
+                encode_logits(part, first, a.logits, sums.as_ref(), Vec::new(), row_bytes)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(bundle::encode(

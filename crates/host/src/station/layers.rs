@@ -131,7 +131,7 @@ impl LayerStation {
         if !bundle::is(msg, bundle::HIDDEN) {
             let elem = wire::elem_of(msg)?;
             let h = wire::decode(msg, max_values)?;
-            let mut out = self.run(vec![h], weights)?;
+            let mut out = self.run(vec![h], &[false], weights)?;
             return Ok(wire::encode(&out.remove(0), elem)?);
         }
         let parts =
@@ -161,7 +161,8 @@ impl LayerStation {
             flags.push(*f);
             batch.push(h);
         }
-        let out = self.run(batch, weights)?;
+        let rewinds: Vec<bool> = flags.iter().map(|f| f & bundle::REWIND != 0).collect();
+        let out = self.run(batch, &rewinds, weights)?;
         let encoded = (out.iter().zip(&elems).zip(blocks))
             .map(|((h, &e), mut block)| {
                 block.extend_from_slice(&wire::encode(h, e)?);
@@ -175,10 +176,12 @@ impl LayerStation {
     }
 
     /// Runs each conversation's batch (one per conversation, checked before anything changes)
-    /// through the layers together.
+    /// through the layers together. A conversation whose `rewinds` is set may be held past its
+    /// batch's first position (a rejected draft's positions): they are dropped first.
     fn run(
         &mut self,
         batch: Vec<Hidden>,
+        rewinds: &[bool],
         weights: &[LayerWeights],
     ) -> Result<Vec<Hidden>, StationError> {
         let dim = self.cfg.dim;
@@ -192,13 +195,32 @@ impl LayerStation {
             if batch[..i].iter().any(|o| o.conversation == h.conversation) {
                 return Err(StationError::Duplicate(h.conversation));
             }
-            let held = self.position(h.conversation);
-            if held != h.pos as usize {
+            let (held, pos) = (self.position(h.conversation), h.pos as usize);
+            let rewinds = rewinds.get(i).copied().unwrap_or(false) && held > pos;
+            if held != pos && !rewinds {
                 return Err(StationError::Position {
                     conversation: h.conversation,
                     held,
                     got: h.pos,
                 });
+            }
+            let earliest =
+                (self.held.get(&h.conversation)).map_or(0, |(kv, _)| kv.earliest_rewind());
+            if rewinds && earliest > pos {
+                return Err(EngineError::Rewind {
+                    to: pos,
+                    held,
+                    earliest,
+                }
+                .into());
+            }
+        }
+        // Checked above: each drop succeeds.
+        for h in &batch {
+            if let Some((kv, _)) = self.held.get_mut(&h.conversation) {
+                if kv.len() > h.pos as usize {
+                    kv.truncate(h.pos as usize);
+                }
             }
         }
         while self.sessions.len() < batch.len() {
@@ -285,11 +307,14 @@ impl LayerStation {
         Ok(())
     }
 
-    /// Records that `conversation`'s KV holds the positions of `ids` (it must hold exactly
-    /// that many), so that a later request sharing a prefix of them can claim it.
+    /// Records that `conversation`'s KV holds the positions of `ids` (at least that many: the
+    /// positions past them, a rejected draft's, are dropped), so that a later request sharing a
+    /// prefix of them can claim it.
     pub fn keep(&mut self, conversation: u64, ids: Vec<u32>) -> Result<(), StationError> {
         let held = self.position(conversation);
-        if held != ids.len() {
+        if held > ids.len() {
+            self.rewind(conversation, ids.len())?;
+        } else if held != ids.len() {
             return Err(StationError::Position {
                 conversation,
                 held,

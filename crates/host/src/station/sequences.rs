@@ -23,12 +23,12 @@
 use engine::decode::{Emitted, GenerateOptions};
 use serde::Serialize;
 
-use super::bundle::{self, EVERY_LOGIT, WANTS_LOGITS, WITH_HEALTH, WITH_SUMS};
+use super::bundle::{self, SumsAsk, EVERY_ROW, REWIND, WITH_SUMS};
 use super::coordinator::{
-    replay_verdict, Conversation, Model, Pick, PrefixTable, Replay, RowsWanted,
+    replay_verdict, Conversation, Model, NextRow, Pick, PrefixTable, Replay, RowsWanted,
 };
 use super::gather::Answer;
-use super::head::LogitsAsk;
+use super::head::{Again, LogitsAsk};
 use super::rows::RowsMessage;
 use crate::clock::now_ms;
 use crate::error::HostError;
@@ -112,23 +112,27 @@ pub struct SequencesStats {
     pub prefix_reuse: PrefixCounts,
 }
 
-/// One sequence's part of the step being prepared or carried.
+/// One sequence's part of the step being prepared or carried: `rows` of its positions want
+/// logits (1, or every one for a draft's verify pass).
 #[derive(Debug, Clone, Copy)]
 struct Part {
     id: u64,
     positions: usize,
     logits: bool,
+    rows: usize,
 }
 
-/// A part of the carried step whose pick the head shards' answers did not settle: what it
-/// asks of which slots (`/again`).
+/// A pick of the carried step that the head shards' answers did not settle (or a draft's row
+/// whose pick asks anew): what it asks of which slots (`/again`).
 #[derive(Debug, Clone)]
 struct Unsettled {
     id: u64,
     positions: usize,
-    /// Its place among the step's parts wanting logits (its answer's place in a bundle).
+    /// Its row's place among the step's answers (a bundle's parts).
     part: usize,
     asks: Vec<(usize, LogitsAsk)>,
+    /// A draft's row asking anew: what its sums are taken for, every slot answering afresh.
+    fresh: Option<Option<SumsAsk>>,
 }
 
 /// One running sequence.
@@ -153,6 +157,7 @@ impl Sequence {
 
     fn report(&self) -> SequenceReport {
         let reused = self.prefix.as_ref().map_or(0, |p| p.reused);
+        let d = self.conversation.draft_counts();
         SequenceReport {
             prompt_tokens: self.prompt_tokens as u64,
             prefix: self.prefix.clone(),
@@ -164,9 +169,14 @@ impl Sequence {
             layer_reads_per_token: 0.0,
             decode: DecodeStats {
                 decode_tokens: self.tokens,
-                forward_passes: self.tokens,
-                tokens_per_pass: if self.tokens > 0 { 1.0 } else { 0.0 },
-                ..DecodeStats::default()
+                forward_passes: d.passes,
+                verify_passes: d.verify_passes,
+                drafted: d.drafted,
+                accepted: d.accepted,
+                tokens_per_pass: match d.passes {
+                    0 => 0.0,
+                    n => self.tokens as f64 / n as f64,
+                },
             },
         }
     }
@@ -457,9 +467,10 @@ impl Sequences {
         }
     }
 
-    /// Plans the next step: every decoding sequence's token, then as much of the oldest prompt
-    /// still running as the batch has room for. Returns the rows it needs that are not here
-    /// (see [`Model::rows_wanted`]), or `None` when nothing runs.
+    /// Plans the next step: every decoding sequence's token (and its draft, when it drafts:
+    /// with a prompt waiting, drafts share half the room the tokens leave), then as much of the
+    /// oldest prompt still running as the batch has room for. Returns the rows it needs that
+    /// are not here (see [`Model::rows_wanted`]), or `None` when nothing runs.
     pub fn plan(&mut self, model: &Model) -> Result<Option<RowsWanted>, HostError> {
         if self.carried {
             return Err(in_flight());
@@ -473,19 +484,33 @@ impl Sequences {
         self.parts.clear();
         let mut ids = Vec::new();
         let mut miss = false;
-        for c in self.list.iter().map(|s| &s.conversation) {
+        let decoding = self
+            .list
+            .iter()
+            .filter(|s| s.conversation.decoding())
+            .count();
+        let prompt_waits = self.list.iter().any(|s| !s.conversation.decoding());
+        let mut spare = model.max_batch.saturating_sub(decoding);
+        if prompt_waits {
+            spare /= 2;
+        }
+        for c in self.list.iter_mut().map(|s| &mut s.conversation) {
             if !c.decoding() {
                 continue;
             }
+            let drafted = c.make_draft(model, spare);
+            spare -= drafted;
             self.parts.push(Part {
                 id: c.id,
-                positions: 1,
+                positions: 1 + drafted,
                 logits: true,
+                rows: 1 + drafted,
             });
-            ids.extend_from_slice(&c.pending()[..c.pending().len().min(1)]);
+            ids.extend_from_slice(&c.pending()[..c.pending().len().min(1 + drafted)]);
             miss = true;
         }
-        let room = model.max_batch.saturating_sub(self.parts.len());
+        let taken: usize = self.parts.iter().map(|p| p.positions).sum();
+        let room = model.max_batch.saturating_sub(taken);
         if room > 0 || self.parts.is_empty() {
             let mut running = self.list.iter().map(|s| &s.conversation);
             if let Some(c) = running.find(|c| !c.decoding()) {
@@ -495,6 +520,7 @@ impl Sequences {
                     id: c.id,
                     positions,
                     logits: positions == left,
+                    rows: 1,
                 });
                 // The rows of the whole rest of the prompt: one round for all its chunks.
                 ids.extend_from_slice(c.pending());
@@ -525,19 +551,16 @@ impl Sequences {
                 return Err(HostError::NoContext);
             };
             greedy &= !p.logits || c.takes_largest();
-            let sums = match p.logits {
-                true => c.ask_sums(),
-                false => None,
+            let (mut flags, sums) = match p.logits {
+                true => c.step_ask(),
+                false => (0, None),
             };
-            let flags = match (p.logits, p.logits && c.reads_every_logit(), sums.is_some()) {
-                (false, _, _) => 0,
-                // The monitor without its sums (a stage cannot name what it changes): all.
-                (true, false, false) if c.watches_health() => WANTS_LOGITS | EVERY_LOGIT,
-                (true, false, false) => WANTS_LOGITS,
-                (true, false, true) if c.watches_health() => WANTS_LOGITS | WITH_SUMS | WITH_HEALTH,
-                (true, false, true) => WANTS_LOGITS | WITH_SUMS,
-                (true, true, _) => WANTS_LOGITS | EVERY_LOGIT,
-            };
+            if p.rows > 1 {
+                flags |= EVERY_ROW;
+            }
+            if c.take_rewind() {
+                flags |= REWIND;
+            }
             match model.message(p.id, pos, &ids) {
                 Ok(m) => messages.push((
                     flags,
@@ -597,7 +620,7 @@ impl Sequences {
         }
         self.carried = false;
         let parts = std::mem::take(&mut self.parts);
-        let wanting = parts.iter().filter(|p| p.logits).count();
+        let wanting: usize = parts.iter().filter(|p| p.logits).map(|p| p.rows).sum();
         // Each shard's bundle, split into one answer per part wanting logits.
         let per_shard: Vec<Vec<Answer<RowsMessage>>> = match answers {
             None if wanting > 0 => {
@@ -620,40 +643,95 @@ impl Sequences {
                 s.conversation.advance(p.positions);
                 continue;
             }
-            let answers: Vec<_> = per_shard.iter().map(|a| a[k].clone()).collect();
+            // One answer of each shard per row; the rows after the first wait their turn.
+            let mut rows =
+                (k..k + p.rows).map(|r| per_shard.iter().map(|a| a[r].clone()).collect::<Vec<_>>());
+            let first = rows.next().unwrap_or_default();
+            s.conversation.hold_rows(rows.collect());
             let part = k;
-            k += 1;
-            let token = match s.conversation.pick(model, answers, p.positions) {
+            k += p.rows;
+            // The first row's pick takes every position but the later rows'.
+            let positions = p.positions - (p.rows - 1);
+            let pick = s.conversation.pick(model, first, positions);
+            self.walk(model, p.id, part, positions, pick, &mut events);
+        }
+        self.carried = !self.unsettled.is_empty();
+        Ok(events)
+    }
+
+    /// Sequence `id`'s events from a pick of the row at `part` on: the token, then on through a
+    /// draft's rows while each pick keeps its draft token — from the rows the first answers
+    /// hold, or waiting for `/again` when a row's pick asks otherwise (or a pick is unsettled).
+    fn walk(
+        &mut self,
+        model: &Model,
+        id: u64,
+        mut part: usize,
+        mut positions: usize,
+        mut pick: Result<Pick, HostError>,
+        events: &mut Vec<StepEvent>,
+    ) {
+        loop {
+            let Some(at) = self.list.iter().position(|s| s.id() == id) else {
+                return;
+            };
+            let token = match pick {
                 Ok(Pick::Token(e)) => Ok(e),
                 Ok(Pick::Retry(slots)) => Err(HostError::Station(format!(
                     "head shards {slots:?} gave no answer"
                 ))),
                 Ok(Pick::More(asks)) => {
                     self.unsettled.push(Unsettled {
-                        id: p.id,
-                        positions: p.positions,
+                        id,
+                        positions,
                         part,
                         asks,
+                        fresh: None,
                     });
-                    continue;
+                    return;
                 }
                 Err(e) => Err(e),
             };
-            events.push(self.picked(at, p.id, token));
+            let event = self.picked(at, id, token);
+            let done = event.done;
+            events.push(event);
+            if done {
+                return;
+            }
+            let c = &mut self.list[at].conversation;
+            (part, positions) = (part + 1, 1);
+            pick = match c.next_row(model) {
+                Ok(None) => return,
+                Ok(Some(NextRow::Held(answers))) => c.pick(model, answers, 1),
+                Ok(Some(NextRow::Ask { asks, sums })) => {
+                    self.unsettled.push(Unsettled {
+                        id,
+                        positions,
+                        part,
+                        asks,
+                        fresh: Some(sums),
+                    });
+                    return;
+                }
+                Err(e) => Err(e),
+            };
         }
-        self.carried = !self.unsettled.is_empty();
-        Ok(events)
     }
 
-    /// What the picks still waiting need, as one `/again` per slot: `(slot, [(part, ask)])`,
-    /// the answers to go to [`Sequences::pick_again`] in this order.
-    pub fn again(&self) -> Vec<(usize, Vec<(usize, LogitsAsk)>)> {
-        let mut out: Vec<(usize, Vec<(usize, LogitsAsk)>)> = Vec::new();
+    /// What the picks still waiting need, as one `/again` per slot: `(slot, asks)`, the
+    /// answers to go to [`Sequences::pick_again`] in this order.
+    pub fn again(&self) -> Vec<(usize, Vec<Again>)> {
+        let mut out: Vec<(usize, Vec<Again>)> = Vec::new();
         for u in &self.unsettled {
-            for &(slot, ask) in &u.asks {
+            for &(slot, logits) in &u.asks {
+                let ask = Again {
+                    part: u.part,
+                    logits,
+                    sums: u.fresh.clone(),
+                };
                 match out.iter_mut().find(|(s, _)| *s == slot) {
-                    Some((_, list)) => list.push((u.part, ask)),
-                    None => out.push((slot, vec![(u.part, ask)])),
+                    Some((_, list)) => list.push(ask),
+                    None => out.push((slot, vec![ask])),
                 }
             }
         }
@@ -681,7 +759,7 @@ impl Sequences {
             let mut got = Vec::with_capacity(u.asks.len());
             for &(slot, _) in &u.asks {
                 let i = asked.iter().position(|(s, _)| *s == slot);
-                let place = i.and_then(|i| asked[i].1.iter().position(|(p, _)| *p == u.part));
+                let place = i.and_then(|i| asked[i].1.iter().position(|a| a.part == u.part));
                 let (Some(i), Some(place)) = (i, place) else {
                     return Err(HostError::NoContext);
                 };
@@ -691,19 +769,13 @@ impl Sequences {
             let Some(at) = self.list.iter().position(|s| s.id() == u.id) else {
                 continue;
             };
-            let s = &mut self.list[at];
-            let token = match s.conversation.pick_again(model, &slots, got, u.positions) {
-                Ok(Pick::Token(e)) => Ok(e),
-                Ok(Pick::More(asks)) => {
-                    self.unsettled.push(Unsettled { asks, ..u });
-                    continue;
-                }
-                Ok(Pick::Retry(slots)) => Err(HostError::Station(format!(
-                    "head shards {slots:?} gave no answer"
-                ))),
-                Err(e) => Err(e),
+            let c = &mut self.list[at].conversation;
+            // A row asked anew was asked of every slot, in order: a first answer.
+            let pick = match u.fresh {
+                Some(_) => c.pick(model, got, u.positions),
+                None => c.pick_again(model, &slots, got, u.positions),
             };
-            events.push(self.picked(at, u.id, token));
+            self.walk(model, u.id, u.part, u.positions, pick, &mut events);
         }
         self.carried = !self.unsettled.is_empty();
         Ok(events)
@@ -749,6 +821,7 @@ impl Sequences {
                 id: u.id,
                 positions: u.positions,
                 logits: true,
+                rows: 1,
             });
         }
         self.carried = false;

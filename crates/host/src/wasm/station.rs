@@ -20,9 +20,10 @@ use super::errors::{host_error, invalid_argument, js_error};
 use super::source::JsSource;
 use crate::error::ErrorCode;
 use crate::reader::Reader;
+use crate::station::bundle::SumsAsk;
 use crate::station::coordinator::Model;
 use crate::station::gather::Answer;
-use crate::station::head::LogitsAsk;
+use crate::station::head::{Again, LogitsAsk};
 use crate::station::options::StationOptions;
 use crate::station::sequences::{Sequences, StepEvent};
 use crate::station::{
@@ -610,9 +611,22 @@ impl WasmCoordinator {
         (self.sequences.borrow().again().iter())
             .map(|(slot, asks)| {
                 let list: Vec<serde_json::Value> = (asks.iter())
-                    .map(|&(part, ask)| match ask {
-                        LogitsAsk::Above(t) => serde_json::json!({ "part": part, "above": t }),
-                        _ => serde_json::json!({ "part": part, "above": null }),
+                    .map(|a| {
+                        let mut o = match a.logits {
+                            LogitsAsk::Above(t) => {
+                                serde_json::json!({ "part": a.part, "above": t })
+                            }
+                            LogitsAsk::Largest(n) => {
+                                serde_json::json!({ "part": a.part, "largest": n })
+                            }
+                            LogitsAsk::Every => {
+                                serde_json::json!({ "part": a.part, "above": null })
+                            }
+                        };
+                        if let Some(sums) = &a.sums {
+                            o["sums"] = sums.as_ref().map(SumsAsk::to_hex).into();
+                        }
+                        o
                     })
                     .collect();
                 let o = js_sys::Object::new();
@@ -670,17 +684,31 @@ impl WasmCoordinator {
     }
 }
 
-/// The asks of an `/again` body: `[{ part, above }]`, at most a bundle's parts.
-fn parse_asks(json: &str) -> Result<Vec<(usize, LogitsAsk)>, JsValue> {
+/// The asks of an `/again` body: `[{ part, above } | { part, largest }]`, each with `sums`
+/// when they change (what the part's sums are taken for from now on, `SumsAsk::to_hex`, or
+/// null for none); at most a bundle's parts.
+fn parse_asks(json: &str) -> Result<Vec<Again>, JsValue> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Ask {
         part: usize,
+        #[serde(default)]
         above: Option<f64>,
+        #[serde(default)]
+        largest: Option<usize>,
+        #[serde(default, deserialize_with = "present")]
+        sums: Option<Option<String>>,
+    }
+    /// A key given, even as null (absent: the serde default, None).
+    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+        serde::Deserialize::deserialize(d).map(Some)
     }
     let bad = |why: String| invalid_argument(format!("again: {why}"));
-    let asks: Vec<Ask> = serde_json::from_str(json)
-        .map_err(|e| bad(format!("the body must be [{{ part, above }}] ({e})")))?;
+    let asks: Vec<Ask> = serde_json::from_str(json).map_err(|e| {
+        bad(format!(
+            "the body must be [{{ part, above | largest, sums? }}] ({e})"
+        ))
+    })?;
     if asks.len() > crate::station::head::MAX_BUNDLE_PARTS {
         return Err(bad(format!(
             "{} parts, more than a bundle holds",
@@ -688,10 +716,26 @@ fn parse_asks(json: &str) -> Result<Vec<(usize, LogitsAsk)>, JsValue> {
         )));
     }
     asks.into_iter()
-        .map(|a| match a.above {
-            None => Ok((a.part, LogitsAsk::Every)),
-            Some(t) if !t.is_nan() => Ok((a.part, LogitsAsk::Above(t as f32))),
-            Some(_) => Err(bad("above must be a number or null".into())),
+        .map(|a| {
+            let sums = match a.sums {
+                Some(Some(hex)) => Some(Some(
+                    SumsAsk::from_hex(&hex).map_err(|e| bad(e.to_string()))?,
+                )),
+                Some(None) => Some(None),
+                None => None,
+            };
+            let logits = match (a.largest, a.above) {
+                (Some(n), None) => LogitsAsk::Largest(n),
+                (Some(_), Some(_)) => return Err(bad("above and largest, not both".into())),
+                (None, None) => LogitsAsk::Every,
+                (None, Some(t)) if !t.is_nan() => LogitsAsk::Above(t as f32),
+                (None, Some(_)) => return Err(bad("above must be a number or null".into())),
+            };
+            Ok(Again {
+                part: a.part,
+                logits,
+                sums,
+            })
         })
         .collect()
 }
