@@ -15,6 +15,7 @@
 // Without keys a server is open to whoever reaches it: the shells decide when that is allowed
 // (knot-serve on loopback, or told --insecure; a Worker told KNOT_PUBLIC=1).
 import { ApiError } from './openai/errors.js';
+import { anthropicError } from './openai/messages.js';
 
 /** A key shorter than this is refused: it could be guessed. */
 export const MIN_KEY_LENGTH = 16;
@@ -220,7 +221,7 @@ export function createGate(settings = {}) {
     // Even one of this server's own host: it serves no pages, and a page of a name rebound to
     // this address (DNS rebinding) sends that name as its origin and its host.
     if (origin !== null && !originAllowed(origin)) {
-      return { response: refuse(new ApiError(403, `Requests from the origin ${origin} are not allowed (the server's CORS allow-list)`, { type: 'permission_error', code: 'origin_not_allowed' }), {}) };
+      return { response: refuse(new ApiError(403, `Requests from the origin ${origin} are not allowed (the server's CORS allow-list)`, { type: 'permission_error', code: 'origin_not_allowed' }), {}, request) };
     }
     /** @type {Principal} */
     let principal;
@@ -241,7 +242,7 @@ export function createGate(settings = {}) {
         const message = presented === ''
           ? 'This server needs an API key: send it as Authorization: Bearer <key> (or x-api-key: <key>)'
           : 'The API key is not valid for this server';
-        return { response: refuse(new ApiError(401, message, { code: 'invalid_api_key', headers: { 'www-authenticate': 'Bearer realm="knot"' } }), cors) };
+        return { response: refuse(new ApiError(401, message, { code: 'invalid_api_key', headers: { 'www-authenticate': 'Bearer realm="knot"' } }), cors, request) };
       }
       const { digest: _, ...scope } = found;
       principal = { id: scope.name, scope, authenticated: true };
@@ -252,7 +253,7 @@ export function createGate(settings = {}) {
       if (verdict.ok && rate.binding !== undefined) verdict = await bindingLimit(rate.binding, rate.periodSeconds ?? 60, principal.id);
       if (!verdict.ok) {
         const who = principal.scope.name === 'anonymous' ? 'this client' : `the key ${principal.scope.name}`;
-        return { response: refuse(new ApiError(429, `Rate limit reached for ${who}: try again in ${verdict.retryAfter} s`, { type: 'rate_limit_error', code: 'rate_limit_exceeded', headers: { 'retry-after': String(verdict.retryAfter) } }), cors) };
+        return { response: refuse(new ApiError(429, `Rate limit reached for ${who}: try again in ${verdict.retryAfter} s`, { type: 'rate_limit_error', code: 'rate_limit_exceeded', headers: { 'retry-after': String(verdict.retryAfter) } }), cors, request) };
       }
     }
     return { principal, cors };
@@ -324,6 +325,8 @@ async function bindingLimit(binding, periodSeconds, id) {
 }
 
 /** An error answer with the CORS headers of its request. */
-function refuse(e, cors) {
-  return Response.json(e.toJSON(), { status: e.status, headers: { ...e.headers, ...cors } });
+/** A refusal, in Anthropic's shape on its route (`/v1/messages`), else OpenAI's. */
+function refuse(e, cors, request = null) {
+  const anthropic = request !== null && new URL(request.url).pathname === '/v1/messages';
+  return Response.json(anthropic ? anthropicError(e) : e.toJSON(), { status: e.status, headers: { ...e.headers, ...cors } });
 }

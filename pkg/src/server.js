@@ -10,7 +10,7 @@
 //                  template) and that it is up; to a request without a valid key (when the server
 //                  has keys), that it is up and its model id only
 //   GET /stats     the backend's figures, its line, the last requests
-import { ApiError, errorResponse, openaiResponse, openaiRoute, toApiError } from './openai/index.js';
+import { ApiError, errorResponseFor, openaiResponse, openaiRoute } from './openai/index.js';
 import { createGate } from './access.js';
 
 export { AccessConfigError, createGate, parseApiKeys, tokenBucket, MIN_KEY_LENGTH } from './access.js';
@@ -65,8 +65,8 @@ export function createServer(backend, settings) {
    */
   const fetch = async (request, per = {}) => {
     let cors = {};
+    const { pathname } = new URL(request.url);
     try {
-      const { pathname } = new URL(request.url);
       const admitted = per.admitted ?? await gate.admit(request, { openRoute: pathname === '/health', client: per.client });
       if ('response' in admitted) return admitted.response;
       cors = admitted.cors;
@@ -106,7 +106,7 @@ export function createServer(backend, settings) {
       }
       return withHeaders(await route.answer(request), cors);
     } catch (e) {
-      return withHeaders(errorResponse(toApiError(e)), cors);
+      return withHeaders(errorResponseFor(pathname, e), cors);
     }
   };
   return { fetch, recent, gate };

@@ -6,6 +6,8 @@ import { describe, test } from 'node:test';
 import { ApiError, CallReader, StopMatcher, openaiResponse, parseChatRequest, parseCompletionRequest } from '../src/openai/index.js';
 import { envelopeMessages, envelopeSchema, toolPlan } from '../src/openai/tools.js';
 import { derivedId } from '../src/openai/shapes.js';
+import { ResponseStore, parseResponsesRequest } from '../src/openai/responses.js';
+import { anthropicError, parseMessagesRequest } from '../src/openai/messages.js';
 import { BACKEND_METHODS } from '../src/openai/index.js';
 import { HostShim } from '../src/shim.js';
 import { admits, hangingHost, recordingHost } from './fake-host.js';
@@ -365,4 +367,65 @@ describe('tools', () => {
 
 test('HostShim has every method of the Backend interface', () => {
   for (const m of BACKEND_METHODS) assert.equal(typeof HostShim.prototype[m], 'function', m);
+});
+
+describe('the Responses and Messages requests, read as chat requests', () => {
+  const limits = { maxTokens: 64, defaultMaxTokens: 64, modelId: 'm' };
+  test('previous_response_id: the newest responses are kept; an evicted one is 404 naming the field', () => {
+    const store = new ResponseStore(2);
+    for (const id of ['a', 'b', 'c']) store.put(id, [{ role: 'user', content: id }, { role: 'assistant', content: `${id}!` }]);
+    assert.equal(store.get('a'), undefined);
+    const req = parseResponsesRequest({ model: 'm', previous_response_id: 'c', instructions: 'Be brief.', input: 'more' }, limits, () => null, store);
+    assert.deepEqual(req.messages.map((m) => [m.role, m.content]), [['system', 'Be brief.'], ['user', 'c'], ['assistant', 'c!'], ['user', 'more']]);
+    assert.throws(() => parseResponsesRequest({ model: 'm', previous_response_id: 'a', input: 'x' }, limits, () => null, store),
+      (e) => e instanceof ApiError && e.status === 404 && e.param === 'previous_response_id' && e.code === 'previous_response_not_found');
+  });
+
+  test('items: a turn\'s text and calls are one assistant message; a chat refusal names the item it came from', () => {
+    const store = new ResponseStore();
+    const req = parseResponsesRequest({
+      model: 'm',
+      input: [
+        { role: 'user', content: 'Weather?' },
+        { role: 'assistant', content: [{ type: 'output_text', text: 'Checking.' }] },
+        { type: 'function_call', call_id: 'c1', name: 'w', arguments: '{}' },
+        { type: 'function_call', call_id: 'c2', name: 'w', arguments: '{"a":1}' },
+        { type: 'function_call_output', call_id: 'c2', output: 'sun' },
+        { type: 'function_call_output', call_id: 'c1', output: 'rain' },
+      ],
+      max_output_tokens: 9,
+    }, limits, () => null, store);
+    assert.equal(req.maxTokens, 9);
+    assert.deepEqual(req.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'tool']);
+    assert.deepEqual(req.messages[1].tool_calls.map((c) => c.id), ['c1', 'c2']);
+    assert.equal(req.messages[1].content, 'Checking.');
+    const bad = (input) => () => parseResponsesRequest({ model: 'm', input }, limits, () => null, store);
+    assert.throws(bad([{ type: 'function_call', call_id: 'c', name: 'w', arguments: '[1]' }]), (e) => e.param === 'input[0].tool_calls[0].function.arguments');
+    assert.throws(bad([{ role: 'user', content: 'x' }, { role: 'tool', content: 'x' }]), (e) => e.param === 'input[1].role');
+    assert.throws(() => parseResponsesRequest({ model: 'm', input: 'x', max_output_tokens: 65 }, limits, () => null, store), (e) => e.param === 'max_output_tokens');
+  });
+
+  test('Messages: tool_use and tool_result blocks, tool_choice, top_k; refusals name the Messages field', () => {
+    const req = parseMessagesRequest({
+      model: 'm', max_tokens: 8, system: [{ type: 'text', text: 'Sys.' }], top_k: 5,
+      tools: [{ name: 'w', input_schema: { type: 'object' } }], tool_choice: { type: 'any', disable_parallel_tool_use: true },
+      messages: [
+        { role: 'user', content: 'Weather?' },
+        { role: 'assistant', content: [{ type: 'text', text: 'Let me see.' }, { type: 'tool_use', id: 't1', name: 'w', input: { city: 'Paris' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'text', text: 'sun' }] }, { type: 'text', text: 'Thanks' }] },
+      ],
+    }, limits);
+    assert.deepEqual(req.messages.map((m) => m.role), ['system', 'user', 'assistant', 'tool', 'user']);
+    assert.equal(req.messages[2].tool_calls[0].function.arguments, '{"city":"Paris"}');
+    assert.equal(req.toolChoice, 'required');
+    assert.equal(req.parallelToolCalls, false);
+    assert.equal(req.options.topK, 5);
+    const bad = (body) => () => parseMessagesRequest({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'x' }], ...body }, limits);
+    assert.throws(bad({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'zz', content: 'x' }] }] }),
+      (e) => e.param === 'messages[0].content[0].tool_call_id');
+    assert.throws(bad({ stop_sequences: 'x' }), (e) => e.param === 'stop_sequences');
+    assert.throws(bad({ max_tokens: 100 }), (e) => e.param === 'max_tokens');
+    assert.deepEqual(anthropicError(new ApiError(429, 'slow down', { code: 'rate_limit_exceeded' })),
+      { type: 'error', error: { type: 'rate_limit_error', message: 'slow down', code: 'rate_limit_exceeded' } });
+  });
 });

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import { after, before, describe, test } from './harness.js';
 import { createGate, parseApiKeys, tokenBucket } from '../src/server.js';
 import { startMcpServer } from './mcp-server.js';
@@ -186,6 +187,14 @@ describe(haveSmol() ? 'knot-serve with API keys' : 'knot-serve with API keys (no
     // A proxy's own Authorization (not Bearer) does not hide x-api-key; a Bearer key is the one read.
     assert.equal((await get('/v1/models', { authorization: 'Basic cHJveHk6cGFzcw==', 'x-api-key': OWNER })).status, 200);
     assert.equal((await get('/v1/models', { authorization: `Bearer ${SAME_LENGTH}`, 'x-api-key': OWNER })).status, 401);
+    // Anthropic's client sends its key as x-api-key: let in with the right one; turned away
+    // with a 401 in Anthropic's shape, which the client reads as its AuthenticationError.
+    const anthropic = new Anthropic({ baseURL: server.url, apiKey: OWNER, maxRetries: 0 });
+    const m = await anthropic.messages.create({ model: MODEL, max_tokens: 3, temperature: 0, messages: [{ role: 'user', content: 'Hi' }] });
+    assert.equal(m.usage.output_tokens, 3);
+    const stranger = new Anthropic({ baseURL: server.url, apiKey: SAME_LENGTH, maxRetries: 0 });
+    await assert.rejects(stranger.messages.create({ model: MODEL, max_tokens: 3, messages: [{ role: 'user', content: 'Hi' }] }),
+      (e) => e instanceof Anthropic.AuthenticationError && e.error?.type === 'error' && e.error.error.type === 'authentication_error');
   });
 
   test('/health: a stranger learns the status and the model only', async () => {

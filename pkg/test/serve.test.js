@@ -11,6 +11,7 @@ import { after, before, describe, test } from './harness.js';
 
 const describeIf = (condition, name, fn) => (condition ? describe(name, fn) : describe.skip(name, fn));
 import { openaiApiSuite } from './openai-api.js';
+import { agentApisSuite } from './agent-apis.js';
 import { FOUR_ASKS, answerTogether, nativeGenerator, post, runtimeCommand, startServer } from './servers.js';
 import { CHATS, atOnceAndAlone, problems } from './chats.js';
 import { KNOT_BIN, ROOT, SMOL, TINY, haveNative, haveSmol } from './support.js';
@@ -61,6 +62,7 @@ describeIf(ready, 'knot-serve', () => {
   // Node runs the whole API file; Bun and Deno the quick subset (the same server code).
   const other = g.Bun !== undefined || g.Deno !== undefined;
   openaiApiSuite({ url: () => server.url, model: MODEL, native, quick: other, windows: !other });
+  agentApisSuite({ url: () => server.url, model: MODEL, quick: other });
 
   test('/stats: each request\'s prefill (prompt and prefilled tokens, ttft, tok/s); a prefix hit prefills less', async () => {
     // A prompt of a few hundred tokens no earlier request began with (only the template's

@@ -9,14 +9,15 @@
 //   GET  /health      what the server runs, and the simulated production profile (null deployed)
 //   GET  /stats       the model's figures, its line, what the open and the last requests spent
 //   GET  /stations    each station's figures, when the model is split (KNOT_STATIONS)
-//   the OpenAI routes /v1/models, /v1/chat/completions, /v1/completions, /prefill/windows[/:id];
+//   the OpenAI routes /v1/models, /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages
+//   (Anthropic's), /prefill/windows[/:id];
 //                     /v1/audio/speech answers 501 speech_unavailable (speech.js, docs/speech.md)
 //
 // Who may ask is settled first (access.js: API keys, limits, CORS), before the model opens: a
 // stranger's request costs a hash, not a model. Every generation runs inside `ctx.waitUntil`, so a client that goes away cannot cancel it
 // halfway (workerd cancels a request's pending work when its client disconnects, which would
 // leave the shared model stuck); the client's going away aborts it instead, cleanly.
-import { ApiError, errorResponse, openaiRoute, toApiError } from 'knot-wasm/openai';
+import { ApiError, errorResponseFor, openaiRoute } from 'knot-wasm/openai';
 import { gateFor } from './access.js';
 import { getModel } from './model.js';
 import { resumeMeter, startMeter } from './meter.js';
@@ -74,7 +75,7 @@ export default {
     } catch (e) {
       // A model that cannot open (over budget, a station that failed) answers with its code's
       // status, like every coded failure.
-      const answer = errorResponse(toApiError(e));
+      const answer = errorResponseFor(new URL(request.url).pathname, e);
       for (const [k, v] of Object.entries(cors)) answer.headers.set(k, v);
       return answer;
     }

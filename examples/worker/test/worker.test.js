@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { MODEL, client, native, post, sleep, startLocal, stats } from './support.js';
 import { freePort, inspectIsolate } from '../scripts/isolate.mjs';
 import { openaiApiSuite } from '../../../pkg/test/openai-api.js';
+import { agentApisSuite } from '../../../pkg/test/agent-apis.js';
 import { startMcpServer } from '../../../pkg/test/mcp-server.js';
 import { CHATS, atOnceAndAlone, problems } from '../../../pkg/test/chats.js';
 import { burst, judge } from '../../../pkg/test/load.js';
@@ -80,6 +81,7 @@ describe('routes', () => {
 // The API file's quick subset and the prefill windows: what is the Worker's is how it wires the
 // module (knot-serve runs the whole file under Node, the same module code).
 openaiApiSuite({ url: () => local.url, model: MODEL, native, quick: true });
+agentApisSuite({ url: () => local.url, model: MODEL, quick: true });
 
 describe('one model, many requests', () => {
   test('concurrent requests queue and all complete correctly; past the line, 429 with Retry-After', async () => {

@@ -101,7 +101,7 @@ export function agenticSettings(o) {
 export function refuseAgentic(request) {
   const header = request.headers.get('x-knot-agentic')?.trim().toLowerCase();
   if (header !== undefined && !OFF.has(header)) {
-    throw badRequest('The agentic loop runs on /v1/chat/completions only', null, 'agentic_chat_only');
+    throw badRequest('The agentic loop runs on /v1/chat/completions, /v1/responses and /v1/messages only', null, 'agentic_chat_only');
   }
 }
 

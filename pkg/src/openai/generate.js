@@ -9,6 +9,14 @@ import { callSchema, envelopeSchema } from './tools.js';
 
 const encoder = new TextEncoder();
 
+/** The request field a prompt's failure is about, by API. */
+const PROMPT_FIELD = { chat: 'messages', completion: 'prompt', responses: 'input', messages: 'messages' };
+
+/** One server-sent event: a chunk (`data:` alone), or `{ event, data }` (a named event). */
+const sse = (obj) => (typeof obj.event === 'string' && obj.data !== undefined
+  ? `event: ${obj.event}\ndata: ${JSON.stringify(obj.data)}\n\n`
+  : `data: ${JSON.stringify(obj)}\n\n`);
+
 
 /**
  * @typedef {import('./tools.js').Tool} Tool
@@ -119,18 +127,23 @@ export function runCompletion(job, knot = {}) {
  */
 export function respond(job, drive) {
   const { backend, kind, req, signal } = job;
-  const promptField = kind === 'chat' ? 'messages' : 'prompt';
-  const shape = shapes(kind, job.modelId);
+  const promptField = PROMPT_FIELD[kind];
+  const shape = job.shape ?? shapes(/** @type {'chat' | 'completion'} */ (kind), job.modelId);
   const abort = new AbortController();
   const onClientGone = () => abort.abort(new DOMException('The client went away', 'AbortError'));
   signal?.addEventListener('abort', onClientGone);
   /** @type {ReadableStreamDefaultController<Uint8Array> | undefined} */
   let sink;
+  /** Sends a chunk, a named event (`{ event, data }`) or a list of them; null: nothing. */
   const send = (obj) => {
     if (sink === undefined || obj === null) return;
+    if (Array.isArray(obj)) {
+      for (const o of obj) send(o);
+      return;
+    }
     try {
       // Never awaited: a slow client must not hold the model.
-      sink.enqueue(encoder.encode(`data: ${JSON.stringify(obj)}\n\n`));
+      sink.enqueue(encoder.encode(sse(obj)));
     } catch {
       onClientGone();
     }
@@ -160,7 +173,7 @@ export function respond(job, drive) {
     if (!first) return;
     first = false;
     resolveStarted(prefix);
-    send(shape.first());
+    send(shape.first({ prompt: promptTokens }));
   };
   let content = '';
   let constraint;
@@ -308,20 +321,23 @@ export function respond(job, drive) {
         ...(toolPath === null ? {} : { tools: { path: toolPath, calls: calls.done.length, invalid_calls: calls.invalid } }),
         ...ending.knot,
       };
-      send(shape.last(ending.finish, knot));
+      const more = { prefix, stopSequence: stops.matched };
+      send(shape.last(ending.finish, knot, usage, more));
       if (req.includeUsage) send(shape.usage(usage));
       if (sink !== undefined) {
-        sink.enqueue(encoder.encode('data: [DONE]\n\n'));
+        const tail = shape.done();
+        if (tail !== null) sink.enqueue(encoder.encode(tail));
         sink.close();
       }
       const message = { content: ending.toolCalls.length > 0 && content === '' ? null : content, toolCalls: ending.toolCalls };
-      return { message, finish: ending.finish, usage, prefix, shape, knot };
+      return { message, finish: ending.finish, usage, prefix, shape, knot, more };
     } catch (e) {
       rejectStarted(e);
       if (sink !== undefined && !first) {
         // Mid-stream: OpenAI's error event, then the end of the stream.
         try {
-          sink.enqueue(encoder.encode(`data: ${JSON.stringify(toApiError(e, promptField).toJSON())}\n\n`));
+          const error = toApiError(e, promptField);
+          sink.enqueue(encoder.encode(shape.error === undefined ? sse(error.toJSON()) : shape.error(error).map(sse).join('')));
           sink.close();
         } catch {
           // The client is gone.

@@ -5,6 +5,8 @@
 //   GET    /v1/models
 //   POST   /v1/chat/completions      streaming or not; tools; response_format
 //   POST   /v1/completions
+//   POST   /v1/responses             OpenAI's Responses API over the chat path (responses.js)
+//   POST   /v1/messages              Anthropic's Messages API over the chat path (messages.js)
 //   POST   /v1/audio/speech          text to speech, WAV or PCM (eSpeak NG, an optional peer; speech.js)
 //   POST   /prefill/windows          explicit prefill windows (see windows.js)
 //   GET | PATCH | DELETE /prefill/windows/:id
@@ -18,6 +20,8 @@ import { ApiError, errorResponse, toApiError } from './errors.js';
 import { admit, agenticDrive, agenticOptIn, agenticSettings, refuseAgentic } from './agentic.js';
 import { respond, runCompletion } from './generate.js';
 import { parseChatRequest, parseCompletionRequest, readJson } from './request.js';
+import { ResponseStore, parseResponsesRequest, responsesError, responsesShapes } from './responses.js';
+import { anthropicErrorResponse, messagesError, messagesShapes, parseMessagesRequest } from './messages.js';
 import { speechResponse } from './speech.js';
 import { toolPlan } from './tools.js';
 import { windowRoute } from './windows.js';
@@ -42,6 +46,8 @@ export const OPENAI_ROUTES = Object.freeze({
   '/v1/models': ['GET'],
   '/v1/chat/completions': ['POST'],
   '/v1/completions': ['POST'],
+  '/v1/responses': ['POST'],
+  '/v1/messages': ['POST'],
   '/v1/audio/speech': ['POST'],
   '/prefill/windows': ['POST'],
   '/prefill/windows/:id': ['GET', 'PATCH', 'DELETE'],
@@ -68,8 +74,10 @@ export function openaiRoute(pathname) {
  * @returns {Promise<Response>}
  */
 export async function openaiResponse(backend, request, options) {
+  let anthropic = false;
   try {
     const { pathname } = new URL(request.url);
+    anthropic = pathname === '/v1/messages';
     const route = openaiRoute(pathname);
     if (route === null) throw new ApiError(404, `Unknown route: ${request.method} ${pathname}`, { code: 'unknown_url' });
     const methods = OPENAI_ROUTES[route];
@@ -77,16 +85,60 @@ export async function openaiResponse(backend, request, options) {
       throw new ApiError(405, `${request.method} is not allowed on ${pathname} (use ${methods.join(', ')})`,
         { code: 'method_not_allowed', headers: { allow: methods.join(', ') } });
     }
-    const settings = settingsOf(options);
+    const settings = { ...settingsOf(options), responses: responseStore(backend, options) };
     if (route === '/v1/models') {
       return Response.json({ object: 'list', data: [{ id: settings.modelId, object: 'model', created: 0, owned_by: 'knot' }] });
     }
     if (route.startsWith('/prefill/windows')) return await windowRoute(backend, request, pathname, settings);
     if (route === '/v1/audio/speech') return await speechResponse(request, settings);
-    return await complete(backend, route === '/v1/chat/completions' ? 'chat' : 'completion', request, settings);
+    return await complete(backend, KIND[route], request, settings);
   } catch (e) {
-    return errorResponse(toApiError(e));
+    return errorResponseFor(anthropic ? '/v1/messages' : '', e);
   }
+}
+
+/**
+ * A failure as the API of `pathname` answers it: Anthropic's shape on `/v1/messages`, OpenAI's
+ * elsewhere.
+ * @param {string} pathname @param {unknown} e
+ */
+export function errorResponseFor(pathname, e) {
+  const error = toApiError(e);
+  return pathname === '/v1/messages' ? anthropicErrorResponse(error) : errorResponse(error);
+}
+
+/** The kind of completion each generating route runs. */
+const KIND = {
+  '/v1/chat/completions': 'chat', '/v1/completions': 'completion', '/v1/responses': 'responses', '/v1/messages': 'messages',
+};
+
+/** The request field a prompt's failure is about, by kind. */
+const PROMPT_FIELD = { chat: 'messages', completion: 'prompt', responses: 'input', messages: 'messages' };
+
+/**
+ * The stored responses `previous_response_id` continues, per backend (a server's model: its
+ * options object may be made anew for each request).
+ * @param {object} backend @param {{ maxStoredResponses?: number }} options
+ */
+const stores = new WeakMap();
+function responseStore(backend, options) {
+  let s = stores.get(backend);
+  if (s === undefined) {
+    s = new ResponseStore(options.maxStoredResponses ?? 256);
+    stores.set(backend, s);
+  }
+  return s;
+}
+
+/**
+ * A response's output items as the assistant message a later request continues from.
+ * @param {any[]} output
+ */
+function assistantFrom(output) {
+  const text = output.filter((o) => o.type === 'message').flatMap((o) => o.content.map((c) => c.text)).join('');
+  const calls = output.filter((o) => o.type === 'function_call')
+    .map((o) => ({ id: o.call_id, type: 'function', function: { name: o.name, arguments: o.arguments } }));
+  return calls.length > 0 ? { role: 'assistant', content: text === '' ? null : text, tool_calls: calls } : { role: 'assistant', content: text };
 }
 
 /** The options with their defaults, checked. */
@@ -142,9 +194,10 @@ function templateTools(backend) {
 }
 
 /**
- * One completion: parse, generate (streamed as server-sent events, or whole).
+ * One completion: parse, generate (streamed as server-sent events, or whole). Responses and
+ * Messages requests run as the chat requests they read as, answered in their own shapes.
  * @param {import('../types/openai.js').Backend} backend
- * @param {'chat' | 'completion'} kind
+ * @param {'chat' | 'completion' | 'responses' | 'messages'} kind
  * @param {Request} request
  * @param {ReturnType<typeof settingsOf>} s
  */
@@ -154,13 +207,21 @@ async function complete(backend, kind, request, s) {
   // The body is read first: its cap does not depend on the model.
   const body = await readJson(request, s.maxBodyBytes);
   const limits = { maxTokens: s.maxTokens, defaultMaxTokens: s.maxTokens, modelId: s.modelId, maxMessages: s.maxMessages, maxTools: s.maxTools };
-  const promptField = kind === 'chat' ? 'messages' : 'prompt';
-  const req = kind === 'chat' ? parseChatRequest(body, limits, coltraneFromResponseFormat) : parseCompletionRequest(body, limits);
+  const promptField = PROMPT_FIELD[kind];
+  const chatLike = kind !== 'completion';
+  /** A failure as the request's own API names its fields. */
+  const named = (e) => (kind === 'responses' ? responsesError(e, body.text !== undefined && body.text !== null)
+    : kind === 'messages' ? messagesError(e) : e);
+  /** @type {any} */
+  const req = kind === 'chat' ? parseChatRequest(body, limits, coltraneFromResponseFormat)
+    : kind === 'responses' ? parseResponsesRequest(body, limits, coltraneFromResponseFormat, s.responses)
+      : kind === 'messages' ? parseMessagesRequest(body, limits)
+        : parseCompletionRequest(body, limits);
   const window = request.headers.get('x-knot-prefill-window');
   const signal = s.signal ?? request.signal;
-  if (kind !== 'chat') refuseAgentic(request);
-  const optIn = kind === 'chat' ? scoped(agenticOptIn(s.agentic, request, /** @type {any} */ (req).agentic), s.scope) : null;
-  if (optIn === null && kind === 'chat' && /** @type {any} */ (req).toolChoiceWithoutTools !== null) throw /** @type {any} */ (req).toolChoiceWithoutTools;
+  if (!chatLike) refuseAgentic(request);
+  const optIn = chatLike ? scoped(agenticOptIn(s.agentic, request, req.agentic), s.scope) : null;
+  if (optIn === null && chatLike && req.toolChoiceWithoutTools !== null) throw req.toolChoiceWithoutTools;
   // The request is whole and allowed: from here until its run ends it counts against its key's
   // generations at once (a malformed request is answered for what it is, never 429).
   const release = s.enter?.() ?? (() => {});
@@ -178,8 +239,8 @@ async function complete(backend, kind, request, s) {
   try {
     if (session?.C0.admitted) {
       // The loop builds each turn's prompt.
-    } else if (kind === 'chat') {
-      plan = toolPlan(/** @type {any} */ (req), templateTools(backend));
+    } else if (chatLike) {
+      plan = toolPlan(req, templateTools(backend));
       prompt = { messages: plan.messages, ...(plan.templateTools === undefined ? {} : { tools: plan.templateTools }) };
     } else {
       prompt = typeof req.prompt === 'string' ? req.prompt : Uint32Array.from(req.prompt);
@@ -187,15 +248,18 @@ async function complete(backend, kind, request, s) {
   } catch (e) {
     release();
     await session?.close();
-    throw toApiError(e, promptField);
+    throw named(toApiError(e, promptField));
   }
   const generation = {
     ...(s.tag === undefined ? {} : { tag: s.tag }),
     reusePrefix: s.prefixReuse,
     ...(window !== null && s.prefillWindows ? { prefillWindow: window } : {}),
   };
+  const keep = (id, output) => s.responses.put(id, [...req.previous, assistantFrom(output)]);
+  const shape = kind === 'responses' ? responsesShapes(s.modelId, req, keep)
+    : kind === 'messages' ? messagesShapes(s.modelId) : undefined;
   const job = {
-    backend, kind, modelId: s.modelId, req, prompt, plan, signal, generation, prosody: s.terminalProsody,
+    backend, kind, modelId: s.modelId, req, prompt, plan, signal, generation, prosody: s.terminalProsody, shape,
   };
   let run;
   try {
@@ -220,15 +284,15 @@ async function complete(backend, kind, request, s) {
   });
   if (!req.stream) {
     const r = await run.done.catch((e) => {
-      throw toApiError(e, promptField);
+      throw named(toApiError(e, promptField));
     });
-    return Response.json(r.shape.whole(r.message, r.finish, r.usage, r.knot), { headers: headers(r.prefix) });
+    return Response.json(r.shape.whole(r.message, r.finish, r.usage, r.knot, r.more), { headers: headers(r.prefix) });
   }
   let prefix;
   try {
     prefix = await run.started;
   } catch (e) {
-    throw toApiError(e, promptField);
+    throw named(toApiError(e, promptField));
   }
   return new Response(run.body, {
     headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...headers(prefix) },

@@ -60,6 +60,7 @@ export function shapes(kind, model) {
     });
     return {
       id,
+      done: () => 'data: [DONE]\n\n',
       /**
        * @param {{ content: string | null, toolCalls: ToolCall[] }} message
        * @param {string} finish
@@ -98,6 +99,7 @@ export function shapes(kind, model) {
   });
   return {
     id,
+    done: () => 'data: [DONE]\n\n',
     whole: (message, finish, u, knot) => ({
       id, object: 'text_completion', created, model,
       choices: [{ text: message.content ?? '', index: 0, logprobs: null, finish_reason: finish }],

@@ -104,6 +104,62 @@ export interface OpenAIOptions {
    * imported when the route is first asked; `false` answers it 501 `speech_unavailable`.
    */
   speech?: SpeechOptions | false;
+  /**
+   * Responses kept for `previous_response_id` (POST /v1/responses, `store` not false), per
+   * backend, newest kept: past it the oldest is forgotten, and continuing it is 404
+   * `previous_response_not_found`. Default 256.
+   */
+  maxStoredResponses?: number;
+}
+
+/** An output item of a response (POST /v1/responses). */
+export type ResponseOutputItem =
+  | { id: string; type: 'message'; status: 'in_progress' | 'completed'; role: 'assistant'; content: { type: 'output_text'; text: string; annotations: []; logprobs: [] }[] }
+  | { id: string; type: 'function_call'; status: 'in_progress' | 'completed'; call_id: string; name: string; arguments: string };
+
+/** The body POST /v1/responses answers (OpenAI's Responses API; docs/agent-apis.md). */
+export interface ResponseObject {
+  id: string;
+  object: 'response';
+  created_at: number;
+  status: 'completed' | 'incomplete' | 'in_progress';
+  error: null;
+  incomplete_details: { reason: 'max_output_tokens' } | null;
+  model: string;
+  output: ResponseOutputItem[];
+  instructions: string | null;
+  max_output_tokens: number | null;
+  previous_response_id: string | null;
+  store: boolean;
+  usage: { input_tokens: number; input_tokens_details: { cached_tokens: number }; output_tokens: number;
+    output_tokens_details: { reasoning_tokens: number }; total_tokens: number } | null;
+  /** The project's figures, as on chat completions. */
+  knot?: object;
+  [field: string]: unknown;
+}
+
+/** A content block of a message (POST /v1/messages, Anthropic's Messages API). */
+export type MessageContentBlock =
+  | { type: 'text'; text: string }
+  | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> };
+
+/** The body POST /v1/messages answers. */
+export interface MessageObject {
+  id: string;
+  type: 'message';
+  role: 'assistant';
+  model: string;
+  content: MessageContentBlock[];
+  stop_reason: 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use';
+  stop_sequence: string | null;
+  usage: { input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number };
+  knot?: object;
+}
+
+/** An error as Anthropic answers it (every failure on POST /v1/messages). */
+export interface AnthropicErrorBody {
+  type: 'error';
+  error: { type: string; message: string; param?: string; code?: string };
 }
 
 /** The body of POST /v1/audio/speech, OpenAI's shape. */
@@ -211,6 +267,8 @@ export declare class ApiError extends Error {
   toJSON(): { error: { message: string; type: string; param: string | null; code: string | null } };
 }
 export declare function errorResponse(error: ApiError): Response;
+/** A failure as the API of `pathname` answers it: Anthropic's shape on /v1/messages, OpenAI's elsewhere. */
+export declare function errorResponseFor(pathname: string, error: unknown): Response;
 /** Any failure as the OpenAI error it is answered with (status from the code table). */
 export declare function toApiError(error: unknown, promptField?: string | null): ApiError;
 
