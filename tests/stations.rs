@@ -1472,6 +1472,87 @@ fn drafts_over_the_stations_give_the_tokens_of_plain_decoding() {
     }
 }
 
+/// Gemma-3-270M (a 262,144-token vocabulary, its table sharded across the head stations) on
+/// 4 layer + 4 head stations decodes as a whole host does in every mode the head shards answer
+/// from candidates: greedy; sampled with top-k, top-p and min-p; the penalties; COLTRANE's JSON
+/// Schema; MOA; the health monitor; and draft mode, greedy and sampled.
+#[test]
+fn gemma_on_four_and_four_stations_decodes_as_a_whole_host_does() {
+    use futures::executor::block_on;
+    let Some(path) = require_model("gemma-3-270m.knot") else {
+        return;
+    };
+    let file = KnotFile::read(&path);
+    let bytes: Rc<[u8]> = file.bytes.clone().into();
+    let mut host = whole_host(&bytes);
+    let tok = file.tokenizer();
+    let capital = tok.encode_with_bos("The capital of France is").unwrap();
+    let counting = tok
+        .encode_with_bos(
+            "one, two, three, four, five, six; one, two, three, four, five, six; one, two,",
+        )
+        .unwrap();
+    let cases: [(&[u32], &str); 9] = [
+        (&capital, r#"{"temperature": 0, "maxTokens": 16}"#),
+        (
+            &capital,
+            r#"{"temperature": 0.8, "topK": 40, "topP": 0.9, "minP": 0.05, "seed": 3, "maxTokens": 16}"#,
+        ),
+        (
+            &capital,
+            r#"{"temperature": 0.7, "repeatPenalty": 1.1, "presencePenalty": 0.4,
+            "frequencyPenalty": 0.2, "seed": 11, "maxTokens": 16}"#,
+        ),
+        (
+            &capital,
+            r#"{"maxTokens": 16, "coltrane": {"preset": "json_schema", "schema":
+            {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}"#,
+        ),
+        (&capital, r#"{"seed": 3, "maxTokens": 16, "moa": {"k": 3}}"#),
+        (
+            &capital,
+            r#"{"temperature": 0.9, "topP": 0.95, "seed": 4, "maxTokens": 16, "health": true}"#,
+        ),
+        (
+            &capital,
+            r#"{"temperature": 0, "maxTokens": 16, "coltrane": {"prosody": "bias"}, "health": true}"#,
+        ),
+        (
+            &counting,
+            r#"{"temperature": 0, "maxTokens": 16, "draftMode": true}"#,
+        ),
+        (
+            &counting,
+            r#"{"temperature": 0.7, "presencePenalty": 0.3, "seed": 8, "maxTokens": 16,
+            "draftMode": true}"#,
+        ),
+    ];
+    let o = ModelOptions {
+        context: MAX_CTX,
+        max_batch: 16,
+        embedding: EmbeddingOptions {
+            budget: 0,
+            cache_bytes: 1 << 20,
+        },
+        ..ModelOptions::default()
+    };
+    let mut split = Split::open_holding(&bytes, 4, 4, o, 4);
+    for (prompt, options) in cases {
+        let opts = GenerateOptions::from_json(options).unwrap();
+        let want = block_on(host.generate(prompt, &opts, &mut |_| true)).unwrap();
+        split.again_rounds = 0;
+        let (ids, text) = split.generate(prompt, options);
+        assert_eq!(ids, want.ids, "{options}");
+        assert_eq!(text, want.text, "{options}");
+        eprintln!(
+            "Gemma 4 + 4, {options}: {} tokens, {} rounds of /again",
+            ids.len(),
+            split.again_rounds
+        );
+    }
+    assert_eq!(split.coord.stats().reads_since_open, 0);
+}
+
 /// Prefix replay per sequence: three conversations run together, then each one's next turn
 /// (its whole history, the answer included, and a new message) run together again. Each turn
 /// resumes the conversation the layer stations kept — claimed from every station, only the new

@@ -210,6 +210,28 @@ describeIf(ready, 'the agentic loop in knot-serve (SmolLM2)', () => {
     assert.doesNotMatch(r.text, /s3cret/);
   });
 
+  test('the loop on the Responses and Messages APIs: the same calls, gates and answer as on chat completions', async () => {
+    const opt = { 'x-knot-agentic': 'tools' };
+    const only = { knot: { agentic: { servers: ['tools'] } } };
+    const chat = await agentic(server.url, { messages: [{ role: 'user', content: QUESTION }], tool_choice: 'required', ...only }, opt);
+    const responses = await post(server.url, '/v1/responses', {
+      model: 'm', temperature: 0, max_output_tokens: 120, input: QUESTION, tool_choice: 'required', ...only,
+    }, { headers: opt });
+    const messages = await post(server.url, '/v1/messages', {
+      model: 'm', temperature: 0, max_tokens: 120, messages: [{ role: 'user', content: QUESTION }], tool_choice: { type: 'any' }, ...only,
+    }, { headers: opt });
+    assert.equal(responses.status, 200, responses.text);
+    assert.equal(messages.status, 200, messages.text);
+    const calls = (r) => r.json.knot.agentic.steps.flatMap((s) => s.calls ?? []).map((c) => [c.name, c.id, c.C1.valid, c.C2.outcome]);
+    assert.ok(calls(chat).length > 0);
+    assert.deepEqual(calls(responses), calls(chat));
+    assert.deepEqual(calls(messages), calls(chat));
+    assert.equal(responses.json.knot.agentic.C3.reason, chat.json.knot.agentic.C3.reason);
+    assert.equal(responses.json.output.find((o) => o.type === 'message').content[0].text, chat.json.choices[0].message.content);
+    assert.equal(messages.json.content.find((b) => b.type === 'text').text, chat.json.choices[0].message.content);
+    assert.equal(messages.json.stop_reason, 'end_turn');
+  });
+
   test('streaming with the openai client: the calls and results as they happen, then the answer', async () => {
     const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none' });
     const stream = await client.chat.completions.create(/** @type {any} */ ({
