@@ -230,6 +230,18 @@ describeIf(ready, 'the agentic loop in knot-serve (SmolLM2)', () => {
     assert.equal(responses.json.output.find((o) => o.type === 'message').content[0].text, chat.json.choices[0].message.content);
     assert.equal(messages.json.content.find((b) => b.type === 'text').text, chat.json.choices[0].message.content);
     assert.equal(messages.json.stop_reason, 'end_turn');
+    // Streamed, the loop's calls and results come as `knot.event` events (which the official
+    // clients pass through), then the answer.
+    const streamed = await fetch(`${server.url}/v1/messages`, {
+      method: 'POST', headers: { 'content-type': 'application/json', ...opt },
+      body: JSON.stringify({ model: 'm', temperature: 0, max_tokens: 120, stream: true, messages: [{ role: 'user', content: QUESTION }], tool_choice: { type: 'any' }, ...only }),
+    });
+    const events = (await streamed.text()).split('\n\n').filter((e) => e.startsWith('event: ')).map((e) => JSON.parse(e.slice(e.indexOf('data: ') + 6)));
+    const loop = events.filter((e) => e.type === 'knot.event').map((e) => e.knot.agentic.event);
+    assert.ok(loop.includes('call') && loop.includes('result'), JSON.stringify(loop));
+    const text = events.filter((e) => e.type === 'content_block_delta' && e.delta.type === 'text_delta').map((e) => e.delta.text).join('');
+    assert.equal(text, chat.json.choices[0].message.content);
+    assert.equal(events.at(-1).type, 'message_stop');
   });
 
   test('streaming with the openai client: the calls and results as they happen, then the answer', async () => {

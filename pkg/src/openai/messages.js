@@ -289,7 +289,8 @@ export function messagesShapes(model) {
       ev('message_delta', { delta: stopOf(finish, more), usage: usageOf(u, more), knot }),
       ev('message_stop'),
     ],
-    event: () => null,
+    /** One of the project's events (an agentic loop's steps, calls and results). */
+    event: (knot) => [ev('knot.event', { knot })],
     usage: () => null,
     error: (e) => [ev('error', { error: anthropicError(e).error })],
   };

@@ -369,7 +369,8 @@ export function responsesShapes(model, req, keep) {
       out.push(ev(r.status === 'completed' ? 'response.completed' : 'response.incomplete', { response: r }));
       return out;
     },
-    event: () => null,
+    /** One of the project's events (an agentic loop's steps, calls and results). */
+    event: (knot) => [ev('knot.event', { knot })],
     usage: () => null,
     error: (e) => [ev('error', { code: e.code, message: e.message, param: e.param })],
   };
