@@ -85,6 +85,17 @@ export function agentApisSuite(server) {
       assert.equal(call.name, 'get_weather');
       const args = JSON.parse(call.arguments);
       assert.ok(new Ajv().validate(WEATHER_SCHEMA, args), call.arguments);
+      // Streamed, the same call: its item added, its arguments in deltas, done.
+      const stream = await openai().responses.create({ model: server.model, input: 'What is the weather in Paris?', tools, tool_choice: 'required', temperature: 0, max_output_tokens: 64, stream: true });
+      let streamedArgs = '';
+      const seen = [];
+      for await (const e of stream) {
+        if (e.type === 'response.function_call_arguments.delta') streamedArgs += e.delta;
+        if (e.type.startsWith('response.function_call') || e.type.startsWith('response.output_item')) seen.push(e.type);
+      }
+      assert.equal(streamedArgs, call.arguments);
+      assert.deepEqual(seen.filter((t, i) => t !== seen[i - 1]), ['response.output_item.added', 'response.function_call_arguments.delta',
+        'response.function_call_arguments.done', 'response.output_item.done']);
       const result = { type: 'function_call_output', call_id: call.call_id, output: 'Sunny, 21 °C' };
       const chained = await openai().responses.create({ model: server.model, previous_response_id: first.id, input: [result], tools, temperature: 0, max_output_tokens: 32 });
       const spelled = await openai().responses.create({
