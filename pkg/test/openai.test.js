@@ -379,6 +379,12 @@ describe('the Responses and Messages requests, read as chat requests', () => {
     assert.deepEqual(req.messages.map((m) => [m.role, m.content]), [['system', 'Be brief.'], ['user', 'c'], ['assistant', 'c!'], ['user', 'more']]);
     assert.throws(() => parseResponsesRequest({ model: 'm', previous_response_id: 'a', input: 'x' }, limits, () => null, store),
       (e) => e instanceof ApiError && e.status === 404 && e.param === 'previous_response_id' && e.code === 'previous_response_not_found');
+    // The bytes are capped too: a long conversation pushes the older ones out.
+    const small = new ResponseStore(10, 1000);
+    small.put('x', [{ role: 'user', content: 'a'.repeat(100) }]);
+    small.put('y', [{ role: 'user', content: 'b'.repeat(400) }]);
+    assert.equal(small.get('x'), undefined);
+    assert.ok(small.get('y') !== undefined && small.bytes <= 1000);
   });
 
   test('items: a turn\'s text and calls are one assistant message; a chat refusal names the item it came from', () => {

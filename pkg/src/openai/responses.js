@@ -21,24 +21,40 @@ const FIELDS = new Set(['model', 'input', 'instructions', 'tools', 'tool_choice'
   'max_output_tokens', 'temperature', 'top_p', 'seed', 'stream', 'store', 'previous_response_id',
   'moa', 'coltrane', 'draft_mode', 'health', 'knot']);
 
-/** Responses to continue from, by id: their conversation so far (chat messages), newest last. */
+/**
+ * Responses to continue from, by id: their conversation so far (chat messages), newest last —
+ * at most `max` of them and `maxBytes` of their text in all (a Worker's isolate has 128 MB).
+ */
 export class ResponseStore {
-  /** @param {number} max */
-  constructor(max = 256) {
+  /** @param {number} max @param {number} maxBytes */
+  constructor(max = 256, maxBytes = 8 << 20) {
     this.max = max;
-    /** @type {Map<string, object[]>} */
+    this.maxBytes = maxBytes;
+    this.bytes = 0;
+    /** @type {Map<string, { messages: object[], bytes: number }>} */
     this.map = new Map();
   }
 
   /** @param {string} id */
   get(id) {
-    return this.map.get(id);
+    return this.map.get(id)?.messages;
   }
 
   /** @param {string} id @param {object[]} messages */
   put(id, messages) {
-    this.map.set(id, messages);
-    while (this.map.size > this.max) this.map.delete(this.map.keys().next().value);
+    const bytes = 2 * JSON.stringify(messages).length;
+    this.#drop(id);
+    this.map.set(id, { messages, bytes });
+    this.bytes += bytes;
+    while (this.map.size > this.max || (this.bytes > this.maxBytes && this.map.size > 1)) this.#drop(this.map.keys().next().value);
+  }
+
+  /** @param {string} id */
+  #drop(id) {
+    const e = this.map.get(id);
+    if (e === undefined) return;
+    this.bytes -= e.bytes;
+    this.map.delete(id);
   }
 }
 

@@ -106,7 +106,7 @@ export interface OpenAIOptions {
   speech?: SpeechOptions | false;
   /**
    * Responses kept for `previous_response_id` (POST /v1/responses, `store` not false), per
-   * backend, newest kept: past it the oldest is forgotten, and continuing it is 404
+   * backend, newest kept (and at most 8 MB of their text): past it the oldest is forgotten, and continuing it is 404
    * `previous_response_not_found`. Default 256.
    */
   maxStoredResponses?: number;
